@@ -1,0 +1,18 @@
+"""nbgrader configuration for the course (instructor side).
+
+solutions/ holds the nbgrader *source* notebooks, exercises/ the *release* notebooks that
+`nbgrader generate_assignment` makes from them. The gradebook, submitted/ and autograded/
+live under the course root and stay out of git (see .gitignore).
+"""
+import os
+
+c = get_config()  # noqa: F821  (provided by nbgrader)
+
+c.CourseDirectory.root = os.environ.get("COURSE_ROOT", os.path.dirname(os.path.abspath(__file__)))
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "exercises"
+c.CourseDirectory.course_id = "inference-memory"
+c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", os.path.join(c.CourseDirectory.root, "nbgrader_root", "exchange"))
+# Training cells in some lessons take longer than the default 30 s.
+c.ExecutePreprocessor.timeout = 300
+c.Execute.timeout = 300

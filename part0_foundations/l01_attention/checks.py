@@ -1,0 +1,160 @@
+"""Lesson 01 checks: called by the notebook's autograder cells, by tests/autograder/test_attention.py and by
+the reference tests. Each takes the implementation under test and raises CheckFailed with a learner message.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from part0_foundations.grading import call, expect, expect_close, expect_raises, expect_shape
+
+ATOL = 1e-5
+
+
+def _qkv(b=2, h=3, lq=5, lk=7, d=8, dv=6, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, h, lq, d, generator=g, dtype=dtype)
+    k = torch.randn(b, h, lk, d, generator=g, dtype=dtype)
+    v = torch.randn(b, h, lk, dv, generator=g, dtype=dtype)
+    return q, k, v
+
+
+def check_sdpa_matches_torch(sdpa):
+    """Equal to F.scaled_dot_product_attention: no mask, a boolean mask, and causal."""
+    q, k, v = _qkv()
+    out = call(sdpa, q, k, v, what="scaled_dot_product_attention(q, k, v)")
+    expect_shape(out, (2, 3, 5, 6), "scaled_dot_product_attention output")
+    expect_close(out, F.scaled_dot_product_attention(q, k, v), "no mask", atol=ATOL)
+
+    g = torch.Generator().manual_seed(1)
+    mask = torch.rand(2, 1, 5, 7, generator=g) > 0.3
+    mask[..., 0] = True  # keep every row attendable so the reference has no NaN
+    out = call(sdpa, q, k, v, mask=mask, what="scaled_dot_product_attention(q, k, v, mask=mask)")
+    expect_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), "boolean mask", atol=ATOL)
+
+    q, k, v = _qkv(lq=6, lk=6, seed=2)
+    out = call(sdpa, q, k, v, causal=True, what="scaled_dot_product_attention(q, k, v, causal=True)")
+    expect_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), "causal=True", atol=ATOL)
+
+
+def check_sdpa_stable(sdpa):
+    """Logits of size ~1e4 must not overflow: subtract the row maximum before exp."""
+    q, k, v = _qkv(seed=3)
+    q = q * 1e3
+    out = call(sdpa, q, k, v, what="scaled_dot_product_attention with large logits")
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double()).float()
+    expect(bool(torch.isfinite(out).all()), "large logits produced NaN/inf: subtract the row max before exp")
+    expect_close(out, ref, "large logits", atol=1e-4)
+
+
+def check_sdpa_masked_weights_zero(sdpa):
+    """Masked positions get exactly zero weight; every attendable row sums to 1."""
+    q, k, v = _qkv(seed=4)
+    g = torch.Generator().manual_seed(5)
+    mask = torch.rand(2, 3, 5, 7, generator=g) > 0.5
+    mask[..., 1] = True
+    res = call(sdpa, q, k, v, mask=mask, return_weights=True, what="scaled_dot_product_attention(..., return_weights=True)")
+    expect(isinstance(res, tuple) and len(res) == 2, "with return_weights=True, return (output, weights)")
+    _, w = res
+    expect_shape(w, (2, 3, 5, 7), "weights")
+    expect(bool((w[~mask] == 0).all()), "masked positions must get exactly zero weight (use -inf before softmax)")
+    expect_close(w.sum(-1), torch.ones(2, 3, 5), "each row of weights must sum to 1", atol=1e-6)
+
+
+def check_sdpa_errors(sdpa):
+    """Bad shapes give a ValueError that names the argument."""
+    q, k, v = _qkv()
+    # Valid input must work first: refusing everything is not validation.
+    expect_shape(call(sdpa, q, k, v, what="scaled_dot_product_attention(q, k, v)"), (2, 3, 5, 6), "output")
+    expect_raises(lambda: sdpa(q, k[..., :4], v), ValueError, "k", "k with the wrong head_dim")
+    expect_raises(lambda: sdpa(q, k, v[..., :3, :]), ValueError, "v", "v with a different length than k")
+    bad = torch.ones(2, 3, 4, 7, dtype=torch.bool)
+    expect_raises(lambda: sdpa(q, k, v, mask=bad), ValueError, "mask", "a mask of the wrong shape")
+
+
+def _copy_from_torch_mha(mine, ref: nn.MultiheadAttention, d):
+    with torch.no_grad():
+        wq, wk, wv = ref.in_proj_weight.split(d)
+        bq, bk, bv = ref.in_proj_bias.split(d)
+        mine.q_proj.weight.copy_(wq); mine.q_proj.bias.copy_(bq)
+        mine.k_proj.weight.copy_(wk); mine.k_proj.bias.copy_(bk)
+        mine.v_proj.weight.copy_(wv); mine.v_proj.bias.copy_(bv)
+        mine.o_proj.weight.copy_(ref.out_proj.weight); mine.o_proj.bias.copy_(ref.out_proj.bias)
+
+
+def check_mha_matches_torch(MultiHeadAttention):
+    """MHA with weights copied from nn.MultiheadAttention gives the same output (self and causal)."""
+    torch.manual_seed(0)
+    d, h = 16, 4
+    ref = nn.MultiheadAttention(d, h, batch_first=True)
+    mine = call(MultiHeadAttention, d, h, what="MultiHeadAttention(d_model=16, n_heads=4)")
+    _copy_from_torch_mha(mine, ref, d)
+    x = torch.randn(2, 6, d)
+    out = call(mine, x, what="MultiHeadAttention.forward(x)")
+    expect_shape(out, (2, 6, d), "MultiHeadAttention output")
+    want, _ = ref(x, x, x, need_weights=False)
+    expect_close(out, want, "self-attention vs nn.MultiheadAttention", atol=ATOL)
+    causal = torch.ones(6, 6, dtype=torch.bool).triu(1)  # torch: True = masked out
+    want, _ = ref(x, x, x, attn_mask=causal, need_weights=False)
+    out = call(mine, x, causal=True, what="MultiHeadAttention.forward(x, causal=True)")
+    expect_close(out, want, "causal self-attention vs nn.MultiheadAttention", atol=ATOL)
+
+
+def check_gqa_equals_repeated_mha(MultiHeadAttention):
+    """GQA equals MHA whose K/V projections repeat each KV head over its group of query heads."""
+    torch.manual_seed(1)
+    d, h, hkv, hd = 24, 6, 2, 5
+    gqa = call(MultiHeadAttention, d, h, n_kv_heads=hkv, head_dim=hd, what="MultiHeadAttention(24, 6, n_kv_heads=2, head_dim=5)")
+    mha = call(MultiHeadAttention, d, h, n_kv_heads=h, head_dim=hd, what="MultiHeadAttention(24, 6, n_kv_heads=6, head_dim=5)")
+    expect_shape(gqa.k_proj.weight, (hkv * hd, d), "GQA k_proj.weight (n_kv_heads·head_dim, d_model)")
+    group = h // hkv
+    with torch.no_grad():
+        mha.q_proj.load_state_dict(gqa.q_proj.state_dict())
+        mha.o_proj.load_state_dict(gqa.o_proj.state_dict())
+        for name in ("k_proj", "v_proj"):
+            src, dst = getattr(gqa, name), getattr(mha, name)
+            dst.weight.copy_(src.weight.view(hkv, hd, d).repeat_interleave(group, 0).reshape(h * hd, d))
+            dst.bias.copy_(src.bias.view(hkv, hd).repeat_interleave(group, 0).reshape(h * hd))
+    x = torch.randn(3, 7, d)
+    expect_close(call(gqa, x, causal=True), call(mha, x, causal=True), "GQA vs MHA with repeated K/V heads", atol=ATOL)
+
+
+def check_mqa_and_cross_attention(MultiHeadAttention):
+    """MQA has one K/V head; cross-attention reads keys/values from another sequence of another width."""
+    torch.manual_seed(2)
+    mqa = call(MultiHeadAttention, 32, 8, n_kv_heads=1, what="MultiHeadAttention(32, 8, n_kv_heads=1)")
+    expect_shape(mqa.k_proj.weight, (4, 32), "MQA k_proj.weight (one KV head of head_dim 4)")
+    x = torch.randn(2, 5, 32)
+    expect_shape(call(mqa, x), (2, 5, 32), "MQA output")
+
+    cross = call(MultiHeadAttention, 32, 4, n_kv_heads=2, d_context=12, what="MultiHeadAttention(32, 4, n_kv_heads=2, d_context=12)")
+    ctx = torch.randn(2, 9, 12)
+    out = call(cross, x, ctx, what="cross-attention forward(x, context)")
+    expect_shape(out, (2, 5, 32), "cross-attention output (B, Lq, d_model)")
+    out2 = call(cross, x, ctx.flip(1) * 2.0 + 1.0, what="cross-attention forward(x, other context)")
+    expect(not torch.allclose(out, out2), "cross-attention output did not change when the context changed: are K and V computed from the context?")
+    _, w = call(cross, x, ctx, return_weights=True, what="cross-attention with return_weights=True")
+    expect_shape(w, (2, 4, 5, 9), "cross-attention weights (B, n_heads, Lq, Lk)")
+
+
+def check_mha_errors(MultiHeadAttention):
+    """n_heads not divisible by n_kv_heads, or a wrong input width, gives a ValueError naming the argument."""
+    expect_raises(lambda: MultiHeadAttention(32, 6, n_kv_heads=4), ValueError, "n_kv_heads", "n_heads=6, n_kv_heads=4")
+    m = call(MultiHeadAttention, 32, 4, what="MultiHeadAttention(32, 4)")
+    # Valid input must work first: refusing everything is not validation.
+    expect_shape(call(m, torch.randn(2, 5, 32), what="MultiHeadAttention.forward(x)"), (2, 5, 32), "output")
+    expect_raises(lambda: m(torch.randn(2, 5, 31)), ValueError, "x", "an input of width 31 for d_model=32")
+
+
+ALL = {
+    "sdpa_matches_torch": ("scaled_dot_product_attention", check_sdpa_matches_torch),
+    "sdpa_stable": ("scaled_dot_product_attention", check_sdpa_stable),
+    "sdpa_masked_weights_zero": ("scaled_dot_product_attention", check_sdpa_masked_weights_zero),
+    "sdpa_errors": ("scaled_dot_product_attention", check_sdpa_errors),
+    "mha_matches_torch": ("MultiHeadAttention", check_mha_matches_torch),
+    "gqa_equals_repeated_mha": ("MultiHeadAttention", check_gqa_equals_repeated_mha),
+    "mqa_and_cross_attention": ("MultiHeadAttention", check_mqa_and_cross_attention),
+    "mha_errors": ("MultiHeadAttention", check_mha_errors),
+}
+"""check id → (the learner definition it grades, the check). tests/autograder/ parametrizes over this."""

@@ -1,0 +1,70 @@
+"""Spec of the lesson 01 notebook (see part0_foundations/notebook_spec.py). Run `make notebooks` after editing."""
+from part0_foundations.notebook_spec import code, given, md, solution, tests
+
+ASSIGNMENT = "01_attention"
+NOTEBOOK = "attention.ipynb"
+AUTOGRADER = "tests/autograder/test_attention.py"
+SRC = "part0_foundations/l01_attention/attention.py"
+
+CELLS = [
+    md(r"""
+# Lesson 01 — Attention, by hand
+
+You will write scaled dot-product attention and multi-head attention (MHA, GQA, MQA) from basic tensor
+operations, then check them against PyTorch's own implementations.
+
+$$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d}} + M\right) V$$
+
+Fill in every cell marked `YOUR CODE HERE`, then run the test cells below it. The site page
+*Part 0 › 01 Attention* walks through the same code.
+"""),
+    code("""
+import math
+
+import torch
+from torch import nn
+
+from part0_foundations.l01_attention import checks
+"""),
+    md(r"""
+## 1. Helpers (given)
+
+`_check_attention_inputs` turns bad shapes into a `ValueError` that names the argument. `causal_mask` builds the
+boolean mask (True = may attend), aligned to the end so that one new query token sees the whole cache.
+"""),
+    given(SRC, ["_check_attention_inputs", "causal_mask"]),
+    md(r"""
+## 2. Scaled dot-product attention
+
+Compute the scores $QK^\top/\sqrt{d}$, set masked scores to $-\infty$, subtract each row's maximum before the
+exponential (so large logits cannot overflow), normalise, and multiply by $V$. A row whose every key is masked must
+give zero weights, not NaN.
+"""),
+    solution(SRC, ["scaled_dot_product_attention"], grade_id="sdpa_impl"),
+    tests("sdpa_matches_torch", 3, "checks.check_sdpa_matches_torch(scaled_dot_product_attention)",
+          hidden="checks.check_sdpa_errors(scaled_dot_product_attention)"),
+    tests("sdpa_stable_and_masked", 2, """
+checks.check_sdpa_stable(scaled_dot_product_attention)
+checks.check_sdpa_masked_weights_zero(scaled_dot_product_attention)
+"""),
+    md(r"""
+## 3. Multi-head attention with `n_kv_heads`
+
+Project the queries into `n_heads` heads and the keys and values into `n_kv_heads` heads of `head_dim` each. When
+`n_kv_heads < n_heads`, each K/V head serves a group of `n_heads // n_kv_heads` query heads (GQA; MQA when
+`n_kv_heads == 1`). With a `context`, keys and values come from it: cross-attention.
+"""),
+    solution(SRC, ["MultiHeadAttention"], grade_id="mha_impl"),
+    tests("mha_matches_torch", 3, "checks.check_mha_matches_torch(MultiHeadAttention)",
+          hidden="checks.check_mha_errors(MultiHeadAttention)"),
+    tests("gqa_mqa_cross", 2, """
+checks.check_gqa_equals_repeated_mha(MultiHeadAttention)
+checks.check_mqa_and_cross_attention(MultiHeadAttention)
+"""),
+    md(r"""
+## 4. Why this matters for memory
+
+Per token and per layer, a model caches `n_kv_heads × head_dim` keys and as many values. GQA with 8 KV heads instead
+of 64 cuts that cache by 8×: lesson 03 measures it to the byte.
+"""),
+]

@@ -1,0 +1,164 @@
+"""Notebooks are generated from the package source: the one place each solution is written.
+
+Each lesson has a ``notebook.py`` with ``ASSIGNMENT`` (nbgrader assignment name, e.g. ``"01_attention"``),
+``NOTEBOOK`` (file name) and ``CELLS``, a list built with the helpers below:
+
+- ``md(text)``: a markdown cell;
+- ``code(src)``: a plain code cell (set-up, demos);
+- ``given(path, names)``: a plain code cell with package definitions the learner is given;
+- ``solution(path, names, grade_id)``: an nbgrader answer cell holding the exact source of the top-level
+  definitions ``names`` of the package file ``path`` (with its ``### BEGIN/END SOLUTION`` regions);
+- ``tests(grade_id, points, src, hidden=None)``: a locked, graded test cell; ``hidden`` goes inside
+  ``### BEGIN/END HIDDEN TESTS``.
+
+``build_source_notebook`` turns a spec into the nbgrader *source* notebook under ``solutions/``;
+``generate_release`` runs real ``nbgrader generate_assignment`` to make ``exercises/``.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Cell:
+    kind: str  # "markdown" | "code" | "solution" | "tests"
+    source: str
+    grade_id: str | None = None
+    points: int = 0
+    meta: dict = field(default_factory=dict)
+
+
+def md(text: str) -> Cell:
+    return Cell("markdown", text.strip("\n"))
+
+
+def code(src: str) -> Cell:
+    return Cell("code", src.strip("\n"))
+
+
+def extract_definitions(path: str | Path, names: list[str]) -> str:
+    """The exact source text of the named top-level functions/classes of a file, in the order given."""
+    path = REPO / path
+    text = path.read_text()
+    lines = text.splitlines()
+    tree = ast.parse(text)
+    found = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
+            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        ):
+            name = node.name if hasattr(node, "name") else node.targets[0].id
+            start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            found[name] = "\n".join(lines[start - 1 : node.end_lineno])
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise KeyError(f"{path}: no top-level definition named {missing}")
+    return "\n\n\n".join(found[n] for n in names)
+
+
+def given(path: str, names: list[str]) -> Cell:
+    """A plain code cell with package definitions the learner is given (not graded)."""
+    return code(extract_definitions(path, names))
+
+
+def solution(path: str, names: list[str], grade_id: str) -> Cell:
+    src = extract_definitions(path, names)
+    if "### BEGIN SOLUTION" not in src:
+        raise ValueError(f"{path}:{names}: an answer cell needs a ### BEGIN SOLUTION region")
+    return Cell("solution", src, grade_id=grade_id)
+
+
+def tests(grade_id: str, points: int, src: str, hidden: str | None = None) -> Cell:
+    body = src.strip("\n")
+    if hidden:
+        body += "\n### BEGIN HIDDEN TESTS\n" + hidden.strip("\n") + "\n### END HIDDEN TESTS"
+    return Cell("tests", body, grade_id=grade_id, points=points)
+
+
+def load_spec(module: str):
+    """Import a lesson's notebook spec module (e.g. ``part0_foundations.l01_attention.notebook``)."""
+    return importlib.import_module(module)
+
+
+def all_specs():
+    """Every lesson spec in the package, sorted by assignment name."""
+    mods = []
+    for p in sorted((REPO / "part0_foundations").glob("*/notebook.py")):
+        mods.append(load_spec(f"part0_foundations.{p.parent.name}.notebook"))
+    return sorted(mods, key=lambda m: m.ASSIGNMENT)
+
+
+def build_source_notebook(spec):
+    """The nbgrader source notebook (an ``nbformat`` node) for a spec. Deterministic: ids come from positions."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata = {
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    }
+    seen = set()
+    for i, c in enumerate(spec.CELLS):
+        if c.kind == "markdown":
+            cell = nbformat.v4.new_markdown_cell(c.source)
+        else:
+            cell = nbformat.v4.new_code_cell(c.source)
+        cell.id = f"c{i:02d}-{c.grade_id or c.kind}"
+        if c.kind in ("solution", "tests"):
+            if c.grade_id in seen:
+                raise ValueError(f"{spec.ASSIGNMENT}: duplicate grade_id {c.grade_id!r}")
+            seen.add(c.grade_id)
+            cell.metadata["nbgrader"] = {
+                "schema_version": 3,
+                "grade_id": c.grade_id,
+                "solution": c.kind == "solution",
+                "grade": c.kind == "tests",
+                "locked": c.kind == "tests",
+                "task": False,
+            }
+            if c.kind == "tests":
+                cell.metadata["nbgrader"]["points"] = c.points
+        nb.cells.append(cell)
+    return nb
+
+
+def write_source_notebook(spec, solutions_dir: Path = REPO / "solutions") -> Path:
+    import nbformat
+
+    out = Path(solutions_dir) / spec.ASSIGNMENT / spec.NOTEBOOK
+    out.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(build_source_notebook(spec), str(out))
+    return out
+
+
+def nbgrader_cmd() -> list[str]:
+    """Run nbgrader with the interpreter of this environment (works inside and outside a venv)."""
+    return [sys.executable, "-m", "nbgrader"]
+
+
+def generate_release(assignment: str, solutions_dir: Path, out_dir: Path) -> Path:
+    """Run real ``nbgrader generate_assignment`` in a throw-away course root; copy the release to ``out_dir``."""
+    with tempfile.TemporaryDirectory() as root:
+        root = Path(root)
+        shutil.copytree(Path(solutions_dir) / assignment, root / "solutions" / assignment)
+        shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
+        env = dict(os.environ, COURSE_ROOT=str(root), NBGRADER_EXCHANGE=str(root / "exchange"))
+        subprocess.run(
+            nbgrader_cmd() + ["generate_assignment", assignment, "--force"],
+            cwd=root, env=env, check=True, capture_output=True, text=True,
+        )
+        dst = Path(out_dir) / assignment
+        if dst.exists():
+            shutil.rmtree(dst)
+        shutil.copytree(root / "exercises" / assignment, dst)
+    return dst

@@ -1,0 +1,104 @@
+"""The grading pipeline, end to end, for every lesson that has a notebook spec.
+
+- solutions/ is exactly what the package source generates (one source of truth: no drift);
+- exercises/ is exactly what real `nbgrader generate_assignment` makes from solutions/;
+- real `nbgrader autograde`: the solution scores full marks, the released notebook scores 0 without crashing
+  (scores read from the gradebook, not from `nbgrader validate`, whose exit code is always 0);
+- the pytest autograder grades a notebook: every check passes on the solution and fails on the release.
+"""
+import json
+import re
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from part0_foundations.notebook_spec import REPO, all_specs, build_source_notebook, generate_release, nbgrader_cmd
+
+SPECS = all_specs()
+IDS = [s.ASSIGNMENT for s in SPECS]
+
+
+def _cells(path):
+    nb = nbformat.read(str(path), as_version=4)
+    return [(c.cell_type, c.source, c.metadata.get("nbgrader")) for c in nb.cells]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_solutions_match_package_source(spec):
+    committed = REPO / "solutions" / spec.ASSIGNMENT / spec.NOTEBOOK
+    assert committed.exists(), f"{committed} is missing: run `make notebooks`"
+    fresh = build_source_notebook(spec)
+    got = [(c.cell_type, c.source, c.metadata.get("nbgrader")) for c in fresh.cells]
+    assert _cells(committed) == got, f"{committed} drifted from the package source: run `make notebooks`"
+
+
+@pytest.fixture(scope="module")
+def course_root(tmp_path_factory):
+    """A throw-away nbgrader course: generate every assignment, submit the solution and the release."""
+    root = tmp_path_factory.mktemp("course")
+    shutil.copytree(REPO / "solutions", root / "solutions")
+    shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
+    env = dict(os.environ, COURSE_ROOT=str(root), NBGRADER_EXCHANGE=str(root / "exchange"))
+    return root, env
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_release_and_autograde_with_real_nbgrader(spec, course_root):
+    root, env = course_root
+    a = spec.ASSIGNMENT
+    nbg = nbgrader_cmd()
+    subprocess.run(nbg + ["generate_assignment", a, "--force"], cwd=root, env=env, check=True, capture_output=True)
+
+    # exercises/ in the repo must be exactly what nbgrader makes.
+    released = root / "exercises" / a / spec.NOTEBOOK
+    assert _cells(released) == _cells(REPO / "exercises" / a / spec.NOTEBOOK), (
+        f"exercises/{a} is not what nbgrader generate_assignment makes: run `make notebooks`")
+
+    for student, src in (("ref_solution", root / "solutions" / a), ("blank_release", root / "exercises" / a)):
+        dst = root / "submitted" / student / a
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(src, dst, dirs_exist_ok=True)
+    proc = subprocess.run(nbg + ["autograde", a, "--force"], cwd=root, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        max_score = gb.find_assignment(a).max_score
+        ok = gb.find_submission(a, "ref_solution").score
+        blank = gb.find_submission(a, "blank_release").score
+    assert max_score > 0
+    assert ok == max_score, f"the solution notebook scored {ok}/{max_score}"
+    assert blank == 0, f"the released (blank) notebook scored {blank}/{max_score}"
+
+
+def _pytest_grade(autograder, notebook):
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(REPO / autograder), "--notebook", str(notebook)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_pytest_autograder_on_notebooks(spec, tmp_path):
+    code, out = _pytest_grade(spec.AUTOGRADER, REPO / "solutions" / spec.ASSIGNMENT / spec.NOTEBOOK)
+    assert code == 0 and " passed" in out and "failed" not in out, out[-3000:]
+
+    code, out = _pytest_grade(spec.AUTOGRADER, REPO / "exercises" / spec.ASSIGNMENT / spec.NOTEBOOK)
+    summary = out.strip().splitlines()[-1]
+    assert code == 1 and re.search(r"\d+ failed", summary) and "passed" not in summary and "error" not in summary, out[-3000:]
+
+    # A broken notebook (syntax error, a hang is covered by the time limit) fails checks, never crashes the grader.
+    nb = json.loads((REPO / "exercises" / spec.ASSIGNMENT / spec.NOTEBOOK).read_text())
+    answer = next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution"))
+    answer["source"] = "def broken(:\n"
+    bad = tmp_path / "broken.ipynb"
+    bad.write_text(json.dumps(nb))
+    code, out = _pytest_grade(spec.AUTOGRADER, bad)
+    assert code == 1 and "SyntaxError" in out and "INTERNALERROR" not in out, out[-3000:]

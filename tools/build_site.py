@@ -1,0 +1,50 @@
+"""Build the course site: run every lesson's figure/table generator, then `mkdocs build --strict`.
+
+Generators are the `sitegen.py` modules of the packages (`build(out_dir)`); they write PNGs and Markdown
+snippets under site/generated/<name>/, which the pages include. Nothing on the site is typed in by hand.
+They use shipped checkpoints and saved experiment results, so the whole build takes seconds.
+"""
+import importlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("MPLBACKEND", "Agg")
+os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+
+
+def generators():
+    for pkg in ("part0_foundations", "part1_capacity"):
+        for p in sorted((REPO / pkg).glob("**/sitegen.py")):
+            rel = p.relative_to(REPO).with_suffix("")
+            yield ".".join(rel.parts)
+
+
+def run_generators(only=None):
+    out_root = REPO / "site" / "generated"
+    for mod_name in generators():
+        if only and not any(o in mod_name for o in only):
+            continue
+        mod = importlib.import_module(mod_name)
+        out = out_root / mod.NAME
+        out.mkdir(parents=True, exist_ok=True)
+        t0 = time.time()
+        mod.build(out)
+        print(f"  generated {out.relative_to(REPO)} ({time.time() - t0:.1f} s)", flush=True)
+
+
+def main():
+    print("Generating figures and tables from code:")
+    run_generators(sys.argv[1:])
+    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet"], cwd=REPO, check=True)
+    index = REPO / "_build" / "site" / "index.html"
+    print(f"Site built: open {index}")
+
+
+if __name__ == "__main__":
+    main()
