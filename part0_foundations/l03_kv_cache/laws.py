@@ -1,0 +1,99 @@
+"""The KV-cache size laws, one per attention structure: pure functions, importable without torch.
+
+Lesson 03 derives each law and measures a working model's cache against it to the byte; the Part 1 calculator
+imports exactly these functions (they exist once). All results are in **bytes**. ``bytes_per_element`` may be
+fractional for block-quantized caches (llama.cpp's q8_0 stores 32 values in 34 bytes: 34/32 = 1.0625).
+``T`` (tokens in context) may be an int or a numpy array (the calculator's sweep is vectorized).
+
+Per sequence:
+
+- MHA / GQA / MQA: ``2 × L × n_kv_heads × head_dim × bytes`` per token (K and V: the factor 2).
+- MLA (DeepSeek): ``L × (kv_lora_rank + qk_rope_head_dim) × bytes`` per token, no factor 2: the latent is shared
+  by K and V and rebuilt into both at attention time; the decoupled RoPE key is cached beside it.
+- Sliding-window hybrid: window layers hold ``min(T, W)`` tokens, full layers hold ``T``.
+- SSM hybrid: attention layers grow with ``T``; each state-space layer holds a constant state.
+"""
+from __future__ import annotations
+
+
+def _min(t, w):
+    """min(T, W) for an int or a numpy array T."""
+    if hasattr(t, "__array__") and not isinstance(t, (int, float)):
+        import numpy as np
+
+        return np.minimum(t, w)
+    return min(t, w)
+
+
+# --- MHA / GQA / MQA ------------------------------------------------------------------------------------------
+def kv_bytes_per_token(n_layers, n_kv_heads, head_dim, bytes_per_element):
+    """Bytes of K and V cached per token: ``2 × n_layers × n_kv_heads × head_dim × bytes_per_element``."""
+    return 2 * n_layers * n_kv_heads * head_dim * bytes_per_element
+
+
+def kv_bytes(T, n_layers, n_kv_heads, head_dim, bytes_per_element):
+    """Bytes of K and V cached for ``T`` tokens of one sequence (MHA/GQA/MQA)."""
+    return T * kv_bytes_per_token(n_layers, n_kv_heads, head_dim, bytes_per_element)
+
+
+# --- MLA --------------------------------------------------------------------------------------------------------
+def mla_bytes_per_token(n_layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element):
+    """Bytes of the MLA latent cache per token: ``n_layers × (kv_lora_rank + qk_rope_head_dim) × bytes``."""
+    return n_layers * (kv_lora_rank + qk_rope_head_dim) * bytes_per_element
+
+
+def mla_bytes(T, n_layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element):
+    """Bytes of the MLA latent cache for ``T`` tokens of one sequence."""
+    return T * mla_bytes_per_token(n_layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element)
+
+
+# --- sliding-window hybrids -------------------------------------------------------------------------------------
+def window_tokens(T, window):
+    """Tokens a sliding-window layer holds after ``T`` tokens: ``min(T, W)`` (a ring buffer of W slots)."""
+    return _min(T, window)
+
+
+def sliding_window_bytes(T, n_full_layers, n_window_layers, window, n_kv_heads, head_dim, bytes_per_element):
+    """Bytes cached for ``T`` tokens when ``n_window_layers`` keep only the last ``window`` tokens.
+
+    ``2 × n_kv_heads × head_dim × bytes × (n_full_layers × T + n_window_layers × min(T, W))``.
+    """
+    per_layer_token = kv_bytes_per_token(1, n_kv_heads, head_dim, bytes_per_element)
+    return per_layer_token * (n_full_layers * T + n_window_layers * window_tokens(T, window))
+
+
+def sliding_window_growth_bytes_per_token(n_full_layers, n_kv_heads, head_dim, bytes_per_element):
+    """Slope once ``T > W``: only the full layers still grow."""
+    return kv_bytes_per_token(n_full_layers, n_kv_heads, head_dim, bytes_per_element)
+
+
+# --- state-space (SSM / linear-attention) hybrids ---------------------------------------------------------------
+def ssm_state_bytes(n_ssm_layers, state_elements_per_layer, bytes_per_element):
+    """Constant recurrent state of one sequence: ``n_ssm_layers × state_elements × bytes`` (independent of T)."""
+    return n_ssm_layers * state_elements_per_layer * bytes_per_element
+
+
+def ssm_hybrid_bytes(T, n_attn_layers, n_kv_heads, head_dim, kv_bytes_per_element,
+                     n_ssm_layers, state_elements_per_layer, state_bytes_per_element):
+    """Attention layers grow with ``T``; state-space layers add a constant state."""
+    return (kv_bytes(T, n_attn_layers, n_kv_heads, head_dim, kv_bytes_per_element)
+            + ssm_state_bytes(n_ssm_layers, state_elements_per_layer, state_bytes_per_element))
+
+
+def mamba1_state_elements(d_inner, d_state, d_conv):
+    """Mamba-1 layer state in elements: conv ``(d_conv − 1) × d_inner`` + SSM ``d_inner × d_state``."""
+    return (d_conv - 1) * d_inner + d_inner * d_state
+
+
+def mamba2_state_elements(n_heads, head_dim, d_state, d_conv, n_groups):
+    """Mamba-2 layer state in elements: conv ``(d_conv − 1) × (d_inner + 2 × n_groups × d_state)`` with
+    ``d_inner = n_heads × head_dim``, plus SSM ``n_heads × head_dim × d_state``."""
+    d_inner = n_heads * head_dim
+    return (d_conv - 1) * (d_inner + 2 * n_groups * d_state) + n_heads * head_dim * d_state
+
+
+def gated_deltanet_state_elements(n_k_heads, n_v_heads, k_head_dim, v_head_dim, d_conv):
+    """Gated DeltaNet layer state in elements: conv ``(d_conv − 1) × (2 × key_dim + value_dim)`` plus the
+    recurrent ``n_v_heads × d_k × d_v`` matrix (``key_dim = n_k_heads × d_k``, ``value_dim = n_v_heads × d_v``)."""
+    key_dim, value_dim = n_k_heads * k_head_dim, n_v_heads * v_head_dim
+    return (d_conv - 1) * (2 * key_dim + value_dim) + n_v_heads * k_head_dim * v_head_dim
