@@ -1,0 +1,1 @@
+"""Sub-commands of `capacity`: one module each, with ``register(subparsers)``."""
