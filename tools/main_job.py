@@ -7,7 +7,7 @@ REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 steps = []
-if (REPO / "part1_capacity" / "cli.py").exists():
+if (REPO / "part1_capacity" / "commands" / "compare.py").exists():
     # The four attention structures at 128K on one accelerator, with the kind of bottleneck for each.
     steps.append([str(BIN / "capacity"), "compare"])
 steps.append([sys.executable, str(REPO / "tools" / "build_site.py")])
