@@ -1,0 +1,204 @@
+"""Measuring memory from inside a process, Linux only, standard library + ctypes (no psutil).
+
+Shared by lesson 05 (a RAG index opened with mmap) and experiment E3 (that index under memory pressure).
+Everything is read straight from the kernel so a learner can check each number by hand:
+
+- ``rss_split()``            resident memory split anonymous / file-backed / shared (``/proc/<pid>/status``), bytes
+- ``file_resident_bytes()``  how much of a file sits in the page cache (``mmap`` + ``mincore``), bytes
+- ``drop_file_pages()``      evict a file's clean pages from the page cache (``posix_fadvise(DONTNEED)``)
+- ``fault_counts()``         this process's major / minor page faults (``getrusage``), counts
+- ``meminfo()``              MemTotal / MemAvailable / Cached (``/proc/meminfo``), bytes
+- ``psi_memory()``           memory pressure stall information, some/full avg10 (``/proc/pressure/memory``), percent
+
+Why these and not "free memory": an mmap-opened file raises RssFile, not RssAnon, and its pages live in the page
+cache (``Cached``), which the kernel counts as *available* — until someone else needs the memory and the pages are
+evicted; the next read of an evicted page is a *major* fault (a disk read), which is where latency goes.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import resource
+from dataclasses import dataclass
+
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")  # bytes; 4096 on x86-64
+
+# /proc files report kB (which the kernel means as KiB = 1024 bytes).
+_KIB = 1024
+
+
+def _read_kib_fields(path: str, names: tuple[str, ...]) -> dict[str, int]:
+    """Fields ``Name:   123 kB`` of a /proc file, converted to bytes. Missing fields are absent from the result."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if key in names:
+                value = rest.split()
+                out[key] = int(value[0]) * (_KIB if len(value) > 1 and value[1] == "kB" else 1)
+    return out
+
+
+@dataclass(frozen=True)
+class RssSplit:
+    """Resident set of one process, bytes. ``total = anon + file + shmem`` (the kernel's own definition of VmRSS)."""
+
+    anon: int   # private memory: heap, stacks, anonymous mmap (what malloc / numpy / torch tensors use)
+    file: int   # pages of mapped files that are resident (an mmap-opened index shows up here)
+    shmem: int  # shared memory / tmpfs pages mapped by the process
+
+    @property
+    def total(self) -> int:
+        return self.anon + self.file + self.shmem
+
+
+def rss_split(pid: int | str = "self") -> RssSplit:
+    """RSS of process ``pid`` (default: this one) split anonymous / file-backed / shmem, in bytes."""
+    f = _read_kib_fields(f"/proc/{pid}/status", ("RssAnon", "RssFile", "RssShmem"))
+    return RssSplit(anon=f.get("RssAnon", 0), file=f.get("RssFile", 0), shmem=f.get("RssShmem", 0))
+
+
+def vm_rss(pid: int | str = "self") -> int:
+    """VmRSS of process ``pid`` in bytes (as ``ps``/``top`` show it)."""
+    return _read_kib_fields(f"/proc/{pid}/status", ("VmRSS",)).get("VmRSS", 0)
+
+
+# --- page-cache residency via mincore ------------------------------------------------------------------------
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.restype = ctypes.c_int
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mincore.restype = ctypes.c_int
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
+_PROT_READ, _MAP_SHARED = 0x1, 0x01
+_MAP_FAILED = ctypes.c_void_p(-1).value
+# mincore sets bit 0 of each byte when the page is resident; the other bits are reserved.
+_BIT0 = bytes(b & 1 for b in range(256))
+
+
+def resident_pages(path: str | os.PathLike) -> tuple[int, int]:
+    """(resident pages, total pages) of a file in the page cache, pages of ``PAGE_SIZE`` bytes.
+
+    Maps the file read-only (mapping populates nothing), asks ``mincore`` which pages are in the page cache, unmaps.
+    Linux reports page-cache state for files the caller owns or may write; for other files it only sees the pages
+    mapped in this process, so measure files you created.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return 0, 0
+        n_pages = (size + PAGE_SIZE - 1) // PAGE_SIZE
+        addr = _libc.mmap(None, size, _PROT_READ, _MAP_SHARED, fd, 0)
+        if addr in (None, _MAP_FAILED):
+            err = ctypes.get_errno()
+            raise OSError(err, f"mmap failed: {os.strerror(err)}", str(path))
+        try:
+            vec = (ctypes.c_ubyte * n_pages)()
+            if _libc.mincore(addr, size, vec) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"mincore failed: {os.strerror(err)}", str(path))
+            return bytes(vec).translate(_BIT0).count(1), n_pages
+        finally:
+            _libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+
+
+def file_resident_bytes(path: str | os.PathLike) -> int:
+    """Bytes of ``path`` resident in the page cache (resident pages × page size, capped at the file size)."""
+    pages, _ = resident_pages(path)
+    return min(pages * PAGE_SIZE, os.path.getsize(path))
+
+
+def drop_file_pages(path: str | os.PathLike) -> None:
+    """Evict the file's pages from the page cache. Flushes dirty pages first (DONTNEED skips dirty pages).
+
+    Pages mapped by some process may stay; call it while nobody maps the file (or expect partial eviction).
+    On tmpfs there is no backing store and nothing is evicted.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+# --- faults, meminfo, PSI ------------------------------------------------------------------------------------
+
+
+def fault_counts() -> tuple[int, int]:
+    """(major, minor) page faults of this process so far, counts (all threads, not children).
+
+    Major = the page had to be read from disk; minor = the page was already in memory (page cache or zero page).
+    """
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_majflt, ru.ru_minflt
+
+
+@dataclass(frozen=True)
+class MemInfo:
+    """Host memory, bytes (from /proc/meminfo)."""
+
+    total: int      # MemTotal: usable RAM
+    available: int  # MemAvailable: the kernel's estimate of what can be allocated without swapping (includes
+    #                 reclaimable page cache — the cache of an mmap-opened index counts as "available")
+    cached: int     # Cached: page cache (file pages, incl. tmpfs/shmem)
+
+
+def meminfo(path: str = "/proc/meminfo") -> MemInfo:
+    """MemTotal, MemAvailable and Cached of the host, in bytes."""
+    f = _read_kib_fields(path, ("MemTotal", "MemAvailable", "Cached"))
+    return MemInfo(total=f["MemTotal"], available=f["MemAvailable"], cached=f["Cached"])
+
+
+@dataclass(frozen=True)
+class Psi:
+    """Memory pressure stall information: share of the last 10 s in which tasks were stalled on memory, percent.
+
+    some = at least one task stalled; full = all non-idle tasks stalled at once.
+    """
+
+    some_avg10: float
+    full_avg10: float
+
+
+def psi_memory(path: str = "/proc/pressure/memory") -> Psi | None:
+    """PSI memory some/full avg10 in percent (0-100), or None when the kernel has no PSI (file absent/unreadable)."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    values = {}
+    for line in text.splitlines():
+        kind, *fields = line.split()
+        for field in fields:
+            name, _, value = field.partition("=")
+            if name == "avg10":
+                values[kind] = float(value)
+    if "some" not in values:
+        return None
+    # "full" is absent on kernels before 5.13 for some resources; for memory it has always existed.
+    return Psi(some_avg10=values["some"], full_avg10=values.get("full", 0.0))
+
+
+def filesystem_type(path: str | os.PathLike) -> str:
+    """Type of the filesystem holding ``path`` (e.g. "ext4", "tmpfs"), from the longest matching /proc/mounts entry.
+
+    Matters because tmpfs pages are shared memory, not evictable page cache: residency cannot be dropped there.
+    """
+    real = os.path.realpath(path)
+    best, fstype = "", "unknown"
+    with open("/proc/mounts") as f:
+        for line in f:
+            parts = line.split()
+            mount = parts[1].replace("\\040", " ")
+            inside = real == mount or real.startswith(mount.rstrip("/") + "/")
+            if inside and len(mount) >= len(best):
+                best, fstype = mount, parts[2]
+    return fstype

@@ -1,0 +1,126 @@
+"""part0_foundations.memstat against the kernel's own bookkeeping, on small files (a few MiB, < 2 s)."""
+import mmap
+import os
+import tempfile
+
+import pytest
+
+from part0_foundations import memstat
+
+MIB = 1024 * 1024
+PAGE = memstat.PAGE_SIZE
+
+
+@pytest.fixture()
+def disk_dir(tmp_path):
+    """A directory on a disk-backed filesystem (page cache can be dropped there; not on tmpfs)."""
+    if memstat.filesystem_type(tmp_path) not in ("tmpfs", "ramfs"):
+        yield tmp_path
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    if memstat.filesystem_type(here) in ("tmpfs", "ramfs"):
+        pytest.skip("no disk-backed directory to test page-cache eviction on")
+    with tempfile.TemporaryDirectory(dir=here) as d:
+        yield d
+
+
+def _write(path, n_bytes):
+    with open(path, "wb") as f:
+        f.write(os.urandom(n_bytes))
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
+def test_rss_parts_add_up_to_vmrss():
+    split = memstat.rss_split()
+    assert min(split.anon, split.file, split.shmem) >= 0
+    # VmRSS is by definition RssAnon + RssFile + RssShmem; two reads apart, allow a little drift.
+    assert abs(split.total - memstat.vm_rss()) < 4 * MIB
+
+
+def test_touched_heap_memory_is_anonymous():
+    before = memstat.rss_split()
+    block = b"\x01" * (64 * MIB)  # writes every byte, so every page becomes resident
+    after = memstat.rss_split()
+    assert after.anon - before.anon >= 60 * MIB
+    assert after.file - before.file < 4 * MIB
+    del block
+
+
+def test_mmap_reads_grow_file_backed_rss_not_anonymous(disk_dir):
+    path = _write(os.path.join(disk_dir, "f.bin"), 32 * MIB)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        before = memstat.rss_split()
+        total = 0
+        for off in range(0, len(m), PAGE):
+            total += m[off]
+        after = memstat.rss_split()
+    assert after.file - before.file >= 30 * MIB
+    assert abs(after.anon - before.anon) < 4 * MIB
+
+
+def test_residency_drops_to_zero_then_rises_as_pages_are_read(disk_dir):
+    size = 8 * MIB + 100  # a partial last page
+    path = _write(os.path.join(disk_dir, "f.bin"), size)
+    memstat.drop_file_pages(path)
+    assert memstat.file_resident_bytes(path) == 0
+    pages, n_pages = memstat.resident_pages(path)
+    assert (pages, n_pages) == (0, -(-size // PAGE))
+
+    with open(path, "rb") as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)  # no readahead: read exactly what we ask
+        f.read(2 * MIB)
+    half = memstat.file_resident_bytes(path)
+    assert 2 * MIB <= half < size
+
+    with open(path, "rb") as f:
+        f.read()
+    assert memstat.file_resident_bytes(path) == size
+    memstat.drop_file_pages(path)
+    assert memstat.file_resident_bytes(path) == 0
+
+
+def test_major_faults_on_cold_pages_not_on_warm_ones(disk_dir):
+    path = _write(os.path.join(disk_dir, "f.bin"), 16 * MIB)
+    offsets = range(0, 16 * MIB, 16 * PAGE)  # 256 pages, far apart
+    memstat.drop_file_pages(path)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        m.madvise(mmap.MADV_RANDOM)  # no readahead: every cold touch is its own disk read
+        major0, _ = memstat.fault_counts()
+        for off in offsets:
+            m[off]
+        major1, _ = memstat.fault_counts()
+    assert major1 - major0 >= len(offsets)  # each touched page was absent: one major fault each
+
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        major2, minor2 = memstat.fault_counts()
+        for off in offsets:
+            m[off]
+        major3, minor3 = memstat.fault_counts()
+    assert major3 == major2  # pages are cached now: mapping them costs minor faults only
+    assert minor3 > minor2
+
+
+def test_meminfo_matches_sysconf():
+    info = memstat.meminfo()
+    assert info.total == os.sysconf("SC_PHYS_PAGES") * PAGE
+    assert 0 < info.available <= info.total
+    assert 0 <= info.cached <= info.total
+
+
+def test_psi_parsing_and_absence(tmp_path):
+    sample = tmp_path / "memory"
+    sample.write_text(
+        "some avg10=1.50 avg60=0.20 avg300=0.00 total=123\nfull avg10=0.75 avg60=0.10 avg300=0.00 total=45\n"
+    )
+    assert memstat.psi_memory(str(sample)) == memstat.Psi(some_avg10=1.5, full_avg10=0.75)
+    assert memstat.psi_memory(str(tmp_path / "absent")) is None
+    live = memstat.psi_memory()
+    if live is not None:
+        assert 0.0 <= live.full_avg10 <= live.some_avg10 <= 100.0
+
+
+def test_filesystem_type_of_proc_and_root():
+    assert memstat.filesystem_type("/proc/self") == "proc"
+    assert memstat.filesystem_type("/") not in ("", "unknown")
