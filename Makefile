@@ -11,6 +11,9 @@ STAMP  := $(VENV)/.setup-done
 # A portable llama.cpp build: a native one may not run on another machine.
 GGML_FLAGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
+# Tools spawned by nbgrader/jupyter (alembic, kernels) come from the venv without activating it.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
 .PHONY: setup run test site notebooks llama-bench clean
 
 setup: $(STAMP)
@@ -23,6 +26,8 @@ $(STAMP): requirements.txt requirements-llama.txt pyproject.toml
 	CMAKE_ARGS="$(GGML_FLAGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/pip install -q -r requirements-llama.txt
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	$(MAKE) --no-print-directory browser
+	# llama-bench for the E2 check (~3 min, once): without it E2 falls back to the Python-API method.
+	$(MAKE) --no-print-directory llama-bench || echo "warning: llama-bench did not build; E2 uses the Python-API method"
 	touch $@
 
 # Debian's chromium for the site check (headless). Skipped when already on PATH.
@@ -44,6 +49,24 @@ test: setup
 # Regenerate solutions/ from the package source and exercises/ with real nbgrader.
 notebooks: setup
 	$(BIN)/python tools/make_notebooks.py
+
+# llama-bench, built from the llama.cpp source vendored in the pinned llama-cpp-python sdist (PyPI), into a
+# gitignored folder. The UI and OpenSSL switches keep the build from downloading anything.
+LLAMA_SRC   := build/llama.cpp-src
+LLAMA_BUILD := build/llama.cpp
+llama-bench: $(LLAMA_BUILD)/bin/llama-bench
+
+$(LLAMA_BUILD)/bin/llama-bench: requirements-llama.txt
+	test -x $(BIN)/pip || $(PYTHON) -m venv $(VENV)
+	rm -rf $(LLAMA_SRC) && mkdir -p $(LLAMA_SRC)
+	$(BIN)/pip download -q --no-binary :all: --no-deps -d $(LLAMA_SRC) -r requirements-llama.txt
+	tar -xzf $(LLAMA_SRC)/llama_cpp_python-*.tar.gz -C $(LLAMA_SRC)
+	cmake -S $$(ls -d $(LLAMA_SRC)/llama_cpp_python-*/vendor/llama.cpp) -B $(LLAMA_BUILD) \
+	  $$(command -v ninja >/dev/null && echo -G Ninja) -DCMAKE_BUILD_TYPE=Release $(GGML_FLAGS) \
+	  -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+	  -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF >/dev/null
+	cmake --build $(LLAMA_BUILD) --target llama-bench -j2 >/dev/null
+	touch $@
 
 clean:
 	rm -rf _build site/generated nbgrader_root

@@ -153,6 +153,8 @@ def generate_release(assignment: str, solutions_dir: Path, out_dir: Path) -> Pat
         shutil.copytree(Path(solutions_dir) / assignment, root / "solutions" / assignment)
         shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
         env = dict(os.environ, COURSE_ROOT=str(root), NBGRADER_EXCHANGE=str(root / "exchange"))
+        # nbgrader runs `alembic` from PATH: use this environment's, even when the venv is not activated.
+        env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
         subprocess.run(
             nbgrader_cmd() + ["generate_assignment", assignment, "--force"],
             cwd=root, env=env, check=True, capture_output=True, text=True,

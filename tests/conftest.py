@@ -7,6 +7,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+# Tools that nbgrader and jupyter spawn (alembic, the kernel) must come from this environment even when
+# the venv is not activated (CI runs `make test`).
+os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
 # No network here: make every Hugging Face library stay offline.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
