@@ -1,0 +1,110 @@
+"""Shared flags and formatting for the `capacity` sub-commands (not a sub-command: the name starts with _)."""
+from __future__ import annotations
+
+import argparse
+import math
+
+from part1_capacity.errors import InputError
+from part1_capacity.hardware import GIB
+from part1_capacity.plan import DEFAULT_OVERHEAD_BYTES, DEFAULT_USABLE_FRACTION, Workload
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a positive integer; ``128K``/``1M`` suffixes mean ×1024 / ×1024²."""
+    s = str(text).strip().lower().replace("_", "").replace(",", "")
+    mult = 1
+    if s.endswith("k"):
+        s, mult = s[:-1], 1024
+    elif s.endswith("m"):
+        s, mult = s[:-1], 1024 ** 2
+    try:
+        v = int(s) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer (e.g. 131072 or 128K), got '{text}'")
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got '{text}'")
+    return v
+
+
+def fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got '{text}'")
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got '{text}'")
+    return v
+
+
+def non_negative(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got '{text}'")
+    if v < 0 or not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"must be >= 0, got '{text}'")
+    return v
+
+
+def add_workload_flags(p: argparse.ArgumentParser, context_default=None, batch_default=1, dtype_flags=True):
+    p.add_argument("--context", type=positive_int, required=context_default is None, default=context_default,
+                   help="tokens per sequence, prompt + output (e.g. 131072 or 128K)")
+    p.add_argument("--batch", type=positive_int, default=batch_default, help="concurrent sequences")
+    if dtype_flags:
+        p.add_argument("--weights-dtype", default=None,
+                       help="fp32 bf16 fp16 fp8 int8 int4 mxfp4 q8_0 q5_0 q4_k_m (default: the model's native)")
+        p.add_argument("--kv-dtype", default="bf16", help="fp32 bf16 fp16 fp8 int8 q8_0 (default bf16)")
+        p.add_argument("--state-dtype", default=None, help="recurrent-state dtype of SSM hybrids (default: kv)")
+    p.add_argument("--usable-fraction", type=fraction, default=DEFAULT_USABLE_FRACTION,
+                   help=f"share of accelerator memory the engine may use (default {DEFAULT_USABLE_FRACTION})")
+    p.add_argument("--overhead-gib", type=non_negative, default=DEFAULT_OVERHEAD_BYTES / GIB,
+                   help="allowance per accelerator for activations and runtime, GiB (default 2)")
+
+
+def workload_from_args(a, **over) -> Workload:
+    kw = dict(context=a.context, batch=a.batch, weights_dtype=getattr(a, "weights_dtype", None),
+              kv_dtype=getattr(a, "kv_dtype", "bf16"), state_dtype=getattr(a, "state_dtype", None),
+              usable_fraction=a.usable_fraction, overhead_bytes=a.overhead_gib * GIB)
+    kw.update(over)
+    return Workload(**kw)
+
+
+def fmt_bytes(n) -> str:
+    """Binary units: KiB = 1024 B, GiB = 1024³ B."""
+    if n is None:
+        return "—"
+    n = float(n)
+    for unit, size in (("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if abs(n) >= size:
+            return f"{n / size:,.1f} {unit}"
+    return f"{n:,.0f} B"
+
+
+def fmt_count(n) -> str:
+    return "does not fit" if n is None else f"{n:,}"
+
+
+def fmt_time(s) -> str:
+    if s is None:
+        return "—"
+    if s >= 1:
+        return f"{s:,.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:,.1f} ms"
+    return f"{s * 1e6:,.0f} µs"
+
+
+def table(rows: list[list[str]], header: list[str], left=(0,)) -> str:
+    """A plain aligned text table: columns in ``left`` are left-aligned, the others (numbers) right-aligned."""
+    cols = [header] + rows
+    widths = [max(len(str(r[i])) for r in cols) for i in range(len(header))]
+
+    def line(r):
+        return "  ".join(str(c).ljust(w) if i in left else str(c).rjust(w)
+                         for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+    return "\n".join([line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])
+
+
+def require(cond, message):
+    if not cond:
+        raise InputError(message)

@@ -1,0 +1,121 @@
+"""Accelerators: memory, bandwidth, dense peak compute per precision class, interconnect.
+
+Loaded from the bundled table (``data/accelerators.json``, each entry with its source and a status: vendor,
+derived or unverified) or from a JSON file path holding one entry in the same format — e.g. a profile of this
+machine measured by the engine-check experiments.
+
+Units inside the dataclass: bytes, bytes/s, FLOP/s. The JSON uses GB (1e9), GB/s and TFLOP/s as datasheets do.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from part1_capacity.dtypes import closest, get_dtype
+from part1_capacity.errors import InputError
+
+DATA = Path(__file__).resolve().parent / "data"
+GB, GIB = 1e9, 2 ** 30
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    id: str
+    name: str
+    kind: str                     # datacenter, laptop, phone, edge, host
+    memory_bytes: float
+    bandwidth: float              # memory bandwidth, bytes/s
+    flops_16: float               # dense 16-bit matmul peak, FLOP/s
+    flops_fp8: float = 0.0        # dense fp8 peak (0: not supported → 16-bit peak)
+    flops_int8: float = 0.0       # dense int8 peak (0: not supported → 16-bit peak)
+    interconnect: float = 0.0     # device-to-device bytes/s (0: none)
+    interconnect_name: str = ""
+    max_tp: int = 1               # devices in one fast-interconnect group
+    status: str = "vendor"
+    source: str = ""
+
+    def peak_flops(self, weights_dtype: str) -> float:
+        """Dense peak for matmuls with weights of this dtype: 8-bit types use their 8-bit peak when present."""
+        dt = get_dtype(weights_dtype, "weights_dtype")
+        if dt.name == "fp8" and self.flops_fp8:
+            return self.flops_fp8
+        if dt.name == "int8" and self.flops_int8:
+            return self.flops_int8
+        return self.flops_16
+
+    def ridge_point(self, weights_dtype: str) -> float:
+        """Arithmetic intensity (FLOP/byte) above which a kernel is compute-bound here: peak / bandwidth."""
+        return self.peak_flops(weights_dtype) / self.bandwidth
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _num(d, key, where, required=True, positive=True):
+    v = d.get(key)
+    if v is None:
+        if required:
+            raise InputError(f"{where}: missing field '{key}'")
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (positive and v == 0):
+        raise InputError(f"{where}: field '{key}' must be a {'positive' if positive else 'non-negative'} number, "
+                         f"got {v!r}")
+    return float(v)
+
+
+def accelerator_from_dict(d: dict, where: str = "accelerator") -> Accelerator:
+    """Validate one accelerator entry (the bundled table's format) and build an ``Accelerator``."""
+    if not isinstance(d, dict):
+        raise InputError(f"{where}: expected a JSON object with id, memory_gb, bandwidth_gb_s, bf16_tflops")
+    aid = str(d.get("id") or "").strip().lower()
+    if not aid:
+        raise InputError(f"{where}: missing field 'id'")
+    w = f"accelerator '{aid}'"
+    if "memory_gib" in d:
+        mem = _num(d, "memory_gib", w) * GIB
+    elif "memory_gb" in d:
+        mem = _num(d, "memory_gb", w) * GB
+    else:
+        raise InputError(f"{w}: missing field 'memory_gb' (or 'memory_gib')")
+    max_tp = d.get("max_tp", 1)
+    if isinstance(max_tp, bool) or not isinstance(max_tp, int) or max_tp < 1:
+        raise InputError(f"{w}: field 'max_tp' must be a positive integer, got {max_tp!r}")
+    return Accelerator(
+        id=aid, name=str(d.get("name") or aid), kind=str(d.get("kind", "datacenter")), memory_bytes=mem,
+        bandwidth=_num(d, "bandwidth_gb_s", w) * GB, flops_16=_num(d, "bf16_tflops", w) * 1e12,
+        flops_fp8=_num(d, "fp8_tflops", w, required=False, positive=False) * 1e12,
+        flops_int8=_num(d, "int8_tflops", w, required=False, positive=False) * 1e12,
+        interconnect=_num(d, "interconnect_gb_s", w, required=False, positive=False) * GB,
+        interconnect_name=str(d.get("interconnect", "")), max_tp=max_tp, status=str(d.get("status", "vendor")),
+        source=str(d.get("source", "")),
+    )
+
+
+@lru_cache(maxsize=1)
+def bundled_accelerators() -> dict[str, Accelerator]:
+    rows = json.loads((DATA / "accelerators.json").read_text())["accelerators"]
+    return {a.id: a for a in (accelerator_from_dict(r) for r in rows)}
+
+
+def load_accelerator(name_or_path) -> Accelerator:
+    """A bundled accelerator by id (case-insensitive), or one entry from a JSON file path."""
+    s = str(name_or_path).strip()
+    if s.endswith(".json") or "/" in s:
+        p = Path(s)
+        if not p.is_file():
+            raise InputError(f"accelerator: file not found: {s}")
+        try:
+            d = json.loads(p.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"accelerator: {s} is not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})")
+        if isinstance(d, dict) and "accelerators" in d and isinstance(d["accelerators"], list) and d["accelerators"]:
+            d = d["accelerators"][0]
+        return accelerator_from_dict(d, f"accelerator file {p.name}")
+    table = bundled_accelerators()
+    key = s.lower()
+    if key not in table:
+        raise InputError(f"accelerator: unknown '{s}'{closest(key, table)}; allowed: {', '.join(table)} "
+                         f"or a JSON file path")
+    return table[key]
