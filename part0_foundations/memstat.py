@@ -7,7 +7,7 @@ Everything is read straight from the kernel so a learner can check each number b
 - ``file_resident_bytes()``  how much of a file sits in the page cache (``mmap`` + ``mincore``), bytes
 - ``drop_file_pages()``      evict a file's clean pages from the page cache (``posix_fadvise(DONTNEED)``)
 - ``fault_counts()``         this process's major / minor page faults (``getrusage``), counts
-- ``meminfo()``              MemTotal / MemAvailable / Cached (``/proc/meminfo``), bytes
+- ``meminfo()``              MemTotal / MemAvailable / Cached / MemFree (``/proc/meminfo``), bytes
 - ``psi_memory()``           memory pressure stall information, some/full avg10 (``/proc/pressure/memory``), percent
 
 Why these and not "free memory": an mmap-opened file raises RssFile, not RssAnon, and its pages live in the page
@@ -148,12 +148,13 @@ class MemInfo:
     available: int  # MemAvailable: the kernel's estimate of what can be allocated without swapping (includes
     #                 reclaimable page cache — the cache of an mmap-opened index counts as "available")
     cached: int     # Cached: page cache (file pages, incl. tmpfs/shmem)
+    free: int       # MemFree: RAM holding nothing at all (small on a healthy machine: the cache uses the rest)
 
 
 def meminfo(path: str = "/proc/meminfo") -> MemInfo:
-    """MemTotal, MemAvailable and Cached of the host, in bytes."""
-    f = _read_kib_fields(path, ("MemTotal", "MemAvailable", "Cached"))
-    return MemInfo(total=f["MemTotal"], available=f["MemAvailable"], cached=f["Cached"])
+    """MemTotal, MemAvailable, Cached and MemFree of the host, in bytes."""
+    f = _read_kib_fields(path, ("MemTotal", "MemAvailable", "Cached", "MemFree"))
+    return MemInfo(total=f["MemTotal"], available=f["MemAvailable"], cached=f["Cached"], free=f["MemFree"])
 
 
 @dataclass(frozen=True)
@@ -202,3 +203,43 @@ def filesystem_type(path: str | os.PathLike) -> str:
             if inside and len(mount) >= len(best):
                 best, fstype = mount, parts[2]
     return fstype
+
+
+def cgroup_memory_limit() -> int | None:
+    """The tightest memory limit (bytes) of this process's cgroup and its ancestors, or None when unlimited.
+
+    Inside a limited cgroup the kernel reclaims (and OOM-kills) against the limit, not against the host's
+    MemAvailable: an experiment that takes memory must respect both. Reads cgroup v2 ``memory.max`` or v1
+    ``memory.limit_in_bytes``.
+    """
+    mounts = {}
+    with open("/proc/mounts") as f:
+        for line in f:
+            _, mount, fstype, opts, *_ = line.split()
+            if fstype == "cgroup2":
+                mounts.setdefault("v2", mount)
+            elif fstype == "cgroup" and "memory" in opts.split(","):
+                mounts.setdefault("v1", mount)
+    limits = []
+    try:
+        with open("/proc/self/cgroup") as f:
+            entries = [line.rstrip("\n").split(":", 2) for line in f]
+    except OSError:
+        return None
+    for _, controllers, path in entries:
+        if controllers == "" and "v2" in mounts:
+            base, name = mounts["v2"], "memory.max"
+        elif "memory" in controllers.split(",") and "v1" in mounts:
+            base, name = mounts["v1"], "memory.limit_in_bytes"
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):
+            try:
+                with open(os.path.join(base, *parts[:depth], name)) as f:
+                    value = f.read().strip()
+            except OSError:
+                continue
+            if value != "max" and int(value) < (1 << 62):  # v1 writes "unlimited" as a huge number
+                limits.append(int(value))
+    return min(limits) if limits else None

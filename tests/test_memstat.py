@@ -107,6 +107,7 @@ def test_meminfo_matches_sysconf():
     assert info.total == os.sysconf("SC_PHYS_PAGES") * PAGE
     assert 0 < info.available <= info.total
     assert 0 <= info.cached <= info.total
+    assert 0 < info.free <= info.total
 
 
 def test_psi_parsing_and_absence(tmp_path):

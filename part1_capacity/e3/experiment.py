@@ -1,0 +1,344 @@
+"""The E3 run: write the index, map it, then alternate "hog takes one more step" / "searcher times its reads".
+
+Every exit path — normal end, safety stop, exception, Ctrl-C, SIGTERM, SIGHUP — ends the hog and deletes the index
+file (``finally``). SIGTERM/SIGHUP are turned into KeyboardInterrupt for the duration of the run, so they unwind
+the same way as Ctrl-C. The hog dies with its parent even on SIGKILL (see ``hog``); a temporary directory left
+by a killed run is removed by the next run (its name carries the dead process id).
+
+Units: all sizes in bytes, latencies in microseconds, PSI in percent, fractions of MemTotal in [0, 1].
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import shutil
+import signal
+import socket
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from part0_foundations import memstat
+from part1_capacity.e3 import index as flat_index
+from part1_capacity.e3.hog import HogProcess
+from part1_capacity.e3.knee import find_knee
+from part1_capacity.e3.searcher import Searcher, faiss_query_ms
+from part1_capacity.errors import InputError
+
+GIB = 1 << 30
+TMP_PREFIX = "capacity-e3-"
+
+
+@dataclass
+class Config:
+    """One E3 run. Sizes in bytes (the CLI converts its GB/MB flags, 1 GB = 10^9 bytes)."""
+
+    index_bytes: int = 5 * 10**9
+    step_bytes: int = 256 * 10**6
+    start_bytes: int = 0              # the first hog step jumps straight here (skips the flat region)
+    floor_bytes: int = GIB            # MemAvailable never goes below this
+    cap_bytes: int | None = None      # the hog never holds more; None = 85 % of MemTotal
+    reads: int = 20_000               # page reads per cycle (p99.9 needs well over 1,000)
+    cycle_seconds: float = 30.0       # ... or fewer if they take longer than this (heavy thrashing)
+    baseline_cycles: int = 3          # cycles with the hog at 0 bytes before any step
+    knee_factor: float = 10.0         # "far above baseline" = at least this × the baseline
+    knee_confirm: int = 2             # ... for this many cycles in a row
+    past_knee_bytes: int = 2 * 10**9  # stop when the hog is this far past a confirmed p99 knee
+    faiss_queries: int = 0            # real FAISS flat queries per cycle (each reads the whole index)
+    settle_seconds: float = 1.0       # pause after each step before reading
+    max_cycles: int = 400
+    workdir: str = field(default_factory=tempfile.gettempdir)
+    dim: int = flat_index.DIM
+    seed: int = 0
+
+    def resolved_cap(self, host_mem: int) -> int:
+        """The hog's cap: as given (default 85 % of MemTotal), and never more than a cgroup limit minus the floor
+        (inside a limited cgroup the OOM killer acts on the limit, whatever the host's MemAvailable says)."""
+        cap = self.cap_bytes if self.cap_bytes is not None else int(0.85 * host_mem)
+        limit = memstat.cgroup_memory_limit()
+        if limit is not None:
+            cap = min(cap, limit - self.floor_bytes - (512 << 20))  # room for the searcher and the interpreter
+        return cap
+
+
+def validate(cfg: Config) -> None:
+    """Raise InputError (naming the CLI flag) for settings that cannot run or would not be safe."""
+    checks = [
+        (cfg.index_bytes >= 16 * 10**6, "index-gb: must be at least 0.016 (16 MB)"),
+        (cfg.step_bytes >= 1 << 20, "step-mb: must be at least 1"),
+        (cfg.start_bytes >= 0, "start-gb: must be >= 0"),
+        (cfg.floor_bytes >= 256 << 20, "mem-floor-gb: must be at least 0.27 (256 MiB): a lower floor risks the OOM killer"),
+        (cfg.cap_bytes is None or cfg.cap_bytes > 0, "hog-cap-gb: must be > 0"),
+        (cfg.reads >= 1000, "reads: must be at least 1000 (p99.9 needs a thousand samples)"),
+        (cfg.cycle_seconds > 0, "cycle-seconds: must be > 0"),
+        (cfg.baseline_cycles >= 1, "baseline-cycles: must be at least 1"),
+        (cfg.knee_factor > 1, "knee-factor: must be > 1"),
+        (cfg.knee_confirm >= 1, "knee-confirm: must be at least 1"),
+        (cfg.past_knee_bytes >= 0, "past-knee-gb: must be >= 0"),
+        (cfg.faiss_queries >= 0, "faiss-queries: must be >= 0"),
+        (cfg.max_cycles >= cfg.baseline_cycles + 1, "max-cycles: must exceed baseline-cycles"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise InputError(message)
+    if not os.path.isdir(cfg.workdir):
+        raise InputError(f"dir: {cfg.workdir} is not a directory")
+    fstype = memstat.filesystem_type(cfg.workdir)
+    if fstype in ("tmpfs", "ramfs"):
+        raise InputError(f"dir: {cfg.workdir} is on {fstype} (memory, not disk): its pages cannot be evicted; "
+                         "choose a directory on a disk filesystem")
+    free_disk = shutil.disk_usage(cfg.workdir).free
+    if free_disk < cfg.index_bytes + GIB:
+        raise InputError(f"index-gb: {cfg.index_bytes / 1e9:.2f} GB does not fit in {cfg.workdir} "
+                         f"({free_disk / 1e9:.1f} GB free, 1 GiB margin kept)")
+    info = memstat.meminfo()
+    if cfg.cap_bytes is not None and cfg.cap_bytes > info.total:
+        raise InputError(f"hog-cap-gb: {cfg.cap_bytes / 1e9:.2f} GB is more than the host's memory "
+                         f"({info.total / 1e9:.2f} GB)")
+    if cfg.resolved_cap(info.total) < cfg.step_bytes:
+        raise InputError(f"hog-cap-gb: the hog may take less than one step "
+                         f"(cgroup memory limit {memstat.cgroup_memory_limit()} bytes, floor included)")
+    if info.available < cfg.floor_bytes + cfg.step_bytes:
+        raise InputError(f"mem-floor-gb: MemAvailable is {info.available / 1e9:.2f} GB already, "
+                         f"less than the floor plus one step")
+
+
+def host_facts(workdir: str) -> dict:
+    """What the result depends on: memory, kernel, CPU, disk, swap, load when the run started."""
+    info = memstat.meminfo()
+    swap = memstat._read_kib_fields("/proc/meminfo", ("SwapTotal",)).get("SwapTotal", 0)
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+
+    def read(path):
+        try:
+            return Path(path).read_text().strip()
+        except OSError:
+            return None
+
+    import numpy
+
+    try:
+        import faiss
+
+        faiss_version = faiss.__version__
+    except ImportError:
+        faiss_version = None
+    return {
+        "hostname": socket.gethostname(),
+        "kernel": platform.release(),
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "mem_total_bytes": info.total,
+        "swap_total_bytes": swap,
+        "page_size_bytes": memstat.PAGE_SIZE,
+        "index_filesystem": memstat.filesystem_type(workdir),
+        "transparent_hugepage": read("/sys/kernel/mm/transparent_hugepage/enabled"),
+        "vm_swappiness": read("/proc/sys/vm/swappiness"),
+        "vm_min_free_kbytes": read("/proc/sys/vm/min_free_kbytes"),
+        "loadavg_at_start": read("/proc/loadavg"),
+        "mem_available_at_start_bytes": info.available,
+        "psi_available": memstat.psi_memory() is not None,
+        "cgroup_memory_limit_bytes": memstat.cgroup_memory_limit(),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "faiss": faiss_version,
+    }
+
+
+def _remove_stale_workdirs(parent: str) -> None:
+    """Delete temporary directories of earlier runs whose process no longer exists (e.g. killed with SIGKILL)."""
+    for d in Path(parent).glob(f"{TMP_PREFIX}*"):
+        try:
+            pid = int(d.name[len(TMP_PREFIX):].split("-")[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _knee_dict(knee, cycles, offset, host_mem):
+    if knee is None:
+        return None
+    c = cycles[offset + knee.index]
+    return {
+        "cycle": offset + knee.index,
+        "hog_bytes": c["hog_bytes"],
+        "hog_fraction": c["hog_bytes"] / host_mem,
+        "mem_available_bytes": c["mem_available_bytes"],
+        "mem_available_fraction": c["mem_available_bytes"] / host_mem,
+        "baseline_us": knee.baseline,
+        "value_us": knee.value,
+        "ratio": knee.ratio,
+        "confirmed": knee.confirmed,
+    }
+
+
+def knees(cycles, cfg: Config, host_mem: int) -> tuple[dict | None, dict | None]:
+    """(knee_p99, knee_p50) of the cycles so far; the baseline is the median of the hog-at-zero cycles."""
+    out = []
+    for key in ("p99_us", "p50_us"):
+        series = [c[key] for c in cycles]
+        if len(series) < cfg.baseline_cycles:
+            out.append(None)
+            continue
+        k = find_knee(series, cfg.baseline_cycles, cfg.knee_factor, cfg.knee_confirm)
+        out.append(_knee_dict(k, cycles, 0, host_mem))
+    return out[0], out[1]
+
+
+def _measure(searcher, path, hog, cfg, faiss_index, phase):
+    """One cycle's record. Memory state is read right after the step (before the reads disturb it), latency and
+    faults during the reads, PSI right after them."""
+    info = memstat.meminfo()
+    resident = memstat.file_resident_bytes(path)
+    rss = memstat.rss_split()
+    hog_rss = hog.rss()
+    stats = searcher.read_pages(cfg.reads, cfg.cycle_seconds)
+    psi = memstat.psi_memory()
+    record = {
+        "phase": phase,
+        "hog_bytes": hog.bytes,
+        "hog_rss_anon_bytes": hog_rss.anon if hog_rss else None,
+        "mem_available_bytes": info.available,
+        "mem_free_bytes": info.free,
+        "cached_bytes": info.cached,
+        "index_resident_bytes": resident,
+        "rss_anon_bytes": rss.anon,
+        "rss_file_bytes": rss.file,
+        "reads": stats.reads,
+        "read_seconds": stats.seconds,
+        "p50_us": stats.p50_us,
+        "p99_us": stats.p99_us,
+        "p999_us": stats.p999_us,
+        "mean_us": stats.mean_us,
+        "max_us": stats.max_us,
+        "major_faults": stats.major_faults,
+        "minor_faults": stats.minor_faults,
+        "psi_some_avg10": psi.some_avg10 if psi else None,
+        "psi_full_avg10": psi.full_avg10 if psi else None,
+        "time": time.time(),
+    }
+    if faiss_index is not None and cfg.faiss_queries:
+        record["faiss_query_ms"] = faiss_query_ms(faiss_index, cfg.faiss_queries, cfg.dim)
+    return record
+
+
+def run(cfg: Config, command: str = "", progress=None, on_start=None) -> dict:
+    """Run E3 and return its result (see the issue for the keys). ``progress(fraction or None, text)`` is called
+    as it goes; ``on_start(hog_pid, workdir)`` once the hog runs. Ctrl-C/SIGTERM end the run early: the result so
+    far is returned with ``stop_reason = "interrupted"`` (after cleanup)."""
+    validate(cfg)
+    progress = progress or (lambda fraction, text: None)
+    host = host_facts(cfg.workdir)
+    host_mem = host["mem_total_bytes"]
+    cap = cfg.resolved_cap(host_mem)
+    started = _dt.datetime.now(_dt.timezone.utc)
+    _remove_stale_workdirs(cfg.workdir)
+
+    cycles: list[dict] = []
+    stop_reason = None
+    hog = searcher = faiss_index = None
+    workdir = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-", dir=cfg.workdir)
+    old_handlers = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    n_vectors = 0
+    try:
+        path = os.path.join(workdir, "flat.index")
+        n_vectors = flat_index.write_flat_index(
+            path, cfg.index_bytes, cfg.dim, cfg.seed,
+            progress=lambda done, total: progress(done / total, f"writing index {done / 1e9:.2f}/{total / 1e9:.2f} GB"))
+        searcher = Searcher(path, seed=cfg.seed)
+        progress(None, "warming: touching every page of the index")
+        searcher.warm()
+        if cfg.faiss_queries:
+            faiss_index = flat_index.open_faiss(path)
+        hog = HogProcess(cfg.floor_bytes, cap)
+        if on_start:
+            on_start(hog.pid, workdir)
+        limit = max(1, min(cap, host_mem - cfg.floor_bytes) - cfg.start_bytes)
+
+        def report(c):
+            frac = min(1.0, max(0.0, (c["hog_bytes"] - cfg.start_bytes) / limit)) if c["phase"] == "step" else 0.0
+            progress(frac, f"cycle {len(cycles) - 1}: hog {c['hog_bytes'] / 1e9:5.2f} GB | "
+                           f"avail {c['mem_available_bytes'] / 1e9:5.2f} GB | "
+                           f"index {100 * c['index_resident_bytes'] / os.path.getsize(path):5.1f}% cached | "
+                           f"p50 {c['p50_us']:.1f} p99 {c['p99_us']:.1f} us | {c['major_faults']} major faults")
+
+        for _ in range(cfg.baseline_cycles):
+            cycles.append(_measure(searcher, path, hog, cfg, faiss_index, "baseline"))
+            report(cycles[-1])
+        step = cfg.start_bytes if cfg.start_bytes > 0 else cfg.step_bytes
+        while True:
+            if len(cycles) >= cfg.max_cycles:
+                stop_reason = "max_cycles"
+                break
+            # Safety, before each step (the hog re-checks before each 64 MiB chunk of it).
+            if hog.bytes + step > cap:
+                stop_reason = "cap"
+                break
+            if memstat.meminfo().available - step < cfg.floor_bytes:
+                stop_reason = "floor"
+                break
+            before = hog.bytes
+            reply = hog.grow(step)
+            if reply["stopped"] and hog.bytes == before:  # refused outright: nothing new to measure
+                stop_reason = reply["stopped"]
+                break
+            time.sleep(cfg.settle_seconds)
+            cycles.append(_measure(searcher, path, hog, cfg, faiss_index, "step"))
+            report(cycles[-1])
+            if reply["stopped"]:
+                stop_reason = reply["stopped"]
+                break
+            k99, k50 = knees(cycles, cfg, host_mem)
+            if k99 and k99["confirmed"] and k50 and k50["confirmed"]:
+                stop_reason = "p50_knee_confirmed"
+                break
+            if k99 and k99["confirmed"] and hog.bytes - k99["hog_bytes"] >= cfg.past_knee_bytes:
+                stop_reason = "past_knee_limit"
+                break
+            step = cfg.step_bytes
+    except KeyboardInterrupt:
+        stop_reason = "interrupted"
+    finally:
+        if hog is not None:
+            hog.close()
+        faiss_index = None
+        if searcher is not None:
+            searcher.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+        for s, h in old_handlers.items():
+            signal.signal(s, h)
+
+    knee_p99, knee_p50 = knees(cycles, cfg, host_mem) if cycles else (None, None)
+    host["loadavg_at_end"] = Path("/proc/loadavg").read_text().strip()
+    config = asdict(cfg)
+    config["cap_bytes"] = cap
+    return {
+        "experiment": "e3",
+        "command": command,
+        "started_at": started.isoformat(timespec="seconds"),
+        "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "host_mem_bytes": host_mem,
+        "index_bytes": flat_index.file_bytes(n_vectors, cfg.dim) if n_vectors else 0,
+        "index_vectors": n_vectors,
+        "index_dim": cfg.dim,
+        "config": config,
+        "stop_reason": stop_reason,
+        "knee_p99": knee_p99,
+        "knee_p50": knee_p50,
+        "cycles": cycles,
+        "host": host,
+    }

@@ -1,0 +1,246 @@
+"""E3's measuring parts on small files (tens of MiB) and a hog capped at tens of MiB: safe on a shared machine."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from part0_foundations import memstat
+from part1_capacity.e3 import index as flat_index
+from part1_capacity.e3.experiment import TMP_PREFIX, Config, run
+from part1_capacity.e3.hog import HogProcess
+from part1_capacity.e3.knee import find_knee
+from part1_capacity.e3.searcher import Searcher
+from part1_capacity.errors import InputError
+
+MIB = 1 << 20
+REPO = Path(__file__).resolve().parent.parent
+CYCLE_KEYS = {"hog_bytes", "mem_available_bytes", "p50_us", "p99_us", "p999_us", "major_faults",
+              "index_resident_bytes", "rss_anon_bytes", "rss_file_bytes", "psi_some_avg10", "psi_full_avg10"}
+
+
+@pytest.fixture()
+def disk_dir(tmp_path):
+    if memstat.filesystem_type(tmp_path) in ("tmpfs", "ramfs"):
+        pytest.skip("tmp_path is on tmpfs: page cache cannot be dropped there")
+    return tmp_path
+
+
+# --- the index file ------------------------------------------------------------------------------------------
+
+def test_streamed_index_is_byte_identical_to_faiss(tmp_path):
+    faiss = pytest.importorskip("faiss")
+    d, n = 8, 1000
+    path = tmp_path / "flat.index"
+    # A chunk of 256 vectors forces several chunks; the vectors must still be one rng stream.
+    got = flat_index.write_flat_index(path, flat_index.file_bytes(n, d) + 31, d=d, seed=3, chunk_bytes=256 * 4 * d)
+    assert got == n
+    expected_vectors = np.random.default_rng(3).random((n, d), dtype=np.float32)
+    ref = faiss.IndexFlatL2(d)
+    ref.add(expected_vectors)
+    assert path.read_bytes() == faiss.serialize_index(ref).tobytes()
+
+    mapped = flat_index.open_faiss(path)  # real FAISS, vectors memory-mapped
+    dist, ids = mapped.search(expected_vectors[[17, 999]], 1)
+    assert ids[:, 0].tolist() == [17, 999] and dist.max() == 0.0
+    np.testing.assert_array_equal(flat_index.vectors(path, d), expected_vectors)
+
+
+def test_index_size_rounds_down_to_whole_vectors():
+    d = flat_index.DIM
+    assert flat_index.n_vectors_for(flat_index.file_bytes(10, d), d) == 10
+    assert flat_index.n_vectors_for(flat_index.file_bytes(10, d) - 1, d) == 9
+    with pytest.raises(ValueError, match="n_bytes"):
+        flat_index.write_flat_index(os.devnull, 100, d=d)
+
+
+# --- the searcher: residency, faults, RSS ---------------------------------------------------------------------
+
+def _index(disk_dir, mib):
+    path = disk_dir / "flat.index"
+    flat_index.write_flat_index(path, mib * MIB, d=64)
+    return path
+
+
+def test_residency_zero_after_drop_then_rises_as_pages_are_read(disk_dir):
+    path = _index(disk_dir, 32)
+    size = path.stat().st_size
+    memstat.drop_file_pages(path)
+    assert memstat.file_resident_bytes(path) == 0
+    with Searcher(path) as s:
+        s.read_pages(100)
+        partly = memstat.file_resident_bytes(path)
+        s.warm()
+        assert memstat.file_resident_bytes(path) == size
+    assert 100 * memstat.PAGE_SIZE <= partly or partly > 0  # at least the pages read (readahead may add more)
+    memstat.drop_file_pages(path)  # unmapped again: evictable
+    assert memstat.file_resident_bytes(path) == 0
+
+
+def test_major_faults_on_cold_reads_not_on_warm_ones(disk_dir):
+    path = _index(disk_dir, 16)
+    memstat.drop_file_pages(path)
+    with Searcher(path, seed=1) as s:
+        cold = s.read_pages(2000)
+        s.warm()
+        warm = s.read_pages(2000)
+    assert cold.major_faults > 0
+    assert warm.major_faults == 0
+    assert cold.reads == warm.reads == 2000
+
+
+def test_rss_anonymous_stays_flat_while_file_backed_grows(disk_dir):
+    path = _index(disk_dir, 48)
+    size = path.stat().st_size
+    memstat.drop_file_pages(path)
+    with Searcher(path) as s:
+        before = memstat.rss_split()
+        s.warm()
+        after = memstat.rss_split()
+    assert after.file - before.file >= 0.95 * size
+    assert abs(after.anon - before.anon) < 4 * MIB
+
+
+# --- knee detection on synthetic series -----------------------------------------------------------------------
+
+def test_knee_is_first_of_confirmed_run_above_factor_times_baseline():
+    series = [1.0, 1.2, 0.9, 1.1, 1.0, 30.0, 1.0, 12.0, 50.0, 4000.0]  # one spike at 5, the real rise at 7
+    k = find_knee(series, n_baseline=3, factor=10, confirm=2)
+    assert (k.index, k.baseline, k.value, k.confirmed) == (7, 1.0, 12.0, True)
+    assert k.ratio == 12.0
+    assert find_knee(series, n_baseline=3, factor=10, confirm=1).index == 5
+
+
+def test_knee_absent_and_unconfirmed():
+    assert find_knee([1.0, 1.0, 2.0, 5.0, 9.9], n_baseline=2, factor=10) is None
+    k = find_knee([2.0, 2.0, 2.0, 3.0, 25.0], n_baseline=3, factor=10, confirm=2)
+    assert (k.index, k.confirmed) == (4, False)
+    # values inside the baseline window never count as a knee
+    assert find_knee([100.0, 1.0, 1.0, 1.0], n_baseline=3, factor=10) is None
+
+
+def test_knee_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="n_baseline"):
+        find_knee([1.0], n_baseline=2)
+    with pytest.raises(ValueError, match="factor"):
+        find_knee([1.0, 2.0], n_baseline=1, factor=1.0)
+
+
+# --- the hog and its safety rules -----------------------------------------------------------------------------
+
+def test_hog_stops_at_its_cap_and_touches_every_page():
+    hog = HogProcess(floor_bytes=256 * MIB, cap_bytes=64 * MIB, chunk_bytes=16 * MIB)
+    try:
+        reply = hog.grow(256 * MIB)
+        assert reply["stopped"] == "cap" and reply["hog_bytes"] == 64 * MIB
+        assert hog.rss().anon >= 64 * MIB  # written pages are resident, private memory
+    finally:
+        hog.close()
+    assert hog.proc.returncode is not None
+
+
+def test_safety_floor_stops_the_hog():
+    # A floor above what is available: not even the first chunk is taken.
+    hog = HogProcess(floor_bytes=memstat.meminfo().available + 1024 * MIB, cap_bytes=4096 * MIB)
+    try:
+        assert hog.grow(256 * MIB) == {"hog_bytes": 0, "stopped": "floor",
+                                       "mem_available_bytes": pytest.approx(memstat.meminfo().available, abs=512 * MIB)}
+    finally:
+        hog.close()
+    # A floor ~96 MiB below what is available: the hog stops far short of the 1 GiB asked for.
+    hog = HogProcess(floor_bytes=memstat.meminfo().available - 96 * MIB, cap_bytes=4096 * MIB, chunk_bytes=16 * MIB)
+    try:
+        reply = hog.grow(1024 * MIB)
+    finally:
+        hog.close()
+    assert reply["stopped"] == "floor"
+    assert reply["hog_bytes"] < 512 * MIB  # other processes' memory moves a little meanwhile; not by 400 MiB
+
+
+def test_run_stops_at_floor_and_cleans_up(disk_dir):
+    started = {}
+    cfg = Config(index_bytes=16 * MIB, step_bytes=64 * MIB, floor_bytes=memstat.meminfo().available - 160 * MIB,
+                 reads=1000, baseline_cycles=1, settle_seconds=0, workdir=str(disk_dir))
+    result = run(cfg, on_start=lambda pid, d: started.update(pid=pid, dir=d))
+    assert result["stop_reason"] == "floor"
+    # ~160 MiB were available above the floor: the hog stops after a few 64 MiB steps (a few more if neighbours
+    # free memory meanwhile), never running on to anything like the default cap.
+    assert 1 < len(result["cycles"]) <= 9
+    assert not Path(started["dir"]).exists()
+    assert not Path(f"/proc/{started['pid']}").exists()
+
+
+def test_run_reports_the_issue_keys_and_stops_at_cap(disk_dir):
+    cfg = Config(index_bytes=16 * MIB, step_bytes=32 * MIB, cap_bytes=64 * MIB, reads=1000, baseline_cycles=2,
+                 settle_seconds=0, workdir=str(disk_dir))
+    result = run(cfg, command="test")
+    assert {"cycles", "knee_p99", "knee_p50", "host_mem_bytes"} <= result.keys()
+    assert result["stop_reason"] == "cap"
+    assert [c["hog_bytes"] for c in result["cycles"]] == [0, 0, 32 * MIB, 64 * MIB]
+    for c in result["cycles"]:
+        assert CYCLE_KEYS <= c.keys()
+        assert c["index_resident_bytes"] == result["index_bytes"]  # 64 MiB taken from ~20 GiB: nothing evicted
+        assert c["p50_us"] <= c["p99_us"] <= c["p999_us"]
+    assert result["host_mem_bytes"] == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert result["knee_p99"] is None  # nothing evicted: no knee
+    assert not list(disk_dir.glob(f"{TMP_PREFIX}*"))
+
+
+def test_bad_settings_are_input_errors(disk_dir):
+    with pytest.raises(InputError, match="mem-floor-gb"):
+        run(Config(floor_bytes=MIB, workdir=str(disk_dir)))
+    with pytest.raises(InputError, match="index-gb"):
+        run(Config(index_bytes=10**15, workdir=str(disk_dir)))
+    if os.path.isdir("/dev/shm") and memstat.filesystem_type("/dev/shm") == "tmpfs":
+        with pytest.raises(InputError, match="dir: .*tmpfs"):
+            run(Config(index_bytes=16 * MIB, workdir="/dev/shm"))
+
+
+# --- the command line -----------------------------------------------------------------------------------------
+
+def _cli(*args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "part1_capacity.cli", "e3", *args], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def test_cli_json_and_bad_input(disk_dir):
+    p = _cli("--index-gb", "0.016", "--step-mb", "32", "--hog-cap-gb", "0.04", "--reads", "1000",
+             "--baseline-cycles", "1", "--settle-s", "0", "--dir", str(disk_dir), "--out", str(disk_dir / "r.json"),
+             "--json")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    result = json.loads(out)
+    assert json.loads((disk_dir / "r.json").read_text())["cycles"] == result["cycles"]
+    step = -(-32 * 10**6 // memstat.PAGE_SIZE) * memstat.PAGE_SIZE  # the hog takes whole pages
+    assert [c["hog_bytes"] for c in result["cycles"]] == [0, step]  # a second step would pass the 40 MB cap
+    assert "e3 [" in err  # the progress bar
+
+    p = _cli("--index-gb", "-1")
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 2 and err.count("\n") == 1 and "index-gb" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_ends_hog_and_removes_index(disk_dir, sig):
+    p = _cli("--index-gb", "0.016", "--step-mb", "16", "--hog-cap-gb", "0.5", "--reads", "1000",
+             "--settle-s", "3", "--dir", str(disk_dir), "--no-save")
+    line = ""
+    deadline = time.time() + 30
+    while "hog pid" not in line and time.time() < deadline:
+        line = p.stderr.readline()
+    assert "hog pid" in line
+    hog_pid = int(line.split("hog pid ")[1].split(",")[0])
+    workdir = Path(line.split("index in ")[1].strip())
+    assert workdir.exists()
+    time.sleep(0.5)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    assert not workdir.exists()
+    assert not Path(f"/proc/{hog_pid}").exists()
+    assert "Traceback" not in err
