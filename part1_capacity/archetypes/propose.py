@@ -40,7 +40,7 @@ def _tier_separation(plan: dict) -> dict:
     fits = [t for t in plan["overflow_tiers"] if t["fits"]]
     return {
         "kind": "tier_separation",
-        "headline": "Tier separation: the KV cache, not the weights, sets the accelerator count.",
+        "headline": "Tier separation: the KV cache outweighs the weights and adds accelerators of its own.",
         "summary": ("Keep the weights in HBM on the accelerators they need anyway and give the KV cache its own, "
                     "cheaper tier; accelerators bought only to hold cache are the saving. Which tiers can hold the "
                     "overflow, and what decode slows to when it reads from them, is listed below; "
@@ -66,12 +66,12 @@ def _weights(plan: dict, arch: Archetype, model: str) -> dict:
                    "model, or fewer bits per weight if quality allows; a KV tier would not help, the cache is "
                    "a small fraction of the weights here.")
     elif single:
-        headline = "Weights set the memory budget on the device; the KV cache is a small share of it."
+        headline = "Weights set the memory budget on the device; the KV cache is the smaller part."
         summary = ("Every byte of weights is paid on every unit shipped and shared with the rest of the device: "
                    "propose fewer bits per weight or a smaller model. A KV tier would not address this customer's "
                    "problem.")
     else:
-        headline = "The weights, not the KV cache, set the accelerator count."
+        headline = "Address the weights: they outweigh the KV cache."
         summary = ("Address the weights: fewer bits per weight, more memory per device, expert or tensor "
                    "parallelism across the accelerators the weights need anyway. A tiered KV memory would not "
                    "address this customer's problem: the cache is smaller than the weights.")
