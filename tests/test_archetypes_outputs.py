@@ -272,3 +272,19 @@ def test_bad_input_is_one_line_exit_2(capsys, argv, needle):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+
+
+def test_the_site_tables_obey_the_same_rules(tmp_path):
+    """The page's generated tables: no quarantined claim, and no number in the flagged archetype's column."""
+    from part1_capacity.archetypes import sitegen
+
+    sitegen.build(tmp_path)
+    text = "\n".join(p.read_text() for p in sorted(tmp_path.glob("*.md")))
+    for c in UNVERIFIED:
+        assert not _leaks(text, c), f"site: unverified claim {c['id']} leaked: {_leaks(text, c)}"
+    header, _, *rows = (tmp_path / "side_by_side.md").read_text().splitlines()
+    col = [h.strip() for h in header.split("|")].index(f"**{ARCH[FLAGGED]['name']}**")
+    for row in rows:
+        cell = [c.strip() for c in row.split("|")][col]
+        assert not re.search(r"\d", cell), f"flagged column shows a number: {row[:60]}… → {cell!r}"
+    assert (tmp_path / "accelerators_by_archetype.png").stat().st_size > 10_000
