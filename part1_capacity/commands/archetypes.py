@@ -59,6 +59,6 @@ def run(args) -> int:
             print(f"  - {x}")
     print("\nObjections they will raise:")
     for o in a.objections:
-        print(f"  - {o.text}" + ("" if o.when == "any" else f" (to a {o.when.replace('_', ' ')} proposal)"))
+        print(f"  - {o.text}" + ("" if o.when == "any" else f" (to a {'KV-cache' if o.when == 'kv_cache' else 'weights'} proposal)"))
     print(f"\nTypical workload:\n  {a.workload_description}\n  {_inputs(a)}")
     return 0
