@@ -92,44 +92,61 @@ def state_fraction_per_rank(model: ModelProfile, tp: int) -> float:
 def search_deployment(model: ModelProfile, acc: Accelerator, wl: Workload, T, batch, with_cache=True):
     """Fewest accelerators for ``batch`` sequences of ``T`` tokens (numpy arrays broadcast together).
 
-    Returns arrays ``(n, tp, pp, dp)``; ``n`` is ``inf`` where nothing fits (a single sequence's cache does not
-    fit a rank even split over every layer)."""
+    Returns arrays ``(n, tp, pp, dp)``; ``n`` is ``inf`` where nothing fits (one sequence's cache does not fit a
+    rank even split over every layer). Exact and vectorized. For a tensor degree ``tp`` and ``x`` pipeline
+    stages a replica holds ``g(x) = ⌊(U·x − W/tp) / s⌋`` sequences (``U`` usable bytes per rank, ``W`` weights,
+    ``s`` one sequence's cache on a tensor rank), so ``n(x) = tp · x · ⌈B / g(x)⌉``. Rather than trying every
+    ``x``, the loop runs over the replica count ``d``: the fewest stages giving ``g(x) ≥ ⌈B/d⌉`` is
+    ``x_d = ⌈(⌈B/d⌉ + W/(tp·s)) · s/U⌉``, and since ``n_d ≥ tp · (B + d·W/(tp·s)) · s/U`` grows with ``d`` the
+    loop stops as soon as that bound passes the best found. Ties go to fewer pipeline stages."""
     T = np.asarray(T, dtype=np.float64)
     B = np.asarray(batch, dtype=np.float64)
     shape = np.broadcast(T, B).shape
-    usable = acc.memory_bytes * wl.usable_fraction - wl.overhead_bytes
-    best = [np.full(shape, np.inf), np.zeros(shape), np.zeros(shape), np.zeros(shape)]
-    if usable <= 0:
-        return tuple(best)
-    W = weights_bytes(model, wl)
-    kvb = get_dtype(wl.kv_dtype).bytes
-    sb = get_dtype(wl.state_dtype).bytes
-    attn = model.attention_cache_bytes(T, kvb) if with_cache else np.zeros(shape)
-    state = model.state_bytes(sb) if with_cache else 0.0
-    pps = np.arange(1, model.n_layers + 1, dtype=np.float64)
-    for tp in tp_degrees(model, acc):
-        per_seq = attn * kv_fraction_per_rank(model, tp) + state * state_fraction_per_rank(model, tp)
-        for pp in pps:
-            free = usable - W / (tp * pp)
-            if free <= 0:
+    size = int(np.prod(shape))
+    U = acc.memory_bytes * wl.usable_fraction - wl.overhead_bytes
+    L = model.n_layers
+    best_n, best_tp, best_pp, best_dp = (np.full(size, np.inf), np.zeros(size), np.zeros(size), np.zeros(size))
+
+    def update(idx, n, tp, x, d):
+        better = (n < best_n[idx]) | ((n == best_n[idx]) & (x < best_pp[idx]))
+        sel = idx[better]
+        best_n[sel], best_tp[sel], best_pp[sel], best_dp[sel] = n[better], tp, x[better], d[better]
+
+    if U > 0:
+        W = weights_bytes(model, wl)
+        Bf = np.broadcast_to(B, shape).ravel()
+        attn = np.zeros(size)
+        state = 0.0
+        if with_cache:
+            attn = np.broadcast_to(model.attention_cache_bytes(T, get_dtype(wl.kv_dtype).bytes), shape).ravel()
+            state = float(model.state_bytes(get_dtype(wl.state_dtype).bytes))
+        for tp in tp_degrees(model, acc):
+            x_free = np.floor(W / (tp * U)) + 1          # fewest stages leaving any room beside the weights
+            if x_free > L:
                 continue
-            per_seq_rank = np.broadcast_to(per_seq / pp, shape)
-            with np.errstate(divide="ignore"):
-                seqs = np.floor(free / per_seq_rank) if with_cache else np.full(shape, np.inf)
-            seqs = np.where(per_seq_rank <= 0, np.inf, seqs)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                dp = np.where(seqs >= 1, np.ceil(B / np.maximum(seqs, 1)), np.inf)
-            dp = np.where(np.isinf(seqs), 1, dp)
-            n = tp * pp * dp
-            # fewest accelerators; on a tie, fewer pipeline stages (the loops visit tp ascending, pp ascending)
-            better = (n < best[0]) | ((n == best[0]) & (pp < best[2]))
-            best[0] = np.where(better, n, best[0])
-            best[1] = np.where(better, tp, best[1])
-            best[2] = np.where(better, pp, best[2])
-            best[3] = np.where(better, dp, best[3])
-            if not with_cache:
-                break          # without a cache the fewest stages that hold the weights is best for this tp
-    return tuple(best)
+            s = attn * kv_fraction_per_rank(model, tp) + state * state_fraction_per_rank(model, tp)
+            no_cache = s <= 0
+            if no_cache.any():
+                idx = np.nonzero(no_cache)[0]
+                update(idx, np.full(idx.size, tp * x_free), tp, np.full(idx.size, x_free), np.ones(idx.size))
+            idx = np.nonzero(~no_cache)[0]
+            a = U / np.where(no_cache, 1.0, s)             # sequences per stage-worth of memory
+            c = W / tp / np.where(no_cache, 1.0, s)
+            g_L = np.floor(a * L - c)
+            idx = idx[g_L[idx] >= 1]                       # elsewhere one sequence never fits: n stays inf
+            d = np.ceil(Bf[idx] / g_L[idx])
+            while idx.size:
+                ai, ci, Bi = a[idx], c[idx], Bf[idx]
+                m = np.ceil(Bi / d)
+                x = np.maximum(np.ceil((m + ci) / ai), x_free)
+                x = np.where(np.floor(ai * x - ci) < m, x + 1, x)             # floating-point guard
+                ok = x <= L
+                dp = np.ceil(Bi / np.maximum(np.floor(ai * x - ci), 1))
+                update(idx[ok], (tp * x * dp)[ok], tp, x[ok], dp[ok])
+                d = d + 1
+                keep = (tp * (Bi + ci * d) / ai <= best_n[idx]) & (tp * d * x_free <= best_n[idx]) & (d <= Bi)
+                idx, d = idx[keep], d[keep]
+    return tuple(a.reshape(shape) for a in (best_n, best_tp, best_pp, best_dp))
 
 
 def weights_bytes(model: ModelProfile, wl: Workload) -> float:

@@ -1,0 +1,63 @@
+"""`capacity compare`: several models side by side on one accelerator and one workload.
+
+With no arguments: the four attention structures — GQA (Mistral-NeMo-12B), MLA (DeepSeek-V3), a sliding-window
+hybrid (gpt-oss-120b) and an SSM hybrid (Nemotron-3-Nano-30B-A3B) — at 128K tokens, 64 concurrent sequences,
+each model's weights at its native precision and the KV cache in bf16, on an H200, with the kind of bottleneck
+for each.
+"""
+from __future__ import annotations
+
+import json
+
+from part1_capacity.commands._common import add_workload_flags, fmt_bytes, fmt_count, table, workload_from_args
+from part1_capacity.errors import InputError
+from part1_capacity.plan import make_plan
+from part1_capacity.profiles import load_model
+
+DEFAULT_MODELS = ("mistral-nemo-12b", "deepseek-v3", "gpt-oss-120b", "nemotron-3-nano-30b-a3b")
+DEFAULT_ACCELERATOR = "h200"
+DEFAULT_CONTEXT = 131072
+DEFAULT_BATCH = 64
+
+
+def register(sub):
+    p = sub.add_parser("compare", help="several models side by side (default: the four attention structures "
+                                       "at 128K on one accelerator)")
+    p.add_argument("--models", default=",".join(DEFAULT_MODELS),
+                   help="comma-separated model ids or config.json paths (default: GQA, MLA, sliding, SSM hybrid)")
+    p.add_argument("--accelerator", default=DEFAULT_ACCELERATOR, help=f"default {DEFAULT_ACCELERATOR}")
+    add_workload_flags(p, context_default=DEFAULT_CONTEXT, batch_default=DEFAULT_BATCH)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def compare(models, accelerator, args) -> list[dict]:
+    plans = []
+    for name in models:
+        plans.append(make_plan(load_model(name), accelerator, workload_from_args(args)).to_dict())
+    return plans
+
+
+def run(a) -> int:
+    names = [m.strip() for m in a.models.split(",") if m.strip()]
+    if not names:
+        raise InputError("models: give at least one model id (see `capacity list models`)")
+    plans = compare(names, a.accelerator, a)
+    if a.json:
+        print(json.dumps(plans, indent=2))
+        return 0
+    first = plans[0]
+    print(f"{len(plans)} models on {first['accelerator']}: {a.batch:,} sequences × {a.context:,} tokens, "
+          f"KV {first['workload']['kv_dtype']}")
+    rows = []
+    for d in plans:
+        rows.append([d["model"], d["structure"], d["workload"]["weights_dtype"], fmt_bytes(d["kv_bytes_per_token"]),
+                     fmt_bytes(d["kv_bytes_per_sequence"]), fmt_bytes(d["kv_bytes_total"]),
+                     fmt_bytes(d["weights_bytes"]), f"{d['kv_to_weights_ratio']:.2f}",
+                     fmt_count(d["accelerators_needed"]), fmt_count(d["accelerators_without_kv"]),
+                     fmt_count(d["accelerators_added_by_kv"]), d["bottleneck"]])
+    print(table(rows, ["model", "structure", "weights", "KV/token", "KV/seq", "KV total", "weights size",
+                       "KV/W", "accel.", "w/o KV", "by KV", "bottleneck"], left=(0, 1, 2, 11)))
+    for d in plans:
+        print(f"- {d['model']}: {d['bottleneck']} — {d['implication']}")
+    return 0

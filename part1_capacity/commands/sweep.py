@@ -1,0 +1,61 @@
+"""`capacity sweep`: a context × batch grid (powers of two by default) → accelerators needed and added by KV,
+as tables, JSON or heatmap PNGs. Vectorized: see part1_capacity/bench_sweep.py for the rate."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from part1_capacity.commands._common import add_workload_flags, positive_int, table, workload_from_args
+from part1_capacity.errors import InputError
+from part1_capacity.profiles import load_model
+from part1_capacity.sweep import _label, heatmaps, pow2_grid, sweep
+
+
+def _int_list(text: str) -> list[int]:
+    return [positive_int(x) for x in text.split(",") if x.strip()]
+
+
+def register(sub):
+    p = sub.add_parser("sweep", help="a context × batch grid: accelerators needed and added by KV (heatmaps)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--accelerator", required=True)
+    p.add_argument("--contexts", type=_int_list, default=None,
+                   help="comma-separated contexts (default: powers of two from 1K to the model's maximum)")
+    p.add_argument("--batches", type=_int_list, default=None, help="comma-separated batches (default 1..256, ×2)")
+    add_workload_flags(p, context_default=0, batch_default=1)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--heatmap", metavar="PNG", help="write the two heatmaps to this PNG file")
+    p.set_defaults(func=run)
+
+
+def run(a) -> int:
+    model = load_model(a.model)
+    contexts = a.contexts or pow2_grid(min(1024, model.max_context), model.max_context).tolist()
+    batches = a.batches or pow2_grid(1, 256).tolist()
+    if max(contexts) > model.max_context:
+        raise InputError(f"contexts: {max(contexts)} exceeds {model.id}'s maximum context of "
+                         f"{model.max_context} tokens")
+    s = sweep(model, a.accelerator, contexts, batches, workload_from_args(a, context=max(contexts),
+                                                                         batch=max(batches)))
+    if a.heatmap:
+        if not a.heatmap.endswith(".png"):
+            raise InputError(f"heatmap: expected a .png path, got '{a.heatmap}'")
+        heatmaps(s, a.heatmap)
+    if a.json:
+        print(json.dumps(s.to_dict(), indent=2))
+        return 0
+    print(f"{model.name} on {s.accelerator.name}: weights {s.workload.weights_dtype}, KV {s.workload.kv_dtype}; "
+          f"cells: accelerators needed (of which added by the KV cache); × = one sequence does not fit")
+    header = ["context \\ batch"] + [_label(int(b)) for b in s.batches]
+    rows = []
+    for i, c in enumerate(s.contexts):
+        cells = []
+        for j in range(len(s.batches)):
+            n, k = s.needed[i, j], s.added_by_kv[i, j]
+            cells.append("×" if not np.isfinite(n) else f"{int(n)} ({int(k)})")
+        rows.append([_label(int(c))] + cells)
+    print(table(rows, header))
+    if a.heatmap:
+        print(f"heatmaps written to {a.heatmap}")
+    return 0
