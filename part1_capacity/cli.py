@@ -39,6 +39,13 @@ def main(argv=None) -> int:
     except InputError as exc:
         print(f"capacity: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `capacity ... | head`: the reader left; exit quietly as Unix tools do.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print("capacity: interrupted", file=sys.stderr)
         return 130
