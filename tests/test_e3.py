@@ -94,6 +94,23 @@ def test_major_faults_on_cold_reads_not_on_warm_ones(disk_dir):
     assert cold.reads == warm.reads == 2000
 
 
+def test_random_advice_reads_only_the_missed_page(disk_dir):
+    path = _index(disk_dir, 16)
+    n_pages = -(-path.stat().st_size // memstat.PAGE_SIZE)
+    distinct = len(set(np.random.default_rng(7).integers(0, n_pages, size=300).tolist()))  # the searcher's draw
+    memstat.drop_file_pages(path)
+    with Searcher(path, seed=7, random_advice=True) as s:
+        one_each = s.read_pages(300)
+    resident_random = memstat.file_resident_bytes(path)
+    memstat.drop_file_pages(path)
+    with Searcher(path, seed=7) as s:  # default advice: a miss reads the pages around it too
+        around = s.read_pages(300)
+    resident_default = memstat.file_resident_bytes(path)
+    assert distinct <= one_each.major_faults <= distinct + 5  # one disk read per distinct page (+ stray faults)
+    assert resident_random == distinct * memstat.PAGE_SIZE
+    assert around.major_faults < distinct and resident_default > resident_random
+
+
 def test_rss_anonymous_stays_flat_while_file_backed_grows(disk_dir):
     path = _index(disk_dir, 48)
     size = path.stat().st_size
@@ -173,6 +190,20 @@ def test_run_stops_at_floor_and_cleans_up(disk_dir):
     assert 1 < len(result["cycles"]) <= 9
     assert not Path(started["dir"]).exists()
     assert not Path(f"/proc/{started['pid']}").exists()
+
+
+def test_run_stops_cleanly_when_the_hog_is_killed(disk_dir):
+    started = {}
+
+    def kill_hog(pid, d):
+        started.update(pid=pid, dir=d)
+        os.kill(pid, signal.SIGKILL)
+
+    cfg = Config(index_bytes=16 * MIB, step_bytes=32 * MIB, cap_bytes=64 * MIB, reads=1000, baseline_cycles=1,
+                 settle_seconds=0, workdir=str(disk_dir))
+    result = run(cfg, on_start=kill_hog)
+    assert result["stop_reason"] == "hog_ended" and len(result["cycles"]) == 1
+    assert not Path(started["dir"]).exists()
 
 
 def test_run_reports_the_issue_keys_and_stops_at_cap(disk_dir):

@@ -97,6 +97,7 @@ def _run(args) -> int:
         reads=args.reads, cycle_seconds=args.cycle_seconds, baseline_cycles=args.baseline_cycles,
         knee_factor=args.knee_factor, knee_confirm=args.knee_confirm,
         past_knee_bytes=size("past-knee-gb", args.past_knee_gb, 10**9), faiss_queries=args.faiss_queries,
+        madvise_random=args.madvise_random,
         settle_seconds=args.settle_s, max_cycles=args.max_cycles, workdir=args.dir, seed=args.seed,
     )
     out = None if args.no_save else Path(args.out) if args.out else default_out(args.index_gb)
@@ -147,6 +148,8 @@ def register(subparsers) -> None:
       help="stop when the hog is this far past a confirmed p99 knee, GB (default 2)")
     a("--faiss-queries", type=int, default=0,
       help="real FAISS flat queries per cycle, reported as faiss_query_ms (default 0; each reads the whole index)")
+    a("--madvise-random", action="store_true",
+      help="MADV_RANDOM on the searcher's mapping: a miss reads one page, not the kernel's read-around window")
     a("--settle-s", type=float, default=1.0, help="pause after each step before reading, s (default 1)")
     a("--max-cycles", type=int, default=400, help="hard limit on cycles (default 400)")
     a("--dir", default=tempfile.gettempdir(), help="where the temporary index is written (a disk, not tmpfs)")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from part0_foundations import memstat
 from part1_capacity.e3 import index as flat_index
-from part1_capacity.e3.hog import HogProcess
+from part1_capacity.e3.hog import HogEnded, HogProcess
 from part1_capacity.e3.knee import find_knee
 from part1_capacity.e3.searcher import Searcher, faiss_query_ms
 from part1_capacity.errors import InputError
@@ -47,6 +47,7 @@ class Config:
     knee_confirm: int = 2             # ... for this many cycles in a row
     past_knee_bytes: int = 2 * 10**9  # stop when the hog is this far past a confirmed p99 knee
     faiss_queries: int = 0            # real FAISS flat queries per cycle (each reads the whole index)
+    madvise_random: bool = False      # MADV_RANDOM on the searcher's mapping: no read-around on a miss
     settle_seconds: float = 1.0       # pause after each step before reading
     max_cycles: int = 400
     workdir: str = field(default_factory=tempfile.gettempdir)
@@ -256,10 +257,13 @@ def run(cfg: Config, command: str = "", progress=None, on_start=None) -> dict:
     n_vectors = 0
     try:
         path = os.path.join(workdir, "flat.index")
-        n_vectors = flat_index.write_flat_index(
-            path, cfg.index_bytes, cfg.dim, cfg.seed,
-            progress=lambda done, total: progress(done / total, f"writing index {done / 1e9:.2f}/{total / 1e9:.2f} GB"))
-        searcher = Searcher(path, seed=cfg.seed)
+        try:
+            n_vectors = flat_index.write_flat_index(
+                path, cfg.index_bytes, cfg.dim, cfg.seed,
+                progress=lambda done, total: progress(done / total, f"writing index {done / 1e9:.2f}/{total / 1e9:.2f} GB"))
+        except OSError as exc:
+            raise InputError(f"dir: cannot write the index in {cfg.workdir}: {exc.strerror}") from None
+        searcher = Searcher(path, seed=cfg.seed, random_advice=cfg.madvise_random)
         progress(None, "warming: touching every page of the index")
         searcher.warm()
         if cfg.faiss_queries:
@@ -312,6 +316,8 @@ def run(cfg: Config, command: str = "", progress=None, on_start=None) -> dict:
             step = cfg.step_bytes
     except KeyboardInterrupt:
         stop_reason = "interrupted"
+    except HogEnded:
+        stop_reason = "hog_ended"
     finally:
         if hog is not None:
             hog.close()

@@ -104,6 +104,10 @@ def main(argv=None) -> int:
     return 0
 
 
+class HogEnded(RuntimeError):
+    """The hog process is gone (e.g. killed from outside); the run stops with what it measured so far."""
+
+
 class HogProcess:
     """Controller side: starts the hog process and talks to it. ``close()`` always ends it (quit, then kill)."""
 
@@ -118,11 +122,14 @@ class HogProcess:
         self.bytes = 0
 
     def grow(self, n_bytes: int) -> dict:
-        self.proc.stdin.write(f"grow {int(n_bytes)}\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(f"grow {int(n_bytes)}\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            raise HogEnded(f"hog process {self.pid} ended unexpectedly (exit status {self.proc.wait()})") from None
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"hog process {self.pid} ended unexpectedly (exit status {self.proc.poll()})")
+            raise HogEnded(f"hog process {self.pid} ended unexpectedly (exit status {self.proc.wait()})")
         reply = json.loads(line)
         self.bytes = reply["hog_bytes"]
         return reply

@@ -40,12 +40,16 @@ def percentiles_us(latencies_ns) -> tuple[float, float, float, float]:
 
 
 class Searcher:
-    """Read-only mmap of ``path`` plus timed random page reads. Use as a context manager (unmaps on exit)."""
+    """Read-only mmap of ``path`` plus timed random page reads. Use as a context manager (unmaps on exit).
 
-    def __init__(self, path, seed: int = 0):
+    The mapping gets the kernel's default advice, as FAISS's own mmap does, unless ``random_advice``."""
+
+    def __init__(self, path, seed: int = 0, random_advice: bool = False):
         self.path = str(path)
         self._file = open(self.path, "rb")
         self.map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        if random_advice:  # the default reads around a missed page (up to 128 KiB); MADV_RANDOM reads just it
+            self.map.madvise(mmap.MADV_RANDOM)
         self.n_pages = (len(self.map) + PAGE - 1) // PAGE
         self.rng = np.random.default_rng(seed)
 

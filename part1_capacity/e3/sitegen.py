@@ -41,6 +41,7 @@ STOP_REASONS = {
     "floor": "the MemAvailable floor was reached",
     "cap": "the hog reached its cap",
     "max_cycles": "the cycle limit was reached",
+    "hog_ended": "the hog process ended unexpectedly",
 }
 
 
