@@ -1,0 +1,54 @@
+"""`capacity e1 [--gguf PATH] [--json] [--save]`: the KV slope llama.cpp reports vs the calculator's figure."""
+from __future__ import annotations
+
+import json
+import sys
+
+DEFAULT_PARAMS = 500_000_000
+
+
+def register(sub):
+    p = sub.add_parser("e1", help="E1: KV-cache bytes per token reported by llama.cpp vs the calculator",
+                       description="Open contexts of 2,048/8,192/16,384 tokens in llama.cpp (f16 and q8_0 KV), read "
+                                   "the KV size from its log, fit the slope and compare it with the calculator.")
+    p.add_argument("--gguf", metavar="PATH",
+                   help="GGUF model to check (default: a generated llama model of ≥500M parameters, deleted after)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--save", action="store_true", help="also save it as part1_capacity/results/e1.json (the site)")
+    p.add_argument("--note", default="", help="a remark saved with the result (e.g. 'machine shared')")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from part1_capacity.engine import e1
+    from part1_capacity.engine.common import run_record, save_result, scratch_dir
+    from part1_capacity.engine.gguf_model import shape_for_params, write_llama_gguf
+    from part1_capacity.engine.progress import Progress
+
+    steps = len(e1.CONTEXTS) * len(e1.KV_TYPES)
+    bar = Progress(steps + (0 if args.gguf else 1), "e1")
+    record = run_record()
+    if args.gguf:
+        result = e1.run(args.gguf, progress=bar)
+    else:
+        # KV size depends only on the attention shape; F16 weights halve the file the default writes.
+        shape = shape_for_params(DEFAULT_PARAMS)
+        with scratch_dir("e1-") as tmp:
+            path = write_llama_gguf(tmp / "model-f16.gguf", shape, dtype="f16",
+                                    progress=lambda d, t: bar.update(d / t, "writing the model"))
+            result = e1.run(path, progress=bar)
+            result["model"]["path"] = f"generated: {shape.n_params():,}-parameter llama, F16 weights (deleted)"
+    bar.close()
+    result = {**result, **record, "note": args.note}
+    if args.save:
+        print(f"saved {save_result('e1', result)}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        m = result["model"]
+        print(f"model: {m['name']} — {m['n_layers']} layers × {m['n_kv_heads']} KV heads × head_dim {m['head_dim']}")
+        print(f"{'KV':6} {'contexts':>22} {'reported bytes':>40} {'slope B/tok':>12} {'formula':>9}  match")
+        for r in result["by_kv_type"]:
+            print(f"{r['kv_type']:6} {str(r['cells']):>22} {str(r['reported_bytes']):>40} "
+                  f"{r['slope_bytes_per_token']:12.2f} {r['formula_bytes_per_token']:9g}  {r['match']}")
+    return 0 if result["match"] else 1
