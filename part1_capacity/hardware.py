@@ -52,6 +52,19 @@ class Accelerator:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def to_json_entry(self) -> dict:
+        """This accelerator in the JSON format ``load_accelerator`` reads (GB, GB/s, TFLOP/s), e.g. to save a
+        profile of a measured machine: ``json.dump(acc.to_json_entry(), f)``."""
+        d = {"id": self.id, "name": self.name, "kind": self.kind, "memory_gb": self.memory_bytes / GB,
+             "bandwidth_gb_s": self.bandwidth / GB, "bf16_tflops": self.flops_16 / 1e12,
+             "interconnect_gb_s": self.interconnect / GB, "interconnect": self.interconnect_name,
+             "max_tp": self.max_tp, "status": self.status, "source": self.source}
+        if self.flops_fp8:
+            d["fp8_tflops"] = self.flops_fp8 / 1e12
+        if self.flops_int8:
+            d["int8_tflops"] = self.flops_int8 / 1e12
+        return d
+
 
 def _num(d, key, where, required=True, positive=True):
     v = d.get(key)

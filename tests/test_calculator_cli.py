@@ -1,0 +1,191 @@
+"""The calculator's other commands and outputs: sweep (checked against a brute-force search written here), compare,
+list, --emit vllm, accelerator profiles from a file, overflow tiers and the roofline."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from part1_capacity.cli import main
+from part1_capacity.hardware import GIB, load_accelerator
+from part1_capacity.plan import Workload, make_plan
+from part1_capacity.profiles import load_model
+from part1_capacity.sweep import sweep
+
+T128K = 131_072
+
+
+def run(capsys, *argv):
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def brute_force(model, acc, T, B, usable_fraction=0.9, overhead=2 * GIB, weight_bytes=2, kv_bytes=2):
+    """Every tensor degree (power of two ≤ max_tp, dividing the heads) × every pipeline depth; replicas as needed."""
+    usable = acc.memory_bytes * usable_fraction - overhead
+    W = model.weights_params * weight_bytes
+    best = (math.inf, 0)
+    t = 1
+    while t <= acc.max_tp:
+        if model.n_heads % t == 0 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0):
+            kv_share = 1.0 if model.is_mla else max(model.n_kv_heads / t, 1) / model.n_kv_heads
+            state_share = max(model.ssm.n_heads / t, 1) / model.ssm.n_heads if model.ssm else 0
+            seq = model.attention_cache_bytes(T, kv_bytes) * kv_share + model.state_bytes(kv_bytes) * state_share
+            for pp in range(1, model.n_layers + 1):
+                free = usable - W / (t * pp)
+                if free <= 0:
+                    continue
+                per_replica = math.floor(free / (seq / pp))
+                if per_replica >= 1:
+                    best = min(best, (t * pp * math.ceil(B / per_replica), pp))
+        t *= 2
+    return best[0]
+
+
+@pytest.mark.parametrize("model, acc", [("llama-3.1-70b", "h100"), ("deepseek-v3", "h200"), ("gpt-oss-120b", "l4"),
+                                        ("qwen2.5-7b", "tpu-v5e"), ("granite-4.0-h-small", "mi300x")])
+def test_sweep_matches_a_brute_force_search(model, acc):
+    m, a = load_model(model), load_accelerator(acc)
+    rng = np.random.default_rng(7)
+    contexts = np.unique(rng.integers(1, m.max_context + 1, 6))
+    batches = np.unique(rng.integers(1, 300, 6))
+    s = sweep(m, a, contexts, batches, weights_dtype="bf16")
+    for i, T in enumerate(contexts):
+        for j, B in enumerate(batches):
+            assert s.needed[i, j] == brute_force(m, a, int(T), int(B)), (T, B)
+            plan = make_plan(m, a, Workload(context=int(T), batch=int(B), weights_dtype="bf16"))
+            assert (plan.accelerators_needed or math.inf) == s.needed[i, j]
+            assert (plan.accelerators_without_kv or math.inf) == s.without_kv[i, j]
+
+
+def test_sweep_cli_writes_heatmaps_and_json(capsys, tmp_path):
+    png = tmp_path / "h.png"
+    code, out, _ = run(capsys, "sweep", "--model", "llama-3.1-8b", "--accelerator", "l4", "--contexts", "1K,8K,128K",
+                       "--batches", "1,16", "--heatmap", str(png), "--json")
+    assert code == 0 and png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
+    d = json.loads(out)
+    assert d["contexts"] == [1024, 8192, 131072] and d["batches"] == [1, 16]
+    added = np.array(d["accelerators_added_by_kv"], dtype=float)
+    assert (np.diff(added, axis=0) >= 0).all() and (np.diff(added, axis=1) >= 0).all()
+
+
+def test_compare_default_is_the_four_structures_at_128k(capsys):
+    code, out, _ = run(capsys, "compare", "--json")
+    assert code == 0
+    plans = json.loads(out)
+    assert [p["structure"] for p in plans] == ["gqa", "mla", "sliding_window", "ssm_hybrid"]
+    assert all(p["workload"]["context"] == T128K for p in plans)
+    assert len({p["accelerator"] for p in plans}) == 1
+    for p in plans:
+        assert p["bottleneck"] == ("kv_cache" if p["kv_bytes_total"] > p["weights_bytes"] else "weights")
+    # the study's extremes: 160 KiB/token for the GQA model, 6 KiB/token for the SSM hybrid
+    assert plans[0]["kv_bytes_per_token"] == 160 * 1024 and plans[3]["kv_bytes_per_token"] == 6 * 1024
+    code, out, _ = run(capsys, "compare")
+    assert code == 0 and "bottleneck" in out and "ssm_hybrid" in out
+
+
+def test_list_commands(capsys):
+    code, out, _ = run(capsys, "list", "models", "--json")
+    models = json.loads(out)
+    assert code == 0 and len(models) >= 15 and all(m["source"] for m in models)
+    code, out, _ = run(capsys, "list", "accelerators", "--json")
+    accs = json.loads(out)
+    assert len(accs) >= 12 and {"laptop", "phone", "edge", "datacenter"} <= {a["kind"] for a in accs}
+    code, out, _ = run(capsys, "list", "tiers", "--sources")
+    assert code == 0 and all(t in out for t in ("hbm", "peer-hbm", "host-dram", "cxl", "nvme"))
+    assert run(capsys, "list", "gpus")[0] == 2
+
+
+def _vllm_flags(text):
+    words = text.replace("\\\n", " ").split()
+    return {words[i]: words[i + 1] for i, w in enumerate(words) if w.startswith("--") and i + 1 < len(words)}
+
+
+def test_emit_vllm_matches_the_plan(capsys):
+    argv = ["plan", "--model", "llama-3.1-70b", "--accelerator", "h100", "--context", "32768", "--batch", "48",
+            "--kv-dtype", "fp8", "--usable-fraction", "0.85"]
+    _, out, _ = run(capsys, *argv, "--json")
+    plan = json.loads(out)
+    code, out, _ = run(capsys, *argv, "--emit", "vllm")
+    assert code == 0 and out.startswith("vllm serve meta-llama/Llama-3.1-70B-Instruct")
+    f = _vllm_flags(out)
+    par = plan["parallelism"]
+    n = int(f["--tensor-parallel-size"]) * int(f.get("--pipeline-parallel-size", 1)) * int(f.get("--data-parallel-size", 1))
+    assert n == plan["accelerators_needed"] == par["tensor"] * par["pipeline"] * par["data"]
+    assert f["--max-model-len"] == "32768" and f["--kv-cache-dtype"] == "fp8"
+    assert f["--gpu-memory-utilization"] == "0.85"
+    assert int(f["--max-num-seqs"]) * int(f.get("--data-parallel-size", 1)) >= 48
+    code, _, err = run(capsys, "plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "1024",
+                       "--kv-dtype", "int8", "--emit", "vllm")
+    assert code == 2 and "kv_dtype" in err and "fp8" in err
+
+
+def test_accelerator_from_a_json_file(tmp_path, capsys):
+    host = {"id": "this-host", "name": "course machine (measured)", "kind": "host", "memory_gb": 24,
+            "bandwidth_gb_s": 25, "bf16_tflops": 0.2, "max_tp": 1, "status": "measured", "source": "E1/E2 runs"}
+    p = tmp_path / "host.json"
+    p.write_text(json.dumps(host))
+    acc = load_accelerator(str(p))
+    assert acc.memory_bytes == 24e9 and acc.bandwidth == 25e9 and acc.ridge_point("bf16") == pytest.approx(8.0)
+    assert load_accelerator(str(p)).to_json_entry()["memory_gb"] == 24
+    code, out, _ = run(capsys, "plan", "--model", "qwen2.5-0.5b", "--accelerator", str(p), "--context", "4096",
+                       "--json")
+    assert code == 0 and json.loads(out)["accelerator"] == "this-host"
+    host.pop("bandwidth_gb_s")
+    p.write_text(json.dumps(host))
+    code, _, err = run(capsys, "plan", "--model", "qwen2.5-0.5b", "--accelerator", str(p), "--context", "4096")
+    assert code == 2 and "missing field 'bandwidth_gb_s'" in err
+
+
+def test_overflow_beyond_the_weights_only_deployment():
+    plan = make_plan("llama-3.1-70b", "h200", context=T128K, batch=64)
+    d = plan.to_dict()
+    # by hand: 141.1 GB of bf16 weights need 2 H200s (126.9 − 2.1 GB usable each); each of the 2 ranks then holds
+    # half of 64 × 40 GiB of cache against what the weights leave free.
+    usable = 141e9 * 0.9 - 2 * GIB
+    assert d["accelerators_without_kv"] == 2
+    free = usable - 70.55e9 * 2 / 2
+    need = 64 * 40 * GIB / 2
+    assert d["overflow_bytes"] == pytest.approx(2 * (need - free))
+    tiers = {t["tier"]: t for t in d["overflow_tiers"]}
+    assert list(tiers) == ["peer-hbm", "host-dram", "cxl", "nvme"]
+    assert [t["fits"] for t in tiers.values()] == [t["capacity_bytes_per_accelerator"] >= need - free
+                                                    for t in tiers.values()]
+    slow = [t["slowdown_vs_hbm"] for t in tiers.values()]
+    assert slow == sorted(slow) and slow[0] > 1          # slower tier, slower decode
+    # no overflow when the cache fits beside the weights
+    assert make_plan("llama-3.1-8b", "h200", context=4096, batch=1).to_dict()["overflow_tiers"] == []
+
+
+def test_roofline_bounds_from_first_principles():
+    # decode of a dense bf16 model, batch 1: ~2 FLOP per 2-byte weight (plus attention over 2K cached tokens, a few
+    # percent more FLOPs than bytes of cache), far below any accelerator's ridge → memory
+    d = make_plan("llama-3.1-8b", "h100", context=2048, batch=1).to_dict()
+    assert d["decode"]["arithmetic_intensity"] == pytest.approx(1.0, abs=0.1) and d["decode"]["bound"] == "memory"
+    assert d["decode"]["ridge_point"] == pytest.approx(989e12 / 3.35e12)
+    # prefill of 2048 tokens: ~2·T FLOP per weight byte pair ≈ 2048 FLOP/byte, above the ridge → compute
+    assert d["prefill"]["arithmetic_intensity"] > 1000 and d["prefill"]["bound"] == "compute"
+    # batching decode raises intensity about linearly while the cache is small
+    d64 = make_plan("llama-3.1-8b", "h100", context=256, batch=64).to_dict()
+    assert 40 < d64["decode"]["arithmetic_intensity"] < 64
+    # fp8 weights use the fp8 peak: the ridge doubles
+    assert make_plan("llama-3.1-8b", "h100", context=256, weights_dtype="fp8").to_dict()["decode"]["ridge_point"] \
+        == pytest.approx(1979e12 / 3.35e12)
+
+
+def test_gguf_weights_use_their_real_bits_per_weight():
+    q8 = make_plan("llama-3.1-8b", "m4-max", context=4096, weights_dtype="q8_0")
+    q5 = make_plan("llama-3.1-8b", "m4-max", context=4096, weights_dtype="q5_0")
+    assert q8.weights_bytes == pytest.approx(8.03e9 * 34 / 32)
+    assert q5.weights_bytes == pytest.approx(8.03e9 * 22 / 32)
+
+
+def test_human_plan_output_is_a_table(capsys):
+    code, out, _ = run(capsys, "plan", "--model", "deepseek-v3", "--accelerator", "h200", "--context", "128K",
+                       "--batch", "64", "--weights-dtype", "fp8")
+    assert code == 0
+    assert "bottleneck: weights" in out and "KV / weights" in out and "decode" in out and "prefill" in out
