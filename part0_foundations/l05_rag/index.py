@@ -33,8 +33,11 @@ KINDS = ("flat", "ivf")
 
 
 def flat_index_bytes(n: int, d: int) -> int:
-    """Bytes of an ``IndexFlat`` file (and of its vectors in memory, + 45): fourcc + header + length + n·d·float32."""
-    return FOURCC + HEADER_BYTES + 8 + 4 * n * d
+    """Bytes of an ``IndexFlat`` file of ``n`` vectors of ``d`` float32: fourcc + header + vector length + floats."""
+    ### BEGIN SOLUTION
+    n_bytes = FOURCC + HEADER_BYTES + 8 + 4 * n * d
+    ### END SOLUTION
+    return n_bytes
 
 
 def ivf_flat_index_bytes(n: int, d: int, nlist: int) -> int:

@@ -1,0 +1,237 @@
+"""Lesson 05 checks: called by the notebook's autograder cells, by tests/autograder/test_rag.py and by the reference
+tests. Each takes the implementation under test and raises CheckFailed with a learner message.
+
+Expectations are derived independently of the reference: chunk counts from the window arithmetic, top-k from
+``faiss.IndexFlatIP``, prompt budgets by counting the learner's own prompt, index bytes from files FAISS writes.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+
+import numpy as np
+
+from part0_foundations.grading import call, expect, expect_close, expect_raises, expect_shape
+from part0_foundations.l05_rag.rag import Chunk, Hit, count_words, format_prompt, format_source
+
+TEXT = (
+    "Attention compares each query with every key. The keys and values of past tokens are cached, so the cache "
+    "grows with the context. Grouped-query attention shares each key/value head between several query heads."
+)
+
+
+def _expected_windows(length, size, overlap):
+    """(start, end) of every window, from the arithmetic: 1 window if the text fits, else 1 + ⌈(L − size)/step⌉."""
+    if length == 0:
+        return []
+    step = size - overlap
+    count = 1 if length <= size else 1 + math.ceil((length - size) / step)
+    return [(i * step, min(i * step + size, length)) for i in range(count)]
+
+
+def _check_chunks(chunks, text, source, size, overlap, what):
+    expect(isinstance(chunks, list), f"{what}: return a list of Chunk, got {type(chunks).__name__}")
+    want = _expected_windows(len(text), size, overlap)
+    expect(len(chunks) == len(want),
+           f"{what}: expected {len(want)} chunks for {len(text)} characters (size {size}, overlap {overlap}), "
+           f"got {len(chunks)}")
+    for i, (c, (start, end)) in enumerate(zip(chunks, want)):
+        expect(hasattr(c, "start") and hasattr(c, "end") and hasattr(c, "text") and hasattr(c, "source"),
+               f"{what}: chunk {i} must be a Chunk(source, start, end, text), got {c!r}")
+        expect((c.start, c.end) == (start, end),
+               f"{what}: chunk {i} should span [{start}, {end}) (start = i·(size − overlap)), got [{c.start}, {c.end})")
+        expect(c.text == text[c.start:c.end], f"{what}: chunk {i}'s text must equal text[start:end] exactly")
+        expect(c.source == source, f"{what}: chunk {i} must keep its source {source!r}, got {c.source!r}")
+
+
+def check_chunk_offsets_exact(chunk_text):
+    """Offsets are exact: text == document[start:end], windows start at i·(size − overlap), the last ends the text."""
+    for size, overlap in ((50, 10), (64, 0), (40, 39), (1, 0), (300, 100)):
+        chunks = call(chunk_text, TEXT, "doc.md", size, overlap, what=f"chunk_text(TEXT, 'doc.md', {size}, {overlap})")
+        _check_chunks(chunks, TEXT, "doc.md", size, overlap, f"chunk_text(size={size}, overlap={overlap})")
+        expect(chunks[-1].end == len(TEXT), f"size={size}, overlap={overlap}: the last chunk must end at len(text)")
+
+
+def check_chunk_overlap_exact(chunk_text):
+    """Neighbouring chunks share exactly ``overlap`` characters; together they cover the whole text."""
+    for size, overlap in ((50, 10), (37, 12), (80, 40)):
+        chunks = call(chunk_text, TEXT, "p.md", size, overlap, what=f"chunk_text(TEXT, 'p.md', {size}, {overlap})")
+        expect(len(chunks) >= 2, f"chunk_text(size={size}): a {len(TEXT)}-character text needs several chunks")
+        for i, (a, b) in enumerate(zip(chunks, chunks[1:])):
+            shared = a.end - b.start
+            expect(shared == overlap, f"chunks {i} and {i + 1} must share exactly {overlap} characters, share {shared}")
+            expect(a.text[len(a.text) - overlap:] == b.text[:overlap] if overlap else True,
+                   f"chunks {i} and {i + 1}: the end of one must be the start of the next")
+        covered = "".join(c.text if i == 0 else c.text[overlap:] for i, c in enumerate(chunks))
+        expect(covered == TEXT, f"chunk_text(size={size}, overlap={overlap}): the chunks must cover the text exactly once")
+
+
+def check_chunk_edge_cases(chunk_text):
+    """An empty text gives no chunks; a short text one chunk; a text of exactly ``size`` one chunk, not two."""
+    got = call(chunk_text, "", "empty.md", 10, 2, what="chunk_text('', 'empty.md', 10, 2)")
+    expect(isinstance(got, list) and len(got) == 0, f"an empty text must give no chunks ([]), got {got!r}")
+    got = call(chunk_text, "short", "s.md", 10, 2, what="chunk_text('short', 's.md', 10, 2)")
+    _check_chunks(got, "short", "s.md", 10, 2, "a text shorter than size")
+    exact = "x" * 30
+    got = call(chunk_text, exact, "e.md", 30, 5, what="chunk_text('x' * 30, 'e.md', 30, 5)")
+    _check_chunks(got, exact, "e.md", 30, 5, "a text of exactly size characters")
+    got = call(chunk_text, "y" * 31, "e.md", 30, 5, what="chunk_text('y' * 31, 'e.md', 30, 5)")
+    _check_chunks(got, "y" * 31, "e.md", 30, 5, "a text one character longer than size")
+
+
+def check_chunk_errors(chunk_text):
+    """Bad sizes give a ValueError naming ``size`` or ``overlap``."""
+    expect(len(call(chunk_text, TEXT, "d.md", 50, 10, what="chunk_text(TEXT, 'd.md', 50, 10)")) > 0,
+           "chunk_text must work on valid input before refusing bad input")
+    expect_raises(lambda: chunk_text(TEXT, "d.md", 10, 10), ValueError, "overlap", "overlap equal to size")
+    expect_raises(lambda: chunk_text(TEXT, "d.md", 10, -1), ValueError, "overlap", "a negative overlap")
+    expect_raises(lambda: chunk_text(TEXT, "d.md", 0, 0), ValueError, "size", "size 0")
+
+
+def _faiss_top_k(queries, docs, k):
+    import faiss
+
+    def unit(x):
+        return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+    index = faiss.IndexFlatIP(docs.shape[1])
+    index.add(unit(docs))
+    return index.search(unit(np.atleast_2d(queries)), k)
+
+
+def check_topk_matches_faiss(cosine_top_k):
+    """Same ids as faiss.IndexFlatIP on normalized vectors, same scores to 1e-5, best first, (n_queries, k) arrays."""
+    rng = np.random.default_rng(5)
+    docs = rng.standard_normal((200, 32)).astype(np.float32) * rng.uniform(0.5, 3, (200, 1)).astype(np.float32)
+    queries = rng.standard_normal((7, 32)).astype(np.float32)
+    for k in (1, 5, 200):
+        res = call(cosine_top_k, queries, docs, k, what=f"cosine_top_k(queries, docs, k={k})")
+        expect(isinstance(res, tuple) and len(res) == 2, "cosine_top_k must return (scores, ids)")
+        scores, ids = res
+        expect_shape(scores, (7, k), f"scores for k={k}")
+        expect_shape(ids, (7, k), f"ids for k={k}")
+        want_scores, want_ids = _faiss_top_k(queries, docs, k)
+        expect(np.array_equal(np.asarray(ids), want_ids),
+               f"k={k}: ids differ from faiss.IndexFlatIP's (normalize both sides, sort by decreasing cosine)")
+        expect_close(scores, want_scores, f"k={k}: cosine scores vs faiss", atol=1e-5)
+    one = call(cosine_top_k, queries[0], docs, 3, what="cosine_top_k(one 1-D query, docs, 3)")
+    expect_shape(one[1], (1, 3), "ids for a single 1-D query")
+    expect(np.array_equal(np.asarray(one[1]), _faiss_top_k(queries[:1], docs, 3)[1]), "a 1-D query: ids differ from faiss")
+
+
+def check_topk_errors(cosine_top_k):
+    """k larger than the number of docs (or < 1), or queries of the wrong width: a ValueError naming it."""
+    rng = np.random.default_rng(6)
+    docs = rng.standard_normal((10, 8)).astype(np.float32)
+    q = rng.standard_normal((2, 8)).astype(np.float32)
+    expect_shape(call(cosine_top_k, q, docs, 10, what="cosine_top_k(q, docs, k=10)")[1], (2, 10), "ids for k = n_docs")
+    expect_raises(lambda: cosine_top_k(q, docs, 11), ValueError, "k", "k larger than the number of docs")
+    expect_raises(lambda: cosine_top_k(q, docs, 0), ValueError, "k", "k = 0")
+    expect_raises(lambda: cosine_top_k(q[:, :5], docs, 3), ValueError, "queries", "queries of the wrong width")
+
+
+def _hits(lengths, seed=0):
+    rng = np.random.default_rng(seed)
+    words = "cache attention token memory index vector page budget query head layer".split()
+    hits, pos = [], 0
+    for r, n in enumerate(lengths, 1):
+        text = " ".join(rng.choice(words, n))
+        hits.append(Hit(rank=r, score=float(1 - r / 100), chunk=Chunk(f"page{r}.md", pos, pos + len(text), text)))
+        pos += len(text)
+    return hits
+
+
+def _cited_numbers(prompt):
+    return [int(m) for m in re.findall(r"^\[(\d+)\] ", prompt, flags=re.M)]
+
+
+def check_prompt_budget_never_exceeded(build_prompt):
+    """For every budget, count_tokens(prompt) ≤ budget; a skipped chunk really did not fit; all fit when there is room."""
+    q = "How big is the cache?"
+    hits = _hits([40, 120, 15, 60, 5, 80])
+    base = count_words(format_prompt(q, []))
+    for budget in sorted({base, base + 10, base + 30, base + 70, base + 150, base + 250, base + 400}):
+        res = call(build_prompt, q, hits, budget, count_words, what=f"build_prompt(q, hits, budget={budget})")
+        expect(isinstance(res, tuple) and len(res) == 2, "build_prompt must return (prompt, cited_hits)")
+        prompt, cited = res
+        used = count_words(prompt)
+        expect(used <= budget, f"budget={budget}: the prompt takes {used} tokens, over the budget")
+        ranks = [h.rank for h in cited]
+        expect(ranks == sorted(ranks) and set(ranks) <= {h.rank for h in hits},
+               f"budget={budget}: the cited hits must be some of the given hits, in their order, got ranks {ranks}")
+        # Greedy, best first, skipping what does not fit: each hit left out must not have fitted at its turn.
+        blocks = []
+        for h in hits:
+            trial = blocks + [format_source(len(blocks) + 1, h.chunk)]
+            fits = count_words(format_prompt(q, trial)) <= budget
+            expect(fits == (h in cited), f"budget={budget}: hit of rank {h.rank} "
+                   + ("fitted but was left out" if fits else "did not fit but was included"))
+            if fits:
+                blocks = trial
+        expect(prompt == format_prompt(q, blocks),
+               f"budget={budget}: build the prompt with format_prompt(question, blocks) and format_source(n, chunk)")
+    prompt, cited = call(build_prompt, q, hits, 10_000, count_words, what="build_prompt(q, hits, budget=10000)")
+    expect(len(cited) == len(hits), "with room for everything, every hit must be cited")
+
+
+def check_prompt_citations_numbered(build_prompt):
+    """Sources are numbered [1], [2], … in rank order, with their page and character offsets, each chunk whole."""
+    q = "Which page explains the index?"
+    hits = _hits([12, 30, 8], seed=1)
+    prompt, cited = call(build_prompt, q, hits, 10_000, count_words, what="build_prompt(q, hits, 10000)")
+    expect(_cited_numbers(prompt) == [1, 2, 3], f"sources must be numbered [1], [2], [3]; found {_cited_numbers(prompt)}")
+    for n, h in enumerate(hits, 1):
+        c = h.chunk
+        expect(f"[{n}] {c.source} (chars {c.start}-{c.end})" in prompt,
+               f"source [{n}] must name its page and offsets: '[{n}] {c.source} (chars {c.start}-{c.end})'")
+        expect(c.text.strip() in prompt, f"source [{n}]: the chunk text must appear whole")
+    expect(prompt.rstrip().endswith("Answer:") and f"Question: {q}" in prompt, "the question must come after the sources")
+    # With a budget that drops the 30-word chunk, numbering stays consecutive: [1], [2].
+    budget = count_words(format_prompt(q, [format_source(1, hits[0].chunk), format_source(2, hits[2].chunk)]))
+    prompt, cited = call(build_prompt, q, hits, budget, count_words, what=f"build_prompt(q, hits, {budget})")
+    expect([h.rank for h in cited] == [1, 3], f"budget={budget}: expected ranks 1 and 3 cited, got {[h.rank for h in cited]}")
+    expect(_cited_numbers(prompt) == [1, 2], "numbers must be consecutive over the cited chunks: [1], [2]")
+
+
+def check_prompt_errors(build_prompt):
+    """An empty question, or a budget too small for the question itself: a ValueError naming it."""
+    hits = _hits([5, 5])
+    prompt, _ = call(build_prompt, "What?", hits, 500, count_words, what="build_prompt('What?', hits, 500)")
+    expect(isinstance(prompt, str) and "What?" in prompt, "build_prompt must work on valid input first")
+    expect_raises(lambda: build_prompt("   ", hits, 500, count_words), ValueError, "question", "an empty question")
+    expect_raises(lambda: build_prompt("What?", hits, 3, count_words), ValueError, "budget", "a budget of 3 tokens")
+
+
+def check_index_bytes_formula(flat_index_bytes):
+    """flat_index_bytes(n, d) equals the size of the file faiss.write_index writes for an IndexFlatIP."""
+    import faiss
+
+    rng = np.random.default_rng(7)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "flat.faiss")
+        for n, d in ((1, 8), (100, 32), (1000, 384), (0, 16)):
+            index = faiss.IndexFlatIP(d)
+            if n:
+                index.add(rng.standard_normal((n, d)).astype(np.float32))
+            faiss.write_index(index, path)
+            want = os.path.getsize(path)
+            got = call(flat_index_bytes, n, d, what=f"flat_index_bytes({n}, {d})")
+            expect(isinstance(got, (int, np.integer)), f"flat_index_bytes must return an int, got {type(got).__name__}")
+            expect(got == want, f"flat_index_bytes({n}, {d}) = {got}, but FAISS writes {want} bytes")
+
+
+ALL = {
+    "chunk_offsets_exact": ("chunk_text", check_chunk_offsets_exact),
+    "chunk_overlap_exact": ("chunk_text", check_chunk_overlap_exact),
+    "chunk_edge_cases": ("chunk_text", check_chunk_edge_cases),
+    "chunk_errors": ("chunk_text", check_chunk_errors),
+    "topk_matches_faiss": ("cosine_top_k", check_topk_matches_faiss),
+    "topk_errors": ("cosine_top_k", check_topk_errors),
+    "prompt_budget_never_exceeded": ("build_prompt", check_prompt_budget_never_exceeded),
+    "prompt_citations_numbered": ("build_prompt", check_prompt_citations_numbered),
+    "prompt_errors": ("build_prompt", check_prompt_errors),
+    "index_bytes_formula": ("flat_index_bytes", check_index_bytes_formula),
+}
+"""check id → (the learner definition it grades, the check). tests/autograder/ parametrizes over this."""

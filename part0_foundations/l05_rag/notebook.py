@@ -1,0 +1,106 @@
+"""Spec of the lesson 05 notebook (see part0_foundations/notebook_spec.py). Run `make notebooks` after editing."""
+from part0_foundations.notebook_spec import code, extract_definitions, given, md, solution, tests
+
+ASSIGNMENT = "05_rag"
+NOTEBOOK = "rag.ipynb"
+AUTOGRADER = "tests/autograder/test_rag.py"
+SRC = "part0_foundations/l05_rag/rag.py"
+INDEX = "part0_foundations/l05_rag/index.py"
+
+CELLS = [
+    md(r"""
+# Lesson 05 — A RAG by hand, and what its index costs
+
+Retrieval-augmented generation in four visible steps: **split** the documents into chunks, **embed** each chunk
+as a vector, **search** for the chunks nearest a question, and **assemble a prompt** from them. You write the
+chunker, the cosine top-k search (checked against FAISS), the prompt builder with its token budget, and the byte
+count of a FAISS index file.
+
+Fill in every cell marked `YOUR CODE HERE`, then run the test cells below it. The site page
+*Part 0 › 05 RAG* runs the same code over the course site itself, with the real embedding model.
+"""),
+    code("""
+import numpy as np
+
+from part0_foundations.l05_rag import checks
+from part0_foundations.l05_rag.rag import Chunk, Hit
+"""),
+    md(r"""
+## 1. What passes between the steps (given)
+
+A `Chunk` is a piece of one document with its source and character offsets: `text == document[start:end]`. A `Hit`
+is a retrieved chunk with its rank and cosine score. Both are imported above from the package; they read:
+
+```python
+""" + extract_definitions(SRC, ["Chunk", "Hit"]) + r"""
+```
+
+`count_words` is a simple token counter (the command-line tool counts real WordPiece tokens instead).
+"""),
+    given(SRC, ["count_words"]),
+    md(r"""
+## 2. Chunking with overlap
+
+Cut `text` into windows of `size` characters, consecutive windows sharing `overlap` characters: window $i$ starts at
+$i\,(\text{size}-\text{overlap})$. The last window ends exactly at `len(text)` (it may be shorter); stop as soon as a
+window reaches the end, so no window lies wholly inside the previous one. An empty text gives `[]`.
+"""),
+    solution(SRC, ["chunk_text"], grade_id="chunk_impl"),
+    tests("chunk_offsets_and_overlap", 3, """
+checks.check_chunk_offsets_exact(chunk_text)
+checks.check_chunk_overlap_exact(chunk_text)
+checks.check_chunk_edge_cases(chunk_text)
+""", hidden="checks.check_chunk_errors(chunk_text)"),
+    md(r"""
+## 3. Cosine top-k in numpy
+
+$$\cos(q, x_i) = \frac{q\cdot x_i}{\lVert q\rVert\,\lVert x_i\rVert}$$
+
+Scale queries and documents to unit length, take all inner products with one matrix product, and return the `k`
+best per query, best first, as `(scores, ids)` of shape `(n_queries, k)` — exactly what `faiss.IndexFlatIP` returns
+on unit vectors. `np.argpartition` finds the `k` best without sorting everything.
+"""),
+    solution(SRC, ["cosine_top_k"], grade_id="topk_impl"),
+    tests("topk_matches_faiss", 3, "checks.check_topk_matches_faiss(cosine_top_k)",
+          hidden="checks.check_topk_errors(cosine_top_k)"),
+    md(r"""
+## 4. The prompt, within a token budget
+
+The template is given: a header, numbered source blocks, then the question. Add the hits best first, numbering the
+included ones 1, 2, …; a hit goes in whole or not at all, and one that would push the prompt over `budget` tokens is
+skipped (a shorter one after it may still fit). Count the *whole* prompt after each addition: a real tokenizer need
+not add up across the joins.
+"""),
+    given(SRC, ["PROMPT_HEADER", "format_source", "format_prompt"]),
+    solution(SRC, ["build_prompt"], grade_id="prompt_impl"),
+    tests("prompt_budget_and_citations", 3, """
+checks.check_prompt_budget_never_exceeded(build_prompt)
+checks.check_prompt_citations_numbered(build_prompt)
+""", hidden="checks.check_prompt_errors(build_prompt)"),
+    md(r"""
+## 5. What a flat index costs
+
+`faiss.IndexFlatIP` keeps the vectors as they are: $n \times d$ float32. Its file adds a little: a 4-byte type code
+(`FOURCC`, e.g. `IxFI`), the common header (`HEADER_BYTES`: `d` int32, `ntotal` int64, two unused int64 fields,
+`is_trained` bool, `metric_type` int32), and the vector's length as a uint64 before the floats. Return the file size
+in bytes; the check writes real FAISS files and compares.
+"""),
+    given(INDEX, ["HEADER_BYTES", "FOURCC"]),
+    solution(INDEX, ["flat_index_bytes"], grade_id="bytes_impl"),
+    tests("index_bytes_formula", 1, "checks.check_index_bytes_formula(flat_index_bytes)"),
+    md(r"""
+## 6. Now on the course itself
+
+The same pieces, with the real embedding model (all-MiniLM-L6-v2, 384 dimensions, offline) and a FAISS index opened
+with mmap, run from the command line:
+
+```bash
+python -m part0_foundations.l05_rag build site --out _build/rag
+python -m part0_foundations.l05_rag ask _build/rag "Why divide attention scores by sqrt(d)?" -k 5 --budget 512
+python -m part0_foundations.l05_rag.memory --n 100000   # RssAnon vs RssFile vs page cache
+```
+
+At 384 float32 per chunk, a million chunks are $10^6 \times 384 \times 4 \approx 1.5$ GB of vectors. Opened with
+mmap, those bytes live in the page cache rather than in your process: the site page measures it step by step.
+"""),
+]
