@@ -141,6 +141,16 @@ def test_knee_absent_and_unconfirmed():
     assert find_knee([100.0, 1.0, 1.0, 1.0], n_baseline=3, factor=10) is None
 
 
+def test_knee_only_where_eligible():
+    series = [1.0, 1.0, 1.0, 15.0, 15.0, 15.0, 400.0, 900.0]  # CPU noise at 3-5, disk reads from 6 on
+    went_to_disk = [False] * 6 + [True, True]
+    assert find_knee(series, 3, 10, 2).index == 3
+    k = find_knee(series, 3, 10, 2, eligible=went_to_disk)
+    assert (k.index, k.value, k.confirmed) == (6, 400.0, True)
+    with pytest.raises(ValueError, match="eligible"):
+        find_knee(series, 3, eligible=[True])
+
+
 def test_knee_rejects_bad_arguments():
     with pytest.raises(ValueError, match="n_baseline"):
         find_knee([1.0], n_baseline=2)

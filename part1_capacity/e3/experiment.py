@@ -142,6 +142,7 @@ def host_facts(workdir: str) -> dict:
         "swap_total_bytes": swap,
         "page_size_bytes": memstat.PAGE_SIZE,
         "index_filesystem": memstat.filesystem_type(workdir),
+        "index_block_device": block_device_facts(workdir),
         "transparent_hugepage": read("/sys/kernel/mm/transparent_hugepage/enabled"),
         "vm_swappiness": read("/proc/sys/vm/swappiness"),
         "vm_min_free_kbytes": read("/proc/sys/vm/min_free_kbytes"),
@@ -153,6 +154,28 @@ def host_facts(workdir: str) -> dict:
         "numpy": numpy.__version__,
         "faiss": faiss_version,
     }
+
+
+def block_device_facts(path: str) -> dict:
+    """Read-ahead (KiB) and rotational flag of the block device holding ``path``, when /sys shows them.
+
+    The read-ahead matters here: a miss on a default mmap reads that much around the missed page."""
+    st = os.stat(path)
+    dev = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    out = {"device": None, "read_ahead_kb": None, "rotational": None}
+    if not dev.exists():
+        return out
+    dev = dev.resolve()
+    out["device"] = dev.name
+    for queue in (dev / "queue", dev.parent / "queue"):  # a partition's queue is its disk's
+        if queue.is_dir():
+            for key, name in (("read_ahead_kb", "read_ahead_kb"), ("rotational", "rotational")):
+                try:
+                    out[key] = int((queue / name).read_text())
+                except (OSError, ValueError):
+                    pass
+            break
+    return out
 
 
 def _remove_stale_workdirs(parent: str) -> None:
@@ -184,18 +207,22 @@ def _knee_dict(knee, cycles, offset, host_mem):
         "value_us": knee.value,
         "ratio": knee.ratio,
         "confirmed": knee.confirmed,
+        "major_faults": c["major_faults"],
+        "index_resident_bytes": c["index_resident_bytes"],
     }
 
 
 def knees(cycles, cfg: Config, host_mem: int) -> tuple[dict | None, dict | None]:
-    """(knee_p99, knee_p50) of the cycles so far; the baseline is the median of the hog-at-zero cycles."""
+    """(knee_p99, knee_p50) of the cycles so far; the baseline is the median of the hog-at-zero cycles.
+    Only cycles whose reads caused major faults can be knees (the page cache giving way, not CPU noise)."""
     out = []
+    went_to_disk = [c["major_faults"] > 0 for c in cycles]
     for key in ("p99_us", "p50_us"):
         series = [c[key] for c in cycles]
         if len(series) < cfg.baseline_cycles:
             out.append(None)
             continue
-        k = find_knee(series, cfg.baseline_cycles, cfg.knee_factor, cfg.knee_confirm)
+        k = find_knee(series, cfg.baseline_cycles, cfg.knee_factor, cfg.knee_confirm, went_to_disk)
         out.append(_knee_dict(k, cycles, 0, host_mem))
     return out[0], out[1]
 

@@ -104,9 +104,16 @@ def _step_gb(run):
 def _run_facts(run) -> str:
     h = run["host"]
     swap = "no swap" if not h["swap_total_bytes"] else f"{_gb(h['swap_total_bytes'])} swap"
+    dev = h.get("index_block_device") or {}
+    disk = f"{h['index_filesystem']}"
+    if dev.get("device"):
+        disk += f" on `{dev['device']}`"
+    if dev.get("read_ahead_kb") is not None:
+        disk += f", read-ahead {dev['read_ahead_kb']:,} KiB"
+    advice = "MADV_RANDOM" if run["config"].get("madvise_random") else "the default (read-around)"
     return (f"Run of {run['started_at'].replace('T', ' ')[:16]} UTC on host `{h['hostname']}` ({h['cpus']} × "
             f"{h['cpu']}, {_gb(run['host_mem_bytes'])} RAM, {swap}, Linux {h['kernel']}, index on "
-            f"{h['index_filesystem']}); load average at start {h['loadavg_at_start'].split()[0]}. Command: "
+            f"{disk}; mapping advice {advice}); load average at start {h['loadavg_at_start'].split()[0]}. Command: "
             f"`{run['command']}`. Stopped because {STOP_REASONS.get(run['stop_reason'], run['stop_reason'])} "
             f"after {len(run['cycles'])} cycles of {run['config']['reads']:,} page reads. "
             f"Saved in `part1_capacity/results/{run['file']}`.")
