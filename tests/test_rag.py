@@ -1,0 +1,232 @@
+"""Lesson 05 reference behaviour beyond the autograder checks: real FAISS files against the byte formulas, mmap
+against a copy (read from the kernel's counters), the real embedding model, the CLI's errors, and the labelled
+evaluation over the current course site.
+
+The model is loaded at most once per session; embeddings of the site come from the shared on-disk cache
+(``_build/cache/``), so only changed pages go through the model.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from part0_foundations import memstat
+from part0_foundations.l05_rag import evalset
+from part0_foundations.l05_rag import index as ix
+from part0_foundations.l05_rag.__main__ import main
+from part0_foundations.l05_rag.embed import DIM, Embedder
+from part0_foundations.l05_rag.memory import random_unit_vectors
+from part0_foundations.l05_rag.pipeline import build_store, open_store, retrieve
+
+REPO = Path(__file__).resolve().parent.parent
+
+DOCS = {
+    "cats.md": "# Cats\n\nCats sleep for most of the day and purr when they are content. A kitten drinks milk. " * 3,
+    "faiss.md": "# FAISS\n\nFAISS searches dense vectors. IndexFlatIP computes inner products with every stored "
+                "vector; IVF indexes scan only a few inverted lists. " * 3,
+    "bread.md": "# Baking bread\n\nKnead the dough, let it rise for an hour, then bake it in a hot oven until the "
+                "crust is brown. " * 3,
+    "sub/empty.md": "   \n",
+}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    for name, text in DOCS.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+@pytest.fixture(scope="module")
+def embedder(tmp_path_factory):
+    return Embedder(cache=tmp_path_factory.mktemp("cache") / "emb.npz")
+
+
+@pytest.fixture(scope="module")
+def store(corpus, embedder, tmp_path_factory):
+    out = tmp_path_factory.mktemp("store")
+    meta = build_store(corpus, out, size=120, overlap=30, embedder=embedder)
+    return out, meta
+
+
+# --- bytes: the formulas against files FAISS writes -----------------------------------------------------------
+
+@pytest.mark.parametrize("n, d", [(1, 4), (37, 16), (500, 384)])
+def test_flat_file_is_formula(tmp_path, n, d):
+    x = random_unit_vectors(n, d, seed=n)
+    size = ix.write_index(ix.build_flat(x), tmp_path / "f.faiss")
+    assert size == ix.flat_index_bytes(n, d) == 45 + 4 * n * d
+
+
+@pytest.mark.parametrize("n, d, nlist", [(40, 8, 1), (300, 32, 7), (2000, 384, 44)])
+def test_ivf_file_is_formula(tmp_path, n, d, nlist):
+    index = ix.build_ivf(random_unit_vectors(n, d, seed=d), nlist=nlist)
+    size = ix.write_index(index, tmp_path / "i.faiss")
+    assert size == ix.ivf_flat_index_bytes(n, d, nlist)
+    # The per-vector cost is the vector plus its int64 id: adding 10 vectors adds exactly 10·(4d + 8) bytes.
+    index.add(random_unit_vectors(10, d, seed=99))
+    assert ix.write_index(index, tmp_path / "i2.faiss") - size == 10 * (4 * d + 8)
+
+
+# --- search -----------------------------------------------------------------------------------------------------
+
+def test_ivf_with_every_list_probed_is_exact():
+    x = random_unit_vectors(3000, 64, seed=1)
+    q = random_unit_vectors(20, 64, seed=2)
+    _, exact = ix.search(ix.build_flat(x), q, 10)
+    ivf = ix.build_ivf(x, nlist=30, nprobe=30)
+    assert ix.recall_at_k(ix.search(ivf, q, 10)[1], exact) == 1.0
+    ivf.nprobe = 1
+    assert ix.recall_at_k(ix.search(ivf, q, 10)[1], exact) < 1.0  # random vectors: one list of 30 misses some
+
+
+def test_recall_at_k_by_hand():
+    assert ix.recall_at_k(np.array([[1, 2, 3], [4, 5, 6]]), np.array([[3, 2, 1], [4, 7, 8]])) == pytest.approx(4 / 6)
+
+
+def test_search_errors_name_k_and_queries():
+    index = ix.build_flat(random_unit_vectors(5, 8))
+    with pytest.raises(ValueError, match="k must be"):
+        ix.search(index, np.ones((1, 8)), 6)
+    with pytest.raises(ValueError, match="queries"):
+        ix.search(index, np.ones((1, 7)), 2)
+    with pytest.raises(ValueError, match="vectors"):
+        ix.build_flat(np.zeros((0, 8)))
+
+
+# --- mmap: read from the kernel's counters ------------------------------------------------------------------------
+
+def test_mmap_open_keeps_the_index_out_of_anonymous_memory(tmp_path):
+    n, d = 30_000, 384  # a 46 MB file: large against the noise of a test process
+    x = random_unit_vectors(n, d, seed=3)
+    path = tmp_path / "big.faiss"
+    size = ix.write_index(ix.build_flat(x), path)
+    q, want = x[:4].copy(), np.arange(4)
+    del x
+
+    memstat.drop_file_pages(path)
+    before = memstat.rss_split()
+    mapped = ix.open_index(path, mmap=True)
+    _, ids = ix.search(mapped, q, 1)
+    after = memstat.rss_split()
+    assert np.array_equal(ids[:, 0], want)
+    assert after.anon - before.anon < 0.2 * size, "mmap-opened index should not be copied into anonymous memory"
+    assert after.file - before.file > 0.8 * size, "a flat search reads every vector: its pages count as RssFile"
+    pages, total = memstat.resident_pages(path)
+    assert pages / total > 0.9
+    del mapped
+
+    before = memstat.rss_split()
+    copied = ix.open_index(path, mmap=False)
+    after = memstat.rss_split()
+    assert after.anon - before.anon > 0.9 * size, "read_index without mmap copies the vectors into the process"
+    del copied
+
+
+def test_open_index_missing_file_names_path(tmp_path):
+    with pytest.raises(ValueError, match="path"):
+        ix.open_index(tmp_path / "nope.faiss")
+
+
+# --- the real embedding model ---------------------------------------------------------------------------------
+
+def test_embeddings_are_unit_384_and_semantic(embedder):
+    v = embedder.encode(["The cat sleeps on the sofa.", "A kitten naps on the couch.", "Quarterly tax filing rules."])
+    assert v.shape == (3, DIM) and v.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2
+
+
+def test_embedding_cache_returns_the_same_vectors_without_the_model(embedder, tmp_path):
+    texts = ["first text about caches", "second text about pages"]
+    fresh = Embedder(cache=tmp_path / "c.npz")
+    a = fresh.encode(texts)
+    again = Embedder(cache=tmp_path / "c.npz")
+    b = again.encode(texts[::-1])
+    assert again.computed == 0 and fresh.computed == 2
+    np.testing.assert_array_equal(a, b[::-1])
+    np.testing.assert_allclose(a, Embedder(cache=None).encode(texts), atol=1e-6)
+
+
+def test_embedder_refuses_empty_input(embedder):
+    with pytest.raises(ValueError, match="texts"):
+        embedder.encode([])
+
+
+# --- the pipeline on disk, and the CLI -------------------------------------------------------------------------
+
+def test_store_round_trip_and_retrieval(store, embedder):
+    out, meta = store
+    assert meta["documents"] == 3  # the whitespace-only page is not a document
+    assert meta["index_file_bytes"] == meta["index_formula_bytes"] == 45 + 4 * meta["chunks"] * DIM
+    s = open_store(out)
+    assert s.index.ntotal == meta["chunks"] == len(s.chunks)
+    for question, page in (("How long do kittens sleep?", "cats.md"), ("How do I bake a loaf?", "bread.md"),
+                           ("Which index scans inverted lists?", "faiss.md")):
+        hits = retrieve(s, question, 2, embedder=embedder)
+        assert hits[0].chunk.source == page and hits[0].rank == 1 and hits[0].score >= hits[1].score
+    with pytest.raises(ValueError, match="k must be"):
+        retrieve(s, "cats?", meta["chunks"] + 1, embedder=embedder)
+    with pytest.raises(ValueError, match="question"):
+        retrieve(s, "  ", 1, embedder=embedder)
+
+
+def test_cli_ask_prints_hits_and_a_prompt_within_budget(store, capsys):
+    out, _ = store
+    assert main(["ask", str(out), "How long do kittens sleep?", "-k", "3", "--budget", "120"]) == 0
+    text = capsys.readouterr().out
+    assert " cats.md [" in text and "[1] cats.md (chars " in text and "Question: How long do kittens sleep?" in text
+    used = int(text.split("# prompt: ")[1].split(" of ")[0])
+    assert used <= 120
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "part0_foundations.l05_rag", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+
+
+@pytest.mark.parametrize("args, field", [
+    (["build", "{empty}", "--out", "{tmp}/o"], "empty corpus"),
+    (["build", "{tmp}/missing", "--out", "{tmp}/o"], "folder"),
+    (["build", "{corpus}", "--out", "{tmp}/o", "--overlap", "900"], "overlap"),
+    (["ask", "{store}", "   "], "question"),
+    (["ask", "{store}", "cats?", "-k", "999"], "k must be"),
+    (["ask", "{tmp}/nothing", "cats?"], "index"),
+])
+def test_cli_bad_input_is_one_line_exit_2(args, field, store, corpus, tmp_path):
+    (tmp_path / "empty").mkdir()
+    subs = {"empty": tmp_path / "empty", "tmp": tmp_path, "corpus": corpus, "store": store[0]}
+    proc = _cli(*[a.format(**subs) for a in args])
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+
+
+# --- the labelled evaluation over the course site -------------------------------------------------------------
+
+def test_metrics_by_hand():
+    m = evalset.metrics([1, 2, 0, 6])
+    assert m["recall@1"] == 0.25 and m["recall@5"] == 0.5
+    assert m["mrr"] == pytest.approx((1 + 1 / 2 + 0 + 1 / 6) / 4)
+
+
+def test_questions_on_missing_pages_are_left_out():
+    active, left = evalset.active_questions(["index.md"])
+    assert active and all(rel == ("index.md",) for _, rel in active)
+    assert left == len(evalset.QUESTIONS) - len(active)
+
+
+def test_eval_over_the_current_site():
+    pages = {p.relative_to(REPO / "site").as_posix() for p in (REPO / "site").rglob("*.md")}
+    active, _ = evalset.active_questions(pages)
+    assert len(active) >= 30, f"only {len(active)} labelled questions have their page on the site"
+    res = evalset.evaluate(REPO / "site")
+    assert res["questions"] == len(active)
+    # The issue's target; a regression here means retrieval (or a labelled page) changed.
+    assert res["recall@5"] >= 0.9, res["per_question"]
+    assert res["recall@1"] <= res["recall@5"] and res["mrr"] >= res["recall@1"]
