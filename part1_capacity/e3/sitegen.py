@@ -134,8 +134,10 @@ def runs_md(runs, plotted) -> str:
                 "far from the point where the index is evicted, so latency stays flat. The full experiment "
                 "(`capacity e3 --index-gb 5 --step-mb 256 --json`, then a second size) replaces it.\n")
         parts.append(_run_facts(r) + "\n")
-        parts.append(f"![E3 run {r['slug']}: latency, major faults, residency and PSI against memory taken]"
-                     f"(../generated/e3/{r['slug']}.png)\n")
+        # Raw HTML, not Markdown: mkdocs also reads this snippet as a page of its own (under generated/), where a
+        # Markdown image link would be checked relative to the wrong folder. The path is relative to the E3 page.
+        parts.append(f'<p><img src="../generated/e3/{r["slug"]}.png" alt="E3 run {r["slug"]}: latency, major '
+                     f'faults, residency and PSI against memory taken" style="max-width:100%"></p>\n')
     others = [r for r in runs if r not in plotted]
     if others:
         parts.append("Also saved, not plotted (no knee): " + ", ".join(f"`{r['file']}`" for r in others) + ".\n")
@@ -231,5 +233,5 @@ def build(out):
     for r in plotted:
         plot_run(r, out / f"{r['slug']}.png")
     (out / "runs.md").write_text(runs_md(runs, plotted))
-    (out / "knees.md").write_text(knees_md(runs, study))
+    (out / "knees.md").write_text(knees_md(plotted, study))
     (out / "monitoring.md").write_text(monitoring_md(plotted, study))
