@@ -155,8 +155,8 @@ def weights_bytes(model: ModelProfile, wl: Workload) -> float:
 
 
 IMPLICATIONS = {
-    "weights": ("weights dominate memory: propose weight quantization (fp8/int4), accelerators with more HBM, "
-                "expert/tensor parallelism; a tiered KV memory would not address this customer's problem"),
+    "weights": ("weights dominate memory: propose fewer bits per weight, more memory per accelerator or sharding the "
+                "weights (tensor/expert parallelism); a tiered KV memory would not address this customer's problem"),
     "kv_cache": ("the KV cache dominates memory: propose KV quantization (fp8), prefix caching, fewer or shorter "
                  "concurrent sequences per accelerator, or offloading KV to a slower tier (host DRAM, CXL) — "
                  "tiered KV memory fits this customer"),

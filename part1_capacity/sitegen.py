@@ -1,0 +1,182 @@
+"""Figures and tables for site/part1/calculator.md, produced by the calculator itself from the bundled data.
+
+Nothing here is typed in: every number is a calculator output or a bundled figure (with its source). The prose of
+the page states conclusions ("the bottleneck differs by customer"); ``CUSTOMERS_EXPECT`` and ``STRUCTURES_EXPECT``
+make the build fail if the calculator stops supporting them.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from part1_capacity.commands._common import fmt_bytes, fmt_count, fmt_time
+from part1_capacity.commands.compare import DEFAULT_ACCELERATOR, DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_MODELS
+from part1_capacity.hardware import bundled_accelerators
+from part1_capacity.plan import IMPLICATIONS, Workload, make_plan
+from part1_capacity.profiles import bundled_models, load_model
+from part1_capacity.sweep import heatmaps, pow2_grid, sweep
+from part1_capacity.tiers import tier_table
+
+NAME = "calc"
+REPO = Path(__file__).resolve().parent.parent
+
+# One model, three customers (calculator inputs: a scenario, not a claim of fact).
+SAME_MODEL = "llama-3.1-70b"
+CUSTOMERS = (
+    ("chat service", "many short conversations", dict(accelerator="h100", context=8192, batch=256,
+                                                       weights_dtype="fp8", kv_dtype="fp8")),
+    ("document analyst", "a few very long documents", dict(accelerator="h200", context=131072, batch=4,
+                                                             weights_dtype="bf16", kv_dtype="bf16")),
+    ("laptop user", "one conversation on a workstation laptop", dict(accelerator="m4-max", context=8192, batch=1,
+                                                                    weights_dtype="q4_k_m", kv_dtype="fp16")),
+)
+CUSTOMERS_EXPECT = ("kv_cache", "kv_cache", "weights")
+STRUCTURES_EXPECT = {"gqa": "kv_cache", "mla": "weights", "ssm_hybrid": "weights"}
+HEATMAPS = (("llama-3.1-70b", "h100", "bf16"), ("deepseek-v3", "h200", "fp8"))
+
+
+def _cell(x) -> str:
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def structures_table(plans) -> str:
+    out = ["| structure | model | weights | KV per token (growing) | KV per sequence | KV total | weights size | "
+           "KV / weights | accelerators | for the weights | added by KV | bottleneck |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for d in plans:
+        out.append(f"| {d['structure']} | `{d['model']}` | {d['workload']['weights_dtype']} | "
+                   f"{fmt_bytes(d['kv_bytes_per_token'])} | {fmt_bytes(d['kv_bytes_per_sequence'])} | "
+                   f"{fmt_bytes(d['kv_bytes_total'])} | {fmt_bytes(d['weights_bytes'])} | "
+                   f"{d['kv_to_weights_ratio']:.2f} | {fmt_count(d['accelerators_needed'])} | "
+                   f"{fmt_count(d['accelerators_without_kv'])} | {fmt_count(d['accelerators_added_by_kv'])} | "
+                   f"**{d['bottleneck']}** |")
+    return "\n".join(out) + "\n"
+
+
+def roofline_table(plans) -> str:
+    out = ["| model | phase | FLOP/byte | ridge (FLOP/byte) | bound | estimated time |", "|---|---|---|---|---|---|"]
+    for d in plans:
+        for ph in ("prefill", "decode"):
+            p = d[ph]
+            extra = (f"{fmt_time(p['time_s'])} per step, {p['tokens_per_s']:,.0f} tokens/s" if ph == "decode"
+                     else f"{fmt_time(p['time_s'])} for one prompt")
+            out.append(f"| `{d['model']}` | {ph} | {p['arithmetic_intensity']:,.1f} | {p['ridge_point']:,.0f} | "
+                       f"{p['bound']} | {extra} |")
+    return "\n".join(out) + "\n"
+
+
+def growth_figure(out: Path, plt) -> None:
+    T = np.unique(np.logspace(np.log10(256), np.log10(DEFAULT_CONTEXT), 200).astype(np.int64))
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for mid in DEFAULT_MODELS:
+        m = load_model(mid)
+        ax.plot(T, m.cache_bytes(T, 2) / 2 ** 30, label=f"{m.name} ({m.structure})")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens in one sequence")
+    ax.set_ylabel("cache of one sequence, GiB (bf16)")
+    ax.set_title("The four structures: how one sequence's cache grows")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "growth.png", dpi=100)
+    plt.close(fig)
+
+
+def customers_table() -> tuple[str, list[dict]]:
+    out = ["| customer | accelerator | sequences × tokens | weights / KV precision | weights | KV total | KV / weights | "
+           "accelerators (weights + added by KV) | bottleneck |", "|---|---|---|---|---|---|---|---|---|"]
+    plans, notes = [], []
+    for who, what, kw in CUSTOMERS:
+        kw = dict(kw)
+        acc = kw.pop("accelerator")
+        d = make_plan(SAME_MODEL, acc, Workload(**kw)).to_dict()
+        plans.append(d)
+        out.append(f"| {who} ({what}) | `{acc}` | {kw['batch']:,} × {kw['context']:,} | {kw['weights_dtype']} / "
+                   f"{kw['kv_dtype']} | {fmt_bytes(d['weights_bytes'])} | {fmt_bytes(d['kv_bytes_total'])} | "
+                   f"{d['kv_to_weights_ratio']:.2f} | {fmt_count(d['accelerators_needed'])} "
+                   f"({fmt_count(d['accelerators_without_kv'])} + {fmt_count(d['accelerators_added_by_kv'])}) | "
+                   f"**{d['bottleneck']}** |")
+        notes.append(f"- **{who}** — {_cell(IMPLICATIONS[d['bottleneck']])}.")
+    got = tuple(d["bottleneck"] for d in plans)
+    if got != CUSTOMERS_EXPECT:
+        raise AssertionError(f"calculator page: the three customers' bottlenecks are now {got}, the page says "
+                             f"{CUSTOMERS_EXPECT}: update the prose")
+    return "\n".join(out) + "\n\nWhat the calculator prints with each verdict:\n\n" + "\n".join(notes) + "\n", plans
+
+
+def overflow_table(plan: dict) -> str:
+    out = ["| tier | capacity per accelerator | bandwidth | holds the overflow | decode tokens/s | slower than HBM |",
+           "|---|---|---|---|---|---|"]
+    for t in plan["overflow_tiers"]:
+        out.append(f"| {t['name']} | {fmt_bytes(t['capacity_bytes_per_accelerator'])} | "
+                   f"{t['bandwidth'] / 1e9:,.0f} GB/s | {'yes' if t['fits'] else 'no'} | "
+                   f"{t['decode_tokens_per_s']:,.1f} | {t['slowdown_vs_hbm']:,.1f}× |")
+    return "\n".join(out) + "\n"
+
+
+def data_tables() -> tuple[str, str, str]:
+    models = ["| id | structure | layers (attention / window / recurrent) | params total / active | native | "
+              "KV per token (bf16) | max context | source |", "|---|---|---|---|---|---|---|---|"]
+    for m in bundled_models().values():
+        layers = f"{m.n_attn_layers} / {m.n_window_layers} / {m.ssm.n_layers if m.ssm else 0}"
+        params = f"{m.params_total / 1e9:,.4g}B" + (f" / {m.params_active / 1e9:,.3g}B" if m.is_moe else "")
+        models.append(f"| `{m.id}` | {m.structure} | {layers} | {params} | {m.native_dtype} | "
+                      f"{fmt_bytes(m.kv_bytes_per_token(2))} | {m.max_context:,} | {_cell(m.source)} |")
+    accs = ["| id | memory | bandwidth | 16-bit TFLOP/s | 8-bit | interconnect | status | source |",
+            "|---|---|---|---|---|---|---|---|"]
+    for a in bundled_accelerators().values():
+        eight = max(a.flops_fp8, a.flops_int8)
+        accs.append(f"| `{a.id}` | {a.memory_bytes / 1e9:,.0f} GB | {a.bandwidth / 1e9:,.0f} GB/s | "
+                    f"{a.flops_16 / 1e12:,.1f} | {f'{eight / 1e12:,.0f}' if eight else '—'} | "
+                    f"{_cell(a.interconnect_name) or '—'} | {a.status} | {_cell(a.source)} |")
+    tiers = ["| tier | capacity per accelerator | bandwidth | latency | source |", "|---|---|---|---|---|"]
+    for t in tier_table():
+        cap = t["capacity_gb"] if isinstance(t["capacity_gb"], str) else f"{t['capacity_gb']:,} GB"
+        bw = t["bandwidth_gb_s"] if isinstance(t["bandwidth_gb_s"], str) else f"{t['bandwidth_gb_s']:,} GB/s"
+        tiers.append(f"| {t['name']} | {cap} | {bw} | {t['latency_ns']:,} ns | {_cell(t['source'])} |")
+    return "\n".join(models) + "\n", "\n".join(accs) + "\n", "\n".join(tiers) + "\n"
+
+
+def build(out):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    plans = [make_plan(m, DEFAULT_ACCELERATOR, Workload(context=DEFAULT_CONTEXT, batch=DEFAULT_BATCH)).to_dict()
+             for m in DEFAULT_MODELS]
+    for d in plans:
+        want = STRUCTURES_EXPECT.get(d["structure"])
+        if want and d["bottleneck"] != want:
+            raise AssertionError(f"calculator page: {d['model']} is now {d['bottleneck']}-bound, the page says {want}")
+        if d["structure"] == "mla" and not d["accelerators_added_by_kv"]:
+            raise AssertionError("calculator page: the prose says the MLA model's cache still adds accelerators")
+    (out / "structures.md").write_text(
+        f"On `{DEFAULT_ACCELERATOR}`, {DEFAULT_BATCH} sequences × {DEFAULT_CONTEXT:,} tokens, KV cache in bf16, "
+        f"weights at each model's native precision (`capacity compare`):\n\n" + structures_table(plans))
+    (out / "roofline.md").write_text(roofline_table(plans))
+    growth_figure(out, plt)
+    added = []
+    for mid, acc, wdt in HEATMAPS:
+        m = load_model(mid)
+        s = sweep(m, acc, pow2_grid(1024, m.max_context), pow2_grid(1, 256), weights_dtype=wdt)
+        heatmaps(s, out / f"heatmap_{mid}.png")
+        added.append((np.nanmax(np.where(np.isfinite(s.added_by_kv), s.added_by_kv, np.nan)),
+                      np.nanmin(np.where(np.isfinite(s.without_kv), s.without_kv, np.nan))))
+    if not (added[1][0] < added[0][0] and added[1][1] > added[0][1]):
+        raise AssertionError(f"calculator page: the heatmap prose (MLA: more accelerators for the weights, fewer "
+                             f"added by the cache than the GQA model) no longer holds: {added}")
+    table, cust = customers_table()
+    (out / "customers.md").write_text(table)
+    overflow_plan = cust[1]
+    (out / "overflow.md").write_text(
+        f"The document analyst's plan: {fmt_bytes(overflow_plan['overflow_bytes'])} of cache do not fit beside the "
+        f"weights on the {fmt_count(overflow_plan['accelerators_without_kv'])} accelerators the weights need.\n\n"
+        + overflow_table(overflow_plan))
+    models, accs, tiers = data_tables()
+    (out / "models.md").write_text(models)
+    (out / "accelerators.md").write_text(accs)
+    (out / "tiers.md").write_text(tiers)
