@@ -97,8 +97,8 @@ def search_deployment(model: ModelProfile, acc: Accelerator, wl: Workload, T, ba
     stages a replica holds ``g(x) = ⌊(U·x − W/tp) / s⌋`` sequences (``U`` usable bytes per rank, ``W`` weights,
     ``s`` one sequence's cache on a tensor rank), so ``n(x) = tp · x · ⌈B / g(x)⌉``. Rather than trying every
     ``x``, the loop runs over the replica count ``d``: the fewest stages giving ``g(x) ≥ ⌈B/d⌉`` is
-    ``x_d = ⌈(⌈B/d⌉ + W/(tp·s)) · s/U⌉``, and since ``n_d ≥ tp · (B + d·W/(tp·s)) · s/U`` grows with ``d`` the
-    loop stops as soon as that bound passes the best found. Ties go to fewer pipeline stages."""
+    ``x_d = ⌈(⌈B/d⌉ + W/(tp·s)) · s/U⌉``. Since ``n_d ≥ tp · (B + d·W/(tp·s)) · s/U`` grows with ``d``,
+    the loop stops as soon as that bound passes the best found. Ties go to fewer pipeline stages."""
     T = np.asarray(T, dtype=np.float64)
     B = np.asarray(batch, dtype=np.float64)
     shape = np.broadcast(T, B).shape

@@ -202,7 +202,8 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
         head_dim=head_dim, hidden_size=hidden, params_total=total, params_active=active, max_context=max_ctx,
         n_attn_layers=n_attn, n_window_layers=n_win, window=window, kv_lora_rank=kv_lora, qk_rope_head_dim=rope,
         ssm=ssm, params_checkpoint=float(d.get("params_checkpoint") or 0.0), native_dtype=native,
-        hf_repo=str(d.get("hf_repo", "")), source=str(d.get("source", "")), extra={k: v for k, v in d.items() if k.startswith("_")},
+        hf_repo=str(d.get("hf_repo", "")), source=str(d.get("source", "")),
+        extra={k: v for k, v in d.items() if k.startswith("_")},
     )
 
 

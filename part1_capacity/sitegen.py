@@ -85,8 +85,9 @@ def growth_figure(out: Path, plt) -> None:
 
 
 def customers_table() -> tuple[str, list[dict]]:
-    out = ["| customer | accelerator | sequences × tokens | weights / KV precision | weights | KV total | KV / weights | "
-           "accelerators (weights + added by KV) | bottleneck |", "|---|---|---|---|---|---|---|---|---|"]
+    out = ["| customer | accelerator | sequences × tokens | weights / KV precision | weights | KV total | "
+           "KV / weights | accelerators (weights + added by KV) | bottleneck |",
+           "|---|---|---|---|---|---|---|---|---|"]
     plans, notes = [], []
     for who, what, kw in CUSTOMERS:
         kw = dict(kw)

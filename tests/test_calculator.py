@@ -56,7 +56,8 @@ def test_deepseek_v3_kv_below_weights_at_64_x_128k(capsys):
 
 def test_llama_70b_same_workload_is_kv_dominated():
     plan = make_plan("llama-3.1-70b", "h200", context=T128K, batch=64, weights_dtype="fp8", kv_dtype="bf16")
-    # 80 layers × 8 KV heads × 128 × 2 × 2 B = 320 KiB per token; 64 × 128K tokens = 2.5 TiB ≫ 70.55 GB of fp8 weights
+    # 80 layers × 8 KV heads × 128 × 2 × 2 B = 320 KiB per token; 64 × 128K tokens = 2.5 TiB,
+    # far above 70.55 GB of fp8 weights
     assert plan.kv_bytes_per_token == 320 * KiB
     assert plan.kv_bytes_total == 64 * T128K * 320 * KiB
     assert plan.bottleneck == "kv_cache"

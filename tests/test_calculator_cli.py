@@ -114,7 +114,8 @@ def test_emit_vllm_matches_the_plan(capsys):
     assert code == 0 and out.startswith("vllm serve meta-llama/Llama-3.1-70B-Instruct")
     f = _vllm_flags(out)
     par = plan["parallelism"]
-    n = int(f["--tensor-parallel-size"]) * int(f.get("--pipeline-parallel-size", 1)) * int(f.get("--data-parallel-size", 1))
+    n = (int(f["--tensor-parallel-size"]) * int(f.get("--pipeline-parallel-size", 1))
+         * int(f.get("--data-parallel-size", 1)))
     assert n == plan["accelerators_needed"] == par["tensor"] * par["pipeline"] * par["data"]
     assert f["--max-model-len"] == "32768" and f["--kv-cache-dtype"] == "fp8"
     assert f["--gpu-memory-utilization"] == "0.85"

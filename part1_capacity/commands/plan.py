@@ -36,7 +36,7 @@ def render(plan: Plan) -> str:
             f"weights {wl.weights_dtype}, KV {wl.kv_dtype}")
     par = d["parallelism"]
     par_s = (f"tensor {par['tensor']} × pipeline {par['pipeline']} × data {par['data']}" if par else
-             "a single sequence's cache does not fit one accelerator")
+             why_not(plan))
     rows = [
         ["weights", fmt_bytes(d["weights_bytes"])],
         ["KV per token (growing)", fmt_bytes(d["kv_bytes_per_token"])],
@@ -70,6 +70,14 @@ def render(plan: Plan) -> str:
     return "\n".join(out)
 
 
+def why_not(plan: Plan) -> str:
+    """Why no deployment was found: the weights themselves, or one sequence's cache beside them."""
+    if plan.accelerators_without_kv is None:
+        return (f"the weights do not fit even split over {plan.model.n_layers} pipeline stages of "
+                f"{plan.accelerator.max_tp} tensor rank(s)")
+    return "one sequence's cache does not fit beside its share of the weights, even split over every layer"
+
+
 VLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8": "fp8"}
 
 
@@ -77,8 +85,7 @@ def vllm_command(plan: Plan) -> str:
     """The `vllm serve` arguments matching the plan (one replica's tensor group, its share of sequences)."""
     d, m, wl = plan.to_dict(), plan.model, plan.workload
     if not d["parallelism"]:
-        raise InputError("plan: the workload does not fit (a single sequence's cache exceeds one accelerator); "
-                         "nothing to emit")
+        raise InputError(f"plan: nothing to emit, the workload does not fit: {why_not(plan)}")
     if wl.kv_dtype not in VLLM_KV:
         raise InputError(f"kv_dtype: vLLM's --kv-cache-dtype takes auto (bf16/fp16) or fp8, not {wl.kv_dtype}")
     par = d["parallelism"]
