@@ -22,6 +22,7 @@ from part0_foundations.l05_rag.pipeline import OVERLAP, SIZE
 from part0_foundations.l05_rag.rag import chunk_corpus, load_corpus
 
 HOME, INSTR, ATT, P1, RAG = "index.md", "instructors.md", "part0/01_attention.md", "part1/index.md", "part0/05_rag.md"
+INT8, CALC, ARCH, E3 = "part0/04_gpt2_int8.md", "part1/calculator.md", "part1/archetypes.md", "part1/e3_page_cache.md"
 
 QUESTIONS: list[tuple[str, tuple[str, ...]]] = [
     # The home page
@@ -55,13 +56,42 @@ QUESTIONS: list[tuple[str, tuple[str, ...]]] = [
     ("How many bytes does a flat FAISS inner-product index file take for n vectors?", (RAG,)),
     ("What is the recall of the IVF index against the exact flat index?", (RAG,)),
     ("Why does a process that opened the index with mmap look small in RSS while the page cache holds the index?",
-     (RAG,)),
+     (RAG, E3)),
     ("Which embedding model turns the chunks into vectors, and how many dimensions do they have?", (RAG,)),
     ("How does the prompt builder keep the prompt within its token budget?", (RAG,)),
     ("How are the sources numbered and cited in the assembled prompt?", (RAG,)),
     ("What do recall@5 and mean reciprocal rank measure on the labelled questions?", (RAG,)),
-    ("What does mincore tell about an index file in the page cache?", (RAG,)),
+    ("What does mincore tell about an index file in the page cache?", (RAG, E3)),
     ("Why does IO_FLAG_MMAP alone still copy a flat index into anonymous memory?", (RAG,)),
+    ("How many characters do two neighbouring chunks share, and why overlap them at all?", (RAG,)),
+    ("How does IVF trade recall for speed with nlist and nprobe?", (RAG,)),
+    # Lesson 04
+    ("Why does quantize_dynamic skip GPT-2's attention and MLP projections?", (INT8,)),
+    ("How is a Conv1D weight converted to an nn.Linear weight?", (INT8,)),
+    ("Why does quantizing the tied lm_head increase memory instead of reducing it?", (INT8,)),
+    ("What is the difference between one scale per tensor and one scale per output channel?", (INT8,)),
+    ("What corpus is the small GPT-2 of the INT8 lesson trained on?", (INT8,)),
+    ("What replaces torch.ao quantize_dynamic in torchao?", (INT8,)),
+    ("How is the signal-to-quantization-noise ratio defined?", (INT8,)),
+    # Part 1: the calculator
+    ("Which command plans a deployment of a model on an accelerator for a given context and batch?", (CALC,)),
+    ("Why does tensor parallelism not always split the KV cache across ranks?", (CALC,)),
+    ("What fraction of accelerator memory may the engine use by default, like vLLM's gpu_memory_utilization?",
+     (CALC,)),
+    ("Why is the bottleneck of DeepSeek-V3 with MLA the weights rather than the KV cache?", (CALC, ARCH)),
+    ("How does the calculator decide whether prefill or decode is compute-bound or memory-bound?", (CALC,)),
+    ("Which GGUF quantization types does the calculator know, with their real bits per weight?", (CALC,)),
+    # Part 1: archetypes
+    ("What decides the nature of a customer's problem, according to the archetypes page?", (ARCH,)),
+    ("Why does the edge and robotics archetype show no numbers at all?", (ARCH,)),
+    ("When does capacity propose recommend a separate tier for the KV cache?", (ARCH,)),
+    ("What makes a claim verified or unverified in the evidence ledger?", (ARCH,)),
+    # Part 1: E3
+    ("Why does p99 latency notice page-cache eviction before the median does?", (E3,)),
+    ("What does the hog process do in the page-cache experiment?", (E3,)),
+    ("How is the knee of the latency curve defined in experiment E3?", (E3,)),
+    ("What should I monitor for an mmap-opened index instead of free memory?", (E3,)),
+    ("What does MADV_RANDOM change about read-around on a page fault?", (E3,)),
 ]
 
 
