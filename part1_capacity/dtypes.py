@@ -5,9 +5,10 @@ Block-quantized types store a scale beside each block, so their bits per element
 - ``q8_0``: 32 int8 values + one fp16 scale = 34 bytes per 32 → 8.5 bits (llama.cpp ``ggml-common.h``, block_q8_0).
 - ``q5_0``: 32 values × 5 bits + fp16 scale = 22 bytes per 32 → 5.5 bits (block_q5_0).
 - ``q4_k_m``: a *mix* — most tensors Q4_K (144 bytes per 256 = 4.5 bits), half of ``attn_v``/``ffn_down`` and the
-  output in Q6_K (210 bytes per 256 = 6.5625 bits). The effective average depends on the model; 4.85 is the
-  figure for Llama-3-class 8B models (llama.cpp ``tools/quantize`` table: 4.58 GiB for 8.03B weights ≈ 4.9; this
-  repository's own quantization of a small llama measured 4.8). Labelled an average, not an exact figure.
+  output in Q6_K (210 bytes per 256 = 6.5625 bits). The effective average depends on the model: 4.9 is the
+  figure for Llama-3-8B printed by ``llama-quantize --help`` ("Q4_K_M : 4.58G" for 8.03B weights, G = GiB:
+  4.58 × 2³⁰ × 8 / 8.03e9 = 4.90; the same table's "Q8_0 : 7.96G" gives 8.5, the exact Q8_0 rate). Small models
+  come out lower (this repository's engine checks saw 4.8). Labelled an average, not an exact figure.
 - ``mxfp4``: OCP Microscaling FP4, 32 FP4 values share one 8-bit exponent scale → 4.25 bits (OCP MX spec v1.0);
   gpt-oss ships its MoE experts in it.
 
@@ -46,7 +47,7 @@ DTYPES = {d.name: d for d in (
     DType("mxfp4", 4.25, "16", "OCP MX FP4: 32 values share an 8-bit scale"),
     DType("q8_0", 34 * 8 / 32, "16", "GGUF: 34 bytes per 32 values"),
     DType("q5_0", 22 * 8 / 32, "16", "GGUF: 22 bytes per 32 values"),
-    DType("q4_k_m", 4.85, "16", "GGUF mix of Q4_K (4.5) and Q6_K (6.5625); model-dependent average"),
+    DType("q4_k_m", 4.9, "16", "GGUF mix of Q4_K (4.5) and Q6_K (6.5625); Llama-3-8B average"),
 )}
 
 # KV caches are written element by element: the block-quantized weight formats are not KV formats here

@@ -154,3 +154,12 @@ def test_bundled_data_is_broad_enough():
     assert {"mha", "gqa", "mqa", "mla", "sliding_window", "ssm_hybrid"} <= structures
     assert any(m.is_moe for m in models.values()) and any(not m.is_moe for m in models.values())
     assert all(m.source for m in models.values())
+
+
+def test_gguf_bits_per_weight_match_llama_quantize_sizes():
+    from part1_capacity.dtypes import bits_per_element
+
+    # `llama-quantize --help` prints file sizes for Llama-3-8B (8.03B weights) in GiB: Q8_0 7.96G, Q4_K_M 4.58G
+    for name, gib in (("q8_0", 7.96), ("q4_k_m", 4.58)):
+        assert bits_per_element(name) == pytest.approx(gib * 2 ** 30 * 8 / 8.03e9, rel=0.01)
+    assert bits_per_element("q5_0") == 22 * 8 / 32          # 32 five-bit values + an fp16 scale
