@@ -24,6 +24,7 @@ PUBLISHED = {
     "deepseek-v2.5": (None, 236e9), "deepseek-r1": ("deepseek-v3", 671e9), "gemma-2-9b": ("gemma-2-9b", 9.24e9),
     "gemma-3-12b-it": (None, None), "gpt-oss-20b": ("gpt-oss-20b", 20.9e9),
     "jamba-1.5-mini": ("jamba-1.5-mini", 52e9), "nemotron-h-8b": ("nemotron-h-8b", 8e9),
+    "nemotron-3-nano-30b-a3b": ("nemotron-3-nano-30b-a3b", 31.6e9),
     "granite-4.0-h-tiny": ("granite-4.0-h-tiny", 7e9), "qwen3-next-80b-a3b": ("qwen3-next-80b-a3b", 80e9),
     "falcon-h1-0.5b": (None, None),
 }
