@@ -10,6 +10,7 @@ an answer (hand the prompt to any model). Bad input → one line on stderr and e
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -86,6 +87,10 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`... | head`): not an error; keep Python from complaining at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
