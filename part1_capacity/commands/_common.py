@@ -46,10 +46,13 @@ def non_negative(text: str) -> float:
     return v
 
 
-def add_workload_flags(p: argparse.ArgumentParser, context_default=None, batch_default=1, dtype_flags=True):
-    p.add_argument("--context", type=positive_int, required=context_default is None, default=context_default,
-                   help="tokens per sequence, prompt + output (e.g. 131072 or 128K)")
-    p.add_argument("--batch", type=positive_int, default=batch_default, help="concurrent sequences")
+def add_workload_flags(p: argparse.ArgumentParser, context_default=None, batch_default=1, dtype_flags=True,
+                       grid=False):
+    """The workload flags; ``grid=True`` leaves out --context/--batch (a sweep takes lists instead)."""
+    if not grid:
+        p.add_argument("--context", type=positive_int, required=context_default is None, default=context_default,
+                       help="tokens per sequence, prompt + output (e.g. 131072 or 128K)")
+        p.add_argument("--batch", type=positive_int, default=batch_default, help="concurrent sequences")
     if dtype_flags:
         p.add_argument("--weights-dtype", default=None,
                        help="fp32 bf16 fp16 fp8 int8 int4 mxfp4 q8_0 q5_0 q4_k_m (default: the model's native)")
@@ -62,7 +65,8 @@ def add_workload_flags(p: argparse.ArgumentParser, context_default=None, batch_d
 
 
 def workload_from_args(a, **over) -> Workload:
-    kw = dict(context=a.context, batch=a.batch, weights_dtype=getattr(a, "weights_dtype", None),
+    kw = dict(context=getattr(a, "context", None), batch=getattr(a, "batch", 1),
+              weights_dtype=getattr(a, "weights_dtype", None),
               kv_dtype=getattr(a, "kv_dtype", "bf16"), state_dtype=getattr(a, "state_dtype", None),
               usable_fraction=a.usable_fraction, overhead_bytes=a.overhead_gib * GIB)
     kw.update(over)

@@ -23,7 +23,7 @@ def register(sub):
     p.add_argument("--contexts", type=_int_list, default=None,
                    help="comma-separated contexts (default: powers of two from 1K to the model's maximum)")
     p.add_argument("--batches", type=_int_list, default=None, help="comma-separated batches (default 1..256, ×2)")
-    add_workload_flags(p, context_default=0, batch_default=1)
+    add_workload_flags(p, grid=True)
     p.add_argument("--json", action="store_true")
     p.add_argument("--heatmap", metavar="PNG", help="write the two heatmaps to this PNG file")
     p.set_defaults(func=run)
