@@ -54,6 +54,34 @@ def structures_table(plans) -> str:
     return "\n".join(out) + "\n"
 
 
+def worked_examples() -> str:
+    """Each of the four laws with the model's own numbers plugged in (bf16, 2 bytes), at the comparison's context."""
+    T = DEFAULT_CONTEXT
+    lines = []
+    for mid in DEFAULT_MODELS:
+        m = load_model(mid)
+        per_tok, total = m.kv_bytes_per_token(2), m.cache_bytes(T, 2)
+        if m.is_mla:
+            law = (rf"\({m.n_attn_layers} \times ({m.kv_lora_rank} + {m.qk_rope_head_dim}) \times 2\) "
+                   f"= {per_tok:,.0f} B per token")
+        else:
+            law = (rf"\(2 \times {m.n_attn_layers} \times {m.n_kv_heads} \times {m.head_dim} \times 2\) "
+                   f"= {fmt_bytes(per_tok)} per token")
+        extra = ""
+        if m.n_window_layers:
+            fixed = m.cache_bytes(T, 2) - T * per_tok
+            extra = (f"; the {m.n_window_layers} window layers add a fixed "
+                     rf"\({m.n_window_layers} \times {m.window} \times 2 \times {m.n_kv_heads} \times "
+                     rf"{m.head_dim} \times 2\) = {fmt_bytes(fixed)}")
+        if m.ssm:
+            extra = (f"; the {m.ssm.n_layers} {m.ssm.kind} layers add a constant "
+                     rf"\({m.ssm.n_layers} \times {m.ssm.state_elements:,} \times 2\) "
+                     f"= {fmt_bytes(m.state_bytes(2))} per sequence")
+        lines.append(f"- **{m.structure}**, {m.name}: {law}{extra}. At {T:,} tokens one sequence holds "
+                     f"**{fmt_bytes(total)}**.")
+    return "\n".join(lines) + "\n"
+
+
 def roofline_table(plans) -> str:
     out = ["| model | phase | FLOP/byte | ridge (FLOP/byte) | bound | estimated time |", "|---|---|---|---|---|---|"]
     for d in plans:
@@ -159,6 +187,7 @@ def build(out):
         f"On `{DEFAULT_ACCELERATOR}`, {DEFAULT_BATCH} sequences × {DEFAULT_CONTEXT:,} tokens, KV cache in bf16, "
         f"weights at each model's native precision (`capacity compare`):\n\n" + structures_table(plans))
     (out / "roofline.md").write_text(roofline_table(plans))
+    (out / "worked.md").write_text(worked_examples())
     growth_figure(out, plt)
     added = []
     for mid, acc, wdt in HEATMAPS:
