@@ -104,6 +104,15 @@ class Model:
         self.path = path
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(self.ptr))
 
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of all tensors (what llama.cpp and llama-bench call the model size)."""
+        return llama_cpp.llama_model_size(self.ptr)
+
+    @property
+    def n_params(self) -> int:
+        return llama_cpp.llama_model_n_params(self.ptr)
+
     def __enter__(self):
         return self
 
