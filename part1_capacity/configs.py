@@ -50,7 +50,12 @@ def load_config(path) -> tuple[dict, str]:
     if p.is_dir():
         p = p / "config.json"
     if not p.is_file():
-        raise InputError(f"model: config file not found: {path}")
+        from part1_capacity.dtypes import closest
+        from part1_capacity.profiles import bundled_models
+
+        hint = closest(Path(str(path)).name.lower(), bundled_models())
+        raise InputError(f"model: no config file at '{path}' and no bundled model of that name{hint}; nothing is "
+                         f"downloaded: pass a local config.json or a bundled id (`capacity list models`)")
     try:
         d = json.loads(p.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -34,8 +34,14 @@ def tier_table() -> list[dict]:
     return json.loads((DATA / "tiers.json").read_text())["tiers"]
 
 
+SERVER_KINDS = ("datacenter", "host")   # the table describes a server node; a phone or laptop has none of it
+
+
 def tiers_for(acc: Accelerator) -> list[Tier]:
-    """The tier table resolved for one accelerator (HBM and peer figures taken from it)."""
+    """The tier table resolved for one accelerator (HBM and peer figures taken from it); empty for devices that
+    are not in a server node (laptop, phone, edge module), whose memory the table does not describe."""
+    if acc.kind not in SERVER_KINDS:
+        return []
     out = []
     for t in tier_table():
         cap = acc.memory_bytes if t["capacity_gb"] == "accelerator" else t["capacity_gb"] * GB

@@ -67,6 +67,9 @@ def render(plan: Plan) -> str:
         rows = [[t["name"], "yes" if t["fits"] else "no", f"{t['decode_tokens_per_s']:,.1f}",
                  f"{t['slowdown_vs_hbm']:,.1f}×"] for t in d["overflow_tiers"]]
         out.append(table(rows, ["tier", "holds it", "decode tok/s", "slower than HBM"]))
+    elif d["overflow_bytes"] > 0:
+        out += ["", f"KV overflow beyond the weights-only deployment: {fmt_bytes(d['overflow_bytes'])}; the tier table "
+                    f"describes server nodes, not a {acc.kind}, so no tier is proposed"]
     return "\n".join(out)
 
 
