@@ -22,6 +22,7 @@ from part0_foundations.l05_rag.pipeline import OVERLAP, SIZE
 from part0_foundations.l05_rag.rag import chunk_corpus, load_corpus
 
 HOME, INSTR, ATT, P1, RAG = "index.md", "instructors.md", "part0/01_attention.md", "part1/index.md", "part0/05_rag.md"
+ENC = "part0/02_encoder_decoder.md"
 INT8, CALC, ARCH, E3 = "part0/04_gpt2_int8.md", "part1/calculator.md", "part1/archetypes.md", "part1/e3_page_cache.md"
 
 QUESTIONS: list[tuple[str, tuple[str, ...]]] = [
@@ -47,7 +48,7 @@ QUESTIONS: list[tuple[str, tuple[str, ...]]] = [
     ("Why is the row maximum subtracted before taking the exponential in softmax?", (ATT,)),
     ("What weight does a masked score of minus infinity get?", (ATT,)),
     ("How can one new query token during decoding see every cached key?", (ATT,)),
-    ("What is cross-attention, where do its keys and values come from?", (ATT,)),
+    ("What is cross-attention, where do its keys and values come from?", (ATT, ENC)),
     ("Which PyTorch functions is my attention implementation compared against?", (ATT,)),
     ("What error do I get when n_kv_heads does not divide n_heads?", (ATT,)),
     ("Why is attention the only part of a Transformer whose working set grows with the text?", (ATT,)),
@@ -65,6 +66,15 @@ QUESTIONS: list[tuple[str, tuple[str, ...]]] = [
     ("Why does IO_FLAG_MMAP alone still copy a flat index into anonymous memory?", (RAG,)),
     ("How many characters do two neighbouring chunks share, and why overlap them at all?", (RAG,)),
     ("How does IVF trade recall for speed with nlist and nprobe?", (RAG,)),
+    # Lesson 02
+    ("What translation task is the encoder-decoder Transformer trained on?", (ENC,)),
+    ("How are two-digit years made unambiguous in the date data set?", (ENC,)),
+    ("What happens to exact match when the encoder output is replaced by zeros?", (ENC,)),
+    ("Why does the cross-attention cache of an encoder-decoder not grow while the output is written?", (ENC,)),
+    ("What is teacher forcing in training the decoder?", (ENC,)),
+    ("How does greedy decoding stop for a batch when some rows have written the end token?", (ENC,)),
+    ("What does the translate command do with an input that is not a supported date form?", (ENC,)),
+    ("Where are layer norms placed in the encoder layer, post-norm as in the original paper?", (ENC,)),
     # Lesson 04
     ("Why does quantize_dynamic skip GPT-2's attention and MLP projections?", (INT8,)),
     ("How is a Conv1D weight converted to an nn.Linear weight?", (INT8,)),
