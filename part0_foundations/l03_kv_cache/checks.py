@@ -1,0 +1,207 @@
+"""Lesson 03 checks: called by the notebook's autograder cells, by tests/autograder/test_kv_cache.py and by the
+reference tests. Each takes the learner's definition and raises CheckFailed with a message for the learner.
+
+The expected cache sizes come from ``laws.py`` (the formulas), never from running the reference model: a learner's
+cache must hold exactly what the law says, to the byte.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from part0_foundations.grading import call, expect, expect_close, expect_shape
+from part0_foundations.l03_kv_cache import gpt as ref
+from part0_foundations.l03_kv_cache import laws
+from part0_foundations.l03_kv_cache.structures import STRUCTURES, law_bytes
+
+ATOL = 1e-5
+T_VALUES = (16, 64, 256, 1024)
+DTYPES = (torch.float32, torch.bfloat16)
+
+
+def _one_thread(check):
+    """Run a check on one thread: the models here are tiny, and extra threads only spin (and are restored after)."""
+    @functools.wraps(check)
+    def run(impl):
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return check(impl)
+        finally:
+            torch.set_num_threads(before)
+    return run
+
+
+def _nbytes(tensors):
+    return sum(t.element_size() * t.numel() for t in tensors)
+
+
+def _bpe(dtype):
+    return torch.empty(0, dtype=dtype).element_size()
+
+
+def _model(name, dtype=torch.float32, seed=0, **learner_classes):
+    """The small model of a structure, with the learner's mixer class swapped in (same weights)."""
+    torch.manual_seed(seed)
+    model = ref.GPT(STRUCTURES[name]).to(dtype).eval()
+    for block in model.blocks:
+        old = block.mixer
+        if isinstance(old, ref.CausalSelfAttention) and "attention" in learner_classes:
+            cls = learner_classes["attention"]
+            new = call(cls, model.config, window=old.window,
+                       what=f"{cls.__name__}(config, window={old.window})")
+        elif isinstance(old, ref.MLAttention) and "mla" in learner_classes:
+            cls = learner_classes["mla"]
+            new = call(cls, model.config, what=f"{cls.__name__}(config)")
+        else:
+            continue
+        new.load_state_dict(old.state_dict())
+        block.mixer = new.to(dtype)
+    return model
+
+
+def _cached_equals_uncached(model, label, n_new=10):
+    prompt = torch.randint(0, model.config.vocab_size, (2, 7), generator=torch.Generator().manual_seed(1))
+    a, la = call(model.generate, prompt, n_new, use_cache=True, return_logits=True,
+                 what=f"{label}: generate(..., use_cache=True)")
+    b, lb = call(model.generate, prompt, n_new, use_cache=False, return_logits=True,
+                 what=f"{label}: generate(..., use_cache=False)")
+    expect_close(la, lb, f"{label}: logits with the cache vs without", atol=ATOL)
+    expect(torch.equal(a, b), f"{label}: greedy tokens differ with the cache and without")
+
+
+def _bytes_match_law(model_factory, name, t_values=T_VALUES):
+    for dtype in DTYPES:
+        model = model_factory(name, dtype)
+        for T in t_values:
+            cache = model.new_cache()
+            idx = torch.randint(0, model.config.vocab_size, (1, T), generator=torch.Generator().manual_seed(T))
+            with torch.no_grad():
+                call(model, idx, cache, what=f"{name} model forward over {T} tokens with a cache")
+            got, want = cache.nbytes(), law_bytes(model.config, T, _bpe(dtype))
+            expect(got == want, f"{name}, {str(dtype).replace('torch.', '')}, T={T}: the cache holds {got:,} bytes, "
+                                f"the law says {want:,} bytes")
+
+
+# --- LayerKV: the cache append ------------------------------------------------------------------------------------
+@_one_thread
+def check_layer_kv_append(LayerKV):
+    """Appending chunks of 5, 1, 1 and 3 tokens holds exactly their concatenation, with positions 0..T-1."""
+    g = torch.Generator().manual_seed(0)
+    chunks = [(torch.randn(2, 3, n, 4, generator=g), torch.randn(2, 3, n, 4, generator=g)) for n in (5, 1, 1, 3)]
+    cache = call(LayerKV, what="LayerKV()")
+    seen = 0
+    for k, v in chunks:
+        res = call(cache.append, k, v, what="LayerKV.append(k, v)")
+        expect(isinstance(res, tuple) and len(res) == 3, "LayerKV.append must return (keys, values, positions)")
+        keys, values, pos = res
+        seen += k.shape[2]
+        expect_shape(keys, (2, 3, seen, 4), f"keys after {seen} tokens")
+        expect_shape(values, (2, 3, seen, 4), f"values after {seen} tokens")
+        expect(torch.equal(pos, torch.arange(seen)), f"positions after {seen} tokens must be 0..{seen - 1}")
+    expect_close(keys, torch.cat([k for k, _ in chunks], dim=2), "cached keys vs the appended keys", atol=0)
+    expect_close(values, torch.cat([v for _, v in chunks], dim=2), "cached values vs the appended values", atol=0)
+    want = 2 * laws.kv_bytes(seen, 1, 3, 4, 4)  # two sequences in the batch
+    got = _nbytes(call(cache.tensors, what="LayerKV.tensors()"))
+    expect(got == want, f"after {seen} tokens, one layer's cache of 2 sequences holds {got} bytes; the law says "
+                        f"{want} bytes")
+
+
+@_one_thread
+def check_window_ring_buffer(WindowKV):
+    """A ring buffer of W slots: holds min(T, W) tokens, the newest ones, and returns old + new keys with positions."""
+    W, g = 8, torch.Generator().manual_seed(2)
+    ks = torch.randn(1, 2, 30, 4, generator=g)
+    vs = torch.randn(1, 2, 30, 4, generator=g)
+    for chunks in ((1,) * 30, (3, 1, 11, 1, 1, 13)):
+        cache = call(WindowKV, W, what=f"WindowKV({W})")
+        n = 0
+        for c in chunks:
+            keys, values, pos = call(cache.append, ks[:, :, n:n + c], vs[:, :, n:n + c], what="WindowKV.append(k, v)")
+            lo = max(0, n - W)  # the oldest token held before this call
+            expect(torch.equal(pos, torch.arange(lo, n + c)),
+                   f"after {n} tokens, appending {c}: positions returned should be {lo}..{n + c - 1}, got "
+                   f"{pos.tolist()}")
+            expect_close(keys, ks[:, :, lo:n + c], f"keys returned when appending {c} tokens after {n}", atol=0)
+            expect_close(values, vs[:, :, lo:n + c], f"values returned when appending {c} tokens after {n}", atol=0)
+            n += c
+            held = _nbytes(call(cache.tensors, what="WindowKV.tensors()"))
+            want = laws.sliding_window_bytes(n, 0, 1, W, 2, 4, 4)
+            expect(held == want, f"window W={W} after T={n} tokens: the ring holds {held} bytes, the law says "
+                                 f"{want} bytes (min(T, W) = {min(n, W)} tokens)")
+        ok, ov, opos = call(cache.ordered, what="WindowKV.ordered()")
+        expect(torch.equal(opos, torch.arange(30 - W, 30)), "the ring must hold the last W positions")
+        expect_close(ok, ks[:, :, 30 - W:], "ring contents (oldest first) vs the last W keys", atol=0)
+        expect_close(ov, vs[:, :, 30 - W:], "ring contents (oldest first) vs the last W values", atol=0)
+
+
+# --- CausalSelfAttention: the cached attention step ---------------------------------------------------------------
+@_one_thread
+def check_cached_equals_uncached(CausalSelfAttention):
+    """generate(use_cache=True) equals use_cache=False (greedy tokens, logits within 1e-5) for MHA, GQA, MQA and
+    the sliding-window hybrid, with your attention in every layer."""
+    for name in ("MHA", "GQA", "MQA", "sliding window"):
+        _cached_equals_uncached(_model(name, attention=CausalSelfAttention), f"{name} with your attention")
+
+
+@_one_thread
+def check_attention_cache_bytes(CausalSelfAttention):
+    """The cache of MHA, GQA and MQA models holds exactly 2 × L × n_kv_heads × head_dim × bytes × T."""
+    for name in ("MHA", "GQA", "MQA"):
+        _bytes_match_law(lambda n, dt: _model(n, dt, attention=CausalSelfAttention), name)
+
+
+@_one_thread
+def check_window_cache_stops_at_W(CausalSelfAttention):
+    """Window layers stop growing at W: the hybrid's cache follows the law, and past W only the full layer grows."""
+    _bytes_match_law(lambda n, dt: _model(n, dt, attention=CausalSelfAttention), "sliding window")
+    model = _model("sliding window", attention=CausalSelfAttention)
+    W = model.config.window
+    cache, sizes = model.new_cache(), []
+    for _ in range(4):  # four chunks of W tokens: T = W, 2W, 3W, 4W
+        with torch.no_grad():
+            call(model, torch.randint(0, 64, (1, W)), cache, what="forward with a cache")
+        sizes.append([_nbytes(layer.tensors()) for layer in cache.layers])
+    kinds = model.config.layer_types
+    for i, kind in enumerate(kinds):
+        per = [s[i] for s in sizes]
+        if kind == "window":
+            expect(len(set(per)) == 1, f"window layer {i}: bytes at T = W, 2W, 3W, 4W are {per}; they must stay at W")
+        else:
+            expect(per[3] == 4 * per[0], f"full layer {i}: bytes at T = W, 2W, 3W, 4W are {per}; they must grow")
+
+
+# --- MLA: the latent cache ------------------------------------------------------------------------------------------
+@_one_thread
+def check_mla_cached_equals_uncached(MLAttention):
+    """The MLA model with your MLAttention generates the same with the cache and without."""
+    _cached_equals_uncached(_model("MLA", mla=MLAttention), "MLA with your MLAttention")
+
+
+@_one_thread
+def check_mla_cache_bytes(MLAttention):
+    """The MLA cache holds only the latent and the RoPE key: L × (kv_lora_rank + qk_rope_head_dim) × bytes × T."""
+    model = _model("MLA", mla=MLAttention)
+    cache = model.new_cache()
+    with torch.no_grad():
+        call(model, torch.randint(0, 64, (1, 5)), cache, what="MLA forward with a cache")
+    c = model.config
+    for i, layer in enumerate(cache.layers):
+        widths = sorted(t.shape[-1] for t in layer.tensors())
+        expect(widths == sorted([c.kv_lora_rank, c.qk_rope_head_dim]),
+               f"MLA layer {i} caches tensors of widths {widths}; it should hold the latent (kv_lora_rank="
+               f"{c.kv_lora_rank}) and the RoPE key (qk_rope_head_dim={c.qk_rope_head_dim}), not K and V")
+    _bytes_match_law(lambda n, dt: _model(n, dt, mla=MLAttention), "MLA")
+
+
+ALL = {
+    "layer_kv_append": ("LayerKV", check_layer_kv_append),
+    "window_ring_buffer": ("WindowKV", check_window_ring_buffer),
+    "cached_equals_uncached": ("CausalSelfAttention", check_cached_equals_uncached),
+    "attention_cache_bytes": ("CausalSelfAttention", check_attention_cache_bytes),
+    "window_cache_stops_at_W": ("CausalSelfAttention", check_window_cache_stops_at_W),
+    "mla_cached_equals_uncached": ("MLAttention", check_mla_cached_equals_uncached),
+    "mla_cache_bytes": ("MLAttention", check_mla_cache_bytes),
+}
+"""check id → (the learner definition it grades, the check). tests/autograder/ parametrizes over this."""
