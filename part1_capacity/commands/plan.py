@@ -50,7 +50,7 @@ def render(plan: Plan) -> str:
     ]
     if d["kv_bytes_stored"] > d["kv_bytes_total"] * 1.0001:
         rows.append(["KV stored incl. TP replication", fmt_bytes(d["kv_bytes_stored"])])
-    out = [head, table(rows, ["", ""], left=(0, 1))]
+    out = [head, "", table(rows, ["quantity", "value"], left=(0, 1))]
     phases = []
     for name in ("prefill", "decode"):
         ph = d[name]
