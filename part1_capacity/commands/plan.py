@@ -62,8 +62,9 @@ def render(plan: Plan) -> str:
         out += ["", table(phases, ["phase", "FLOP/byte", "ridge", "bound", "time", ""], left=(0, 3, 5))]
     out += ["", f"bottleneck: {d['bottleneck']} — {d['implication']}"]
     if d["overflow_tiers"]:
-        out += ["", f"KV overflow beyond the weights-only deployment ({fmt_count(d['accelerators_without_kv'])} "
-                    f"accelerators): {fmt_bytes(d['overflow_bytes'])}"]
+        n0 = d["accelerators_without_kv"]
+        out += ["", f"KV overflow beyond the weights-only deployment ({fmt_count(n0)} "
+                    f"accelerator{'' if n0 == 1 else 's'}): {fmt_bytes(d['overflow_bytes'])}"]
         rows = [[t["name"], "yes" if t["fits"] else "no", f"{t['decode_tokens_per_s']:,.1f}",
                  f"{t['slowdown_vs_hbm']:,.1f}×"] for t in d["overflow_tiers"]]
         out.append(table(rows, ["tier", "holds it", "decode tok/s", "slower than HBM"]))
