@@ -1,0 +1,84 @@
+"""The lesson 05 checks can fail: each one rejects a plausible wrong implementation, and accepts a different but
+valid one (float64 top-k with another sort)."""
+import numpy as np
+import pytest
+
+from part0_foundations.grading import CheckFailed
+from part0_foundations.l05_rag import checks
+from part0_foundations.l05_rag.rag import Chunk, count_words, format_prompt, format_source
+
+
+def chunk_one_too_many(text, source, size, overlap):
+    # Keeps stepping until start passes the end: adds a last chunk that lies inside the previous one.
+    out, start = [], 0
+    while start < len(text):
+        out.append(Chunk(source, start, min(start + size, len(text)), text[start:start + size]))
+        start += size - overlap
+    return out
+
+
+def chunk_no_overlap(text, source, size, overlap):
+    return [Chunk(source, s, min(s + size, len(text)), text[s:s + size]) for s in range(0, len(text), size)]
+
+
+def topk_dot_product(queries, docs, k):
+    s = np.atleast_2d(queries) @ np.asarray(docs).T  # not normalized: longer docs win
+    ids = np.argsort(-s, axis=1)[:, :k]
+    return np.take_along_axis(s, ids, 1), ids
+
+
+def topk_float64(queries, docs, k):
+    q, d = np.atleast_2d(queries).astype(np.float64), np.asarray(docs, np.float64)
+    if not 1 <= k <= len(d):
+        raise ValueError(f"k must be in 1..{len(d)}")
+    if q.shape[1] != d.shape[1]:
+        raise ValueError("queries: wrong width")
+    s = (q / np.linalg.norm(q, axis=1, keepdims=True)) @ (d / np.linalg.norm(d, axis=1, keepdims=True)).T
+    ids = np.argsort(-s, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(s, ids, 1).astype(np.float32), ids
+
+
+def prompt_stops_at_first_misfit(question, hits, budget, count_tokens=count_words):
+    if not question.strip():
+        raise ValueError("question")
+    blocks, cited = [], []
+    for h in hits:
+        trial = blocks + [format_source(len(blocks) + 1, h.chunk)]
+        if count_tokens(format_prompt(question, trial)) > budget:
+            break
+        blocks, cited = trial, cited + [h]
+    return format_prompt(question, blocks), cited
+
+
+def prompt_ignores_template(question, hits, budget, count_tokens=count_words):
+    # Budgets only the chunk texts, forgetting the header and question: overflows.
+    blocks, cited, used = [], [], 0
+    for h in hits:
+        n = count_tokens(h.chunk.text)
+        if used + n <= budget:
+            blocks.append(format_source(len(blocks) + 1, h.chunk))
+            cited.append(h)
+            used += n
+    return format_prompt(question, blocks), cited
+
+
+def bytes_without_header(n, d):
+    return 4 * n * d
+
+
+@pytest.mark.parametrize("check_id, wrong", [
+    ("chunk_offsets_exact", chunk_one_too_many),
+    ("chunk_overlap_exact", chunk_no_overlap),
+    ("topk_matches_faiss", topk_dot_product),
+    ("prompt_budget_never_exceeded", prompt_stops_at_first_misfit),
+    ("prompt_budget_never_exceeded", prompt_ignores_template),
+    ("index_bytes_formula", bytes_without_header),
+])
+def test_check_rejects_a_wrong_implementation(check_id, wrong):
+    with pytest.raises(CheckFailed):
+        checks.ALL[check_id][1](wrong)
+
+
+def test_topk_checks_accept_another_valid_implementation():
+    checks.check_topk_matches_faiss(topk_float64)
+    checks.check_topk_errors(topk_float64)
