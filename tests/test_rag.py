@@ -230,3 +230,24 @@ def test_eval_over_the_current_site():
     # The target; a regression here means retrieval (or a labelled page) changed.
     assert res["recall@5"] >= 0.9, res["per_question"]
     assert res["recall@1"] <= res["recall@5"] and res["mrr"] >= res["recall@1"]
+
+
+# --- the memory walk-through the site page shows -----------------------------------------------------------------
+
+def test_memory_walkthrough_small(tmp_path):
+    from part0_foundations.l05_rag.memory import measure
+
+    r = measure(n=4000, d=64, queries=4, workdir=tmp_path)
+    assert r["file_bytes"] == r["formula_bytes"] == 45 + 4 * 4000 * 64
+    assert r["ivf"]["file_bytes"] == r["ivf"]["formula_bytes"]
+    assert r["searches_correct"]
+    steps = {s["step"]: s for s in r["steps"]}
+    assert steps["written, pages dropped"]["resident_pages"] == 0 or r["filesystem"] == "tmpfs"
+    assert steps["after 4 searches"]["resident_pages"] == steps["after 4 searches"]["file_pages"]
+    assert list(tmp_path.iterdir()) == []  # the temporary index folder is removed
+
+
+def test_memory_refuses_an_index_over_its_limit():
+    proc = subprocess.run([sys.executable, "-m", "part0_foundations.l05_rag.memory", "--n", "2000000000"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: n:") and "Traceback" not in proc.stderr
