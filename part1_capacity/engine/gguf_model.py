@@ -149,7 +149,8 @@ def write_llama_gguf(path, shape: LlamaShape, seed: int = 0, dtype: str = "f32",
         else:
             t = rng.standard_normal(shp, dtype=np.float32)
             t *= 0.02
-        w.write_tensor_data(t.astype(dt, copy=False))
+        t = t.astype(dt, copy=False)
+        w.write_tensor_data(t)
         done += t.nbytes
         if progress:
             progress(done, total)
