@@ -251,3 +251,13 @@ def test_memory_refuses_an_index_over_its_limit():
     proc = subprocess.run([sys.executable, "-m", "part0_foundations.l05_rag.memory", "--n", "2000000000"],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.startswith("error: n:") and "Traceback" not in proc.stderr
+
+
+def test_ivf_store_reopened_with_mmap_keeps_nprobe(corpus, embedder, tmp_path):
+    meta = build_store(corpus, tmp_path, size=60, overlap=10, kind="ivf", embedder=embedder, nprobe=3)
+    s = open_store(tmp_path)
+    assert meta["nlist"] == ix.default_nlist(meta["chunks"]) >= 2
+    assert s.index.nprobe == meta["nprobe"] == min(3, meta["nlist"])  # capped at nlist, read back from the file
+    assert meta["index_file_bytes"] == meta["index_formula_bytes"]
+    hits = retrieve(s, "Which index scans inverted lists?", 3, embedder=embedder)
+    assert hits and hits[0].chunk.source == "faiss.md"

@@ -17,7 +17,7 @@ import sys
 def _build(a):
     from part0_foundations.l05_rag.pipeline import build_store
 
-    meta = build_store(a.folder, a.out, size=a.size, overlap=a.overlap, kind=a.index)
+    meta = build_store(a.folder, a.out, size=a.size, overlap=a.overlap, kind=a.index, nprobe=a.nprobe)
     print(f"indexed {meta['chunks']} chunks of {meta['documents']} files from {a.folder} into {a.out}/ "
           f"({meta['kind']}, d={meta['dim']}): index file {meta['index_file_bytes']:,} bytes "
           f"(formula {meta['index_formula_bytes']:,})")
@@ -70,6 +70,7 @@ def main(argv=None) -> int:
     b.add_argument("--size", type=_positive, default=800, help="chunk size in characters (default 800)")
     b.add_argument("--overlap", type=int, default=200, help="characters shared by neighbouring chunks (default 200)")
     b.add_argument("--index", choices=("flat", "ivf"), default="flat")
+    b.add_argument("--nprobe", type=_positive, default=2, help="IVF lists scanned per search (default 2)")
     b.set_defaults(func=_build)
     q = sub.add_parser("ask", help="retrieve chunks for a question and print the prompt")
     q.add_argument("index_dir")

@@ -29,14 +29,20 @@ class Store:
 
 
 def build_store(folder, out_dir, size: int = SIZE, overlap: int = OVERLAP, kind: str = "flat",
-                embedder: Embedder | None = None) -> dict:
-    """Chunk every Markdown file under ``folder``, embed, index, write the store to ``out_dir``; return its meta."""
+                embedder: Embedder | None = None, nprobe: int = 2) -> dict:
+    """Chunk every Markdown file under ``folder``, embed, index, write the store to ``out_dir``; return its meta.
+
+    ``nprobe`` (IVF only, capped at nlist) is saved in the index file: searches of the reopened index use it."""
     if kind not in ix.KINDS:
         raise ValueError(f"kind must be one of {', '.join(ix.KINDS)}, got {kind!r}")
     docs = load_corpus(folder)
     chunks = chunk_corpus(docs, size, overlap)
     vectors = (embedder or Embedder()).encode([c.text for c in chunks])
-    index = ix.build_flat(vectors) if kind == "flat" else ix.build_ivf(vectors)
+    if kind == "flat":
+        index = ix.build_flat(vectors)
+    else:
+        nlist = ix.default_nlist(len(vectors))
+        index = ix.build_ivf(vectors, nlist=nlist, nprobe=min(nprobe, nlist))
     out = Path(out_dir)
     file_bytes = ix.write_index(index, out / "index.faiss")
     with open(out / "chunks.jsonl", "w") as f:
