@@ -186,6 +186,54 @@ def quantize(src, dst, ftype: str, threads=2) -> Path:
 
 
 # --- prefill and decode by hand, as llama-bench does ----------------------------------------------------------
+class _ThreadpoolParams(ctypes.Structure):
+    """ggml.h ``struct ggml_threadpool_params`` (GGML_MAX_N_THREADS = 512)."""
+    _fields_ = [("cpumask", ctypes.c_bool * 512), ("n_threads", ctypes.c_int), ("prio", ctypes.c_int),
+                ("poll", ctypes.c_uint32), ("strict_cpu", ctypes.c_bool), ("paused", ctypes.c_bool)]
+
+
+def _ggml_libs():
+    """ggml's base and CPU libraries as llama-cpp-python ships them (already loaded by libllama)."""
+    lib = Path(llama_cpp.__file__).resolve().parent / "lib"
+    for suffix in (".so", ".dylib", ".dll"):
+        base, cpu = lib / f"libggml-base{suffix}", lib / f"libggml-cpu{suffix}"
+        if base.exists() and cpu.exists():
+            b, c = ctypes.CDLL(str(base)), ctypes.CDLL(str(cpu))
+            b.ggml_threadpool_params_default.restype = _ThreadpoolParams
+            b.ggml_threadpool_params_default.argtypes = [ctypes.c_int]
+            c.ggml_threadpool_new.restype = ctypes.c_void_p
+            c.ggml_threadpool_new.argtypes = [ctypes.POINTER(_ThreadpoolParams)]
+            c.ggml_threadpool_free.argtypes = [ctypes.c_void_p]
+            return b, c
+    return None
+
+
+@contextlib.contextmanager
+def threadpool(ctx, threads):
+    """Attach a persistent thread pool to ``ctx``, as llama-bench does (default polling level). Without one,
+    llama.cpp starts and joins its threads for every graph: a fixed cost per decoded token that llama-bench
+    does not pay. Yields False (and changes nothing) when ggml's libraries cannot be found."""
+    libs = _ggml_libs()
+    if libs is None:
+        yield False
+        return
+    base, cpu = libs
+    params = base.ggml_threadpool_params_default(threads)
+    pool = cpu.ggml_threadpool_new(ctypes.byref(params))
+    if not pool:
+        yield False
+        return
+    lib = llama_cpp.llama_cpp._lib  # llama.h's attach/detach are not wrapped by llama-cpp-python
+    lib.llama_attach_threadpool.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.llama_detach_threadpool.argtypes = [ctypes.c_void_p]
+    lib.llama_attach_threadpool(ctx, pool, pool)
+    try:
+        yield True
+    finally:
+        lib.llama_detach_threadpool(ctx)
+        cpu.ggml_threadpool_free(pool)
+
+
 def _prompt(ctx, tokens, n_batch=2048):
     arr = (llama_cpp.llama_token * len(tokens))(*tokens)
     for i in range(0, len(tokens), n_batch):
@@ -215,7 +263,7 @@ def tokens_per_second(model: Model, n_prompt=0, n_gen=0, repeats=3, threads=2, s
     rng = random.Random(seed)
     bos = 1
     rates = []
-    with context(model, n_prompt + n_gen, threads) as ctx:
+    with context(model, n_prompt + n_gen, threads) as ctx, threadpool(ctx, threads):
         mem = llama_cpp.llama_get_memory(ctx)
         for rep in range(repeats + 1):  # rep 0 is the warm-up
             llama_cpp.llama_memory_clear(mem, False)
