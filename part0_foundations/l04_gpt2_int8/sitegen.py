@@ -1,0 +1,117 @@
+"""Tables and the scale-distribution figure for site/part0/04_gpt2_int8.md, from the saved comparison results
+(``results/comparison.json``, written by ``compare.py`` for the shipped model). Nothing is measured here."""
+import json
+
+from part0_foundations.l04_gpt2_int8 import data
+from part0_foundations.l04_gpt2_int8.compare import HIST_BINS, layers_table, variants_table
+
+NAME = "l04"
+KINDS = [("attn.c_attn", "attn.c_attn (Q, K, V)"), ("attn.c_proj", "attn.c_proj"), ("mlp.c_fc", "mlp.c_fc"),
+         ("mlp.c_proj", "mlp.c_proj"), ("lm_head", "lm_head (= wte)")]
+
+
+def _kind(name):
+    return next(k for k, _ in KINDS if name.endswith(k))
+
+
+def anatomy_table() -> str:
+    """Where GPT-2's parameters sit, counted on real GPT2LMHeadModel modules built on the meta device (no memory).
+
+    ``GPT2Config()``'s defaults are GPT-2 124M's configuration (vocab 50257, 1024 positions, 12 layers, n_embd 768).
+    """
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    columns = {"GPT-2 124M": GPT2Config(), "lesson model": GPT2Config.from_pretrained(data.SHIPPED_MODEL_DIR)}
+    counted = {}
+    for label, cfg in columns.items():
+        with torch.device("meta"):
+            model = GPT2LMHeadModel(cfg)
+        total = sum(p.numel() for p in model.parameters())  # the tied weight is one Parameter: counted once
+        block = model.transformer.h[0]
+        rows = [("transformer.wte", model.transformer.wte, 1), ("transformer.wpe", model.transformer.wpe, 1)]
+        rows += [(f"h[i].{n}", m, cfg.n_layer) for n, m in block.named_modules()
+                 if n and not list(m.children()) and any(True for _ in m.parameters())]
+        rows += [("transformer.ln_f", model.transformer.ln_f, 1), ("lm_head", model.lm_head, 1)]
+        counted[label] = (rows, total, model.lm_head.weight is model.transformer.wte.weight)
+    head = "| module | class | " + " | ".join(f"{k}: weight as stored | {k}: parameters" for k in columns) + " |"
+    out = [head, "|---|---|" + "---|---:|" * len(columns)]
+    names = [r[0] for r in counted["GPT-2 124M"][0]]
+    for i, name in enumerate(names):
+        cells = []
+        for label in columns:
+            _, m, times = counted[label][0][i]
+            w = getattr(m, "weight", None)
+            shape = " × ".join(str(d) for d in w.shape) if w is not None else "—"
+            n = sum(p.numel() for p in m.parameters()) * times
+            if name == "lm_head" and counted[label][2]:
+                cells.append(f"{shape} (tied) | 0 extra")
+            else:
+                cells.append(f"{shape} | {n:,} ({100 * n / counted[label][1]:.1f}%)" + (f", {times} layers" if times > 1 else ""))
+        cls = type(counted["GPT-2 124M"][0][i][1]).__name__
+        out.append(f"| `{name}` | `{cls}` | " + " | ".join(cells) + " |")
+    out.append("| **total** | | " + " | ".join(f"| **{counted[k][1]:,}**" for k in columns) + " |")
+    return "\n".join(out) + "\n"
+
+
+def figure(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    layers = results["layers"]
+    edges = np.linspace(0, 1, HIST_BINS + 1)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1, 1.3]})
+    for kind, label in KINDS:
+        counts = np.sum([r["scale_ratio_hist"] for r in layers if _kind(r["name"]) == kind], axis=0)
+        if np.ndim(counts) == 0:
+            continue
+        ax1.stairs(counts / counts.sum(), edges, label=label, linewidth=1.6)
+    ax1.set_xlabel("channel scale / tensor scale\n(= share of the 127 levels a channel uses with one scale per tensor)")
+    ax1.set_ylabel("share of output channels")
+    ax1.set_title("Per-channel scales, all layers")
+    ax1.legend(fontsize=8)
+
+    names = [r["name"].replace("transformer.", "") for r in layers]
+    x = np.arange(len(layers))
+    ax2.bar(x - 0.2, [r["per_tensor"]["sqnr_db"] for r in layers], 0.4, label="one scale per tensor")
+    ax2.bar(x + 0.2, [r["per_channel"]["sqnr_db"] for r in layers], 0.4, label="one scale per output channel")
+    ax2.set_xticks(x, names, rotation=60, ha="right", fontsize=7)
+    ax2.set_ylabel("weight SQNR (dB, higher is better)")
+    ax2.set_title("INT8 weight error per layer")
+    lo = min(min(r["per_tensor"]["sqnr_db"], r["per_channel"]["sqnr_db"]) for r in layers)
+    ax2.set_ylim(max(0, lo - 5), None)
+    ax2.legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"{results['model']['label']}: where the INT8 scales sit", fontsize=10)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def build(out):
+    results = json.loads(data.RESULTS_PATH.read_text())
+    (out / "variants.md").write_text(variants_table(results))
+    (out / "layers.md").write_text(layers_table(results))
+    figure(results, out / "scale_distribution.png")
+    (out / "anatomy.md").write_text(anatomy_table())
+
+    m, c, e, lat = results["model"], results["conversion"], results["eval"], results["latency"]
+    (out / "model.md").write_text(
+        f"Model: **{m['label']}** — {m['n_layer']} layers, {m['n_head']} heads, n_embd {m['n_embd']}, vocabulary "
+        f"{m['vocab_size']:,}, {m['parameters']:,} parameters (the tied weight counted once). Perplexity over "
+        f"{e['tokens']:,} held-out tokens in windows of {e['window']}; logit error over the first {e['logit_tokens']:,} "
+        f"of them; latency: {lat['statistic']} over a {e['prompt_tokens']}-token prompt, {lat['runs']} runs on "
+        f"{lat['threads']} threads, 1-minute load average {lat['loadavg_1min']:.1f} on {lat['cpu_count']} CPUs while "
+        f"measuring. torch {results['versions']['torch']}, quantized engine `{results['versions']['quantized_engine']}`. "
+        f"Command: `{results['command']}`.\n")
+    (out / "conversion.md").write_text("\n".join([
+        "| | value |", "|---|---:|",
+        f"| Conv1D modules converted to nn.Linear | {c['conv1d_layers_converted']} |",
+        f"| max \\|logit difference\\| after conversion | {c['logit_max_abs_diff']:.2e} |",
+        f"| modules `quantize_dynamic` quantizes **before** conversion (lm_head excluded) | {c['quantized_by_torch_before_conversion']} |",
+        f"| modules it quantizes after conversion (lm_head excluded) | {c['quantized_by_torch_after_conversion']} |",
+        f"| … and with lm_head included | {c['quantized_by_torch_after_conversion_with_lm_head']} |",
+    ]) + "\n")
+    warning = results["torch_deprecation_warning"] or "(no deprecation warning was raised)"
+    (out / "deprecation.md").write_text("```text\n" + warning.strip() + "\n```\n")

@@ -1,0 +1,106 @@
+"""The lesson 04 checks must fail on plausible wrong implementations (a check that cannot fail proves nothing)."""
+import copy
+
+import pytest
+import torch
+from torch import nn
+from transformers.pytorch_utils import Conv1D
+
+from part0_foundations.grading import CheckFailed
+from part0_foundations.l04_gpt2_int8 import checks
+from part0_foundations.l04_gpt2_int8 import int8 as ref
+
+
+def conv_reshaped(model):
+    """Reshapes the (in, out) weight into (out, in) instead of transposing it."""
+    for name, child in list(model.named_children()):
+        if isinstance(child, Conv1D):
+            nx, nf = child.weight.shape
+            lin = nn.Linear(nx, nf)
+            with torch.no_grad():
+                lin.weight.copy_(child.weight.reshape(nf, nx))
+                lin.bias.copy_(child.bias)
+            setattr(model, name, lin)
+        else:
+            conv_reshaped(child)
+    return model
+
+
+def conv_and_copy_head(model):
+    """Converts correctly, then rebuilds lm_head from a copy of the weight: the tie is broken."""
+    ref.conv1d_to_linear(model)
+    head = nn.Linear(model.lm_head.in_features, model.lm_head.out_features, bias=False)
+    head.weight = nn.Parameter(model.lm_head.weight.detach().clone())
+    model.lm_head = head
+    return model
+
+
+def conv_noop(model):
+    return model
+
+
+def pt_round_half_up(w, scale=None):
+    scale = torch.as_tensor(w.abs().max() / 127 if scale is None else scale, dtype=torch.float32)
+    return torch.clamp(torch.floor(w / scale + 0.5), -128, 127).to(torch.int8), scale
+
+
+def pt_no_clamp(w, scale=None):
+    scale = torch.as_tensor(w.abs().max() / 127 if scale is None else scale, dtype=torch.float32)
+    return torch.round(w / scale).to(torch.int8), scale  # int8 wraps around instead of saturating
+
+
+def pt_scale_128(w, scale=None):
+    scale = torch.as_tensor(w.abs().max() / 128 if scale is None else scale, dtype=torch.float32)
+    return torch.clamp(torch.round(w / scale), -128, 127).to(torch.int8), scale
+
+
+def pc_one_scale(w, axis=0, scales=None):
+    s = (w.abs().max() / 127).expand(w.shape[axis]).clone()
+    return ref.quantize_per_tensor(w, s[0])[0], s
+
+
+def pc_wrong_axis(w, axis=0, scales=None):
+    return ref.quantize_per_channel(w, axis=1 - axis)
+
+
+def pc_zero_row_nan(w, axis=0, scales=None):
+    s = w.abs().amax(dim=1 - axis) / 127
+    shape = [1, 1]
+    shape[axis] = -1
+    return torch.clamp(torch.round(w / s.view(shape)), -128, 127).to(torch.int8), s
+
+
+def deq_ignores_axis(q, scale, axis=0):
+    scale = torch.as_tensor(scale)
+    return q.float() * (scale if scale.dim() == 0 else scale.view(-1, 1))
+
+
+def deq_int(q, scale, axis=0):
+    return ref.dequantize(q, scale, axis).round()
+
+
+@pytest.mark.parametrize("check_id, wrong", [
+    ("conversion_exact", conv_reshaped),
+    ("conversion_exact", conv_noop),
+    ("lm_head_untouched_and_tied", conv_and_copy_head),
+    ("lm_head_untouched_and_tied", conv_noop),
+    ("per_tensor_matches_torch", pt_scale_128),
+    ("rounding_and_clamping", pt_round_half_up),
+    ("rounding_and_clamping", pt_no_clamp),
+    ("per_channel_matches_torch", pc_one_scale),
+    ("per_channel_matches_torch", pc_wrong_axis),
+    ("per_channel_matches_torch", pc_zero_row_nan),
+    ("per_channel_not_worse", pc_one_scale),
+    ("per_channel_not_worse", pc_wrong_axis),
+    ("dequantize", deq_ignores_axis),
+    ("dequantize", deq_int),
+])
+def test_check_fails_on_wrong_implementation(check_id, wrong):
+    _, check = checks.ALL[check_id]
+    with pytest.raises(CheckFailed):
+        check(wrong)
+
+
+def test_reference_passes_every_check():
+    for check_id, (name, check) in checks.ALL.items():
+        check(getattr(ref, name))
