@@ -113,5 +113,12 @@ def build(out):
         f"| modules it quantizes after conversion (lm_head excluded) | {c['quantized_by_torch_after_conversion']} |",
         f"| … and with lm_head included | {c['quantized_by_torch_after_conversion_with_lm_head']} |",
     ]) + "\n")
+    log = json.loads((data.SHIPPED_MODEL_DIR / "train_log.json").read_text())
+    (out / "training.md").write_text(
+        f"The shipped run: {log['parameters']:,} parameters, {log['train_tokens']:,} training tokens, {log['steps']} steps "
+        f"of {log['args']['batch_size']} × {log['args']['n_positions']} tokens in {log['seconds']:.0f} s on "
+        f"{log['args']['threads']} thread(s) of a shared machine (it stops at {log['args']['steps']} steps or "
+        f"{log['args']['minutes']:g} minutes), held-out perplexity {log['heldout_perplexity']:.1f}; command "
+        f"`{log['command']}`, log in `model/train_log.json`.\n")
     warning = results["torch_deprecation_warning"] or "(no deprecation warning was raised)"
     (out / "deprecation.md").write_text("```text\n" + warning.strip() + "\n```\n")
