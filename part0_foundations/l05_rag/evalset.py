@@ -22,7 +22,7 @@ from part0_foundations.l05_rag.pipeline import OVERLAP, SIZE
 from part0_foundations.l05_rag.rag import chunk_corpus, load_corpus
 
 HOME, INSTR, ATT, P1, RAG = "index.md", "instructors.md", "part0/01_attention.md", "part1/index.md", "part0/05_rag.md"
-ENC = "part0/02_encoder_decoder.md"
+ENC, KV, ENG = "part0/02_encoder_decoder.md", "part0/03_kv_cache.md", "part1/engine_checks.md"
 INT8, CALC, ARCH, E3 = "part0/04_gpt2_int8.md", "part1/calculator.md", "part1/archetypes.md", "part1/e3_page_cache.md"
 
 QUESTIONS: list[tuple[str, tuple[str, ...]]] = [
@@ -75,6 +75,14 @@ QUESTIONS: list[tuple[str, tuple[str, ...]]] = [
     ("How does greedy decoding stop for a batch when some rows have written the end token?", (ENC,)),
     ("What does the translate command do with an input that is not a supported date form?", (ENC,)),
     ("Where are layer norms placed in the encoder layer, post-norm as in the original paper?", (ENC,)),
+    # Lesson 03
+    ("Why does the MLA cache have no factor of 2 for keys and values?", (KV,)),
+    ("How does a sliding-window layer store its cache in a ring buffer?", (KV,)),
+    ("Why must the RoPE key be cached separately from the MLA latent?", (KV,)),
+    ("Does the state of an SSM layer grow with the number of tokens?", (KV,)),
+    ("What is the difference between prefill and a decode step with a KV cache?", (KV,)),
+    ("What text was the small character-level GPT of the KV-cache lesson trained on?", (KV,)),
+    ("How does per-step latency differ with and without the KV cache?", (KV,)),
     # Lesson 04
     ("Why does quantize_dynamic skip GPT-2's attention and MLP projections?", (INT8,)),
     ("How is a Conv1D weight converted to an nn.Linear weight?", (INT8,)),
@@ -91,6 +99,13 @@ QUESTIONS: list[tuple[str, tuple[str, ...]]] = [
     ("Why is the bottleneck of DeepSeek-V3 with MLA the weights rather than the KV cache?", (CALC, ARCH)),
     ("How does the calculator decide whether prefill or decode is compute-bound or memory-bound?", (CALC,)),
     ("Which GGUF quantization types does the calculator know, with their real bits per weight?", (CALC,)),
+    # Part 1: the engine checks
+    ("How is the KV slope read from llama.cpp's log and fitted against the formula?", (ENG,)),
+    ("Why does a q8_0 KV cache take 34/32 bytes per element?", (ENG,)),
+    ("Why are prompt processing and token generation measured separately, never as one tokens-per-second?",
+     (ENG,)),
+    ("How are the memory bandwidth and matmul throughput of this host measured for the roofline?", (ENG,)),
+    ("Why can the engine checks use GGUF models with random weights?", (ENG,)),
     # Part 1: archetypes
     ("What decides the nature of a customer's problem, according to the archetypes page?", (ARCH,)),
     ("Why does the edge and robotics archetype show no numbers at all?", (ARCH,)),
