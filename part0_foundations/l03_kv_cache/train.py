@@ -78,7 +78,7 @@ def load_checkpoint(path: Path = CHECKPOINT, dtype=torch.float32):
     return model.to(dtype).eval(), CharTokenizer(ckpt["chars"])
 
 
-def train(steps=500, batch_size=16, seq_len=128, lr=3e-3, seed=0, threads=2, minutes=12.0):
+def train(steps=1200, batch_size=16, seq_len=128, lr=3e-3, seed=0, threads=2, minutes=12.0):
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     text = CORPUS.read_text()
@@ -136,7 +136,7 @@ def train(steps=500, batch_size=16, seq_len=128, lr=3e-3, seed=0, threads=2, min
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--snapshot-corpus", action="store_true", help="rebuild data/corpus.txt from the repo's text")
-    ap.add_argument("--steps", type=int, default=500)
+    ap.add_argument("--steps", type=int, default=1200)
     ap.add_argument("--minutes", type=float, default=12.0, help="safety cap: stop after this many minutes of CPU per thread")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()

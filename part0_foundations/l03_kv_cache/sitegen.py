@@ -1,0 +1,160 @@
+"""Figures and tables for site/part0/03_kv_cache.md, produced by the lesson's own code.
+
+- measured vs law: the small model of each structure is prefilled here and its cache weighed (a few seconds);
+- the latency plot and the speed ratio come from the saved benchmark run (results/bench_latency.json), with its
+  date and host: nothing is re-timed while the site builds;
+- the sample text comes from the shipped checkpoint;
+- the 128K table uses the calculator's model profiles (part1_capacity/data/models.json, each with its source),
+  whose cache sizes are the laws of laws.py.
+"""
+import json
+from pathlib import Path
+
+import torch
+
+from part0_foundations.l03_kv_cache.bench import RESULTS
+from part0_foundations.l03_kv_cache.gpt import GPT
+from part0_foundations.l03_kv_cache.structures import STRUCTURES, law_bytes, law_growth_per_token
+
+NAME = "l03"
+T_VALUES = (16, 64, 256, 1024)
+CONTEXT = 131_072  # "128K"
+# One real model per structure (ids of part1_capacity/data/models.json).
+REAL_MODELS = {"GQA": "mistral-nemo-12b", "MLA": "deepseek-v3", "sliding window": "gpt-oss-120b",
+               "SSM hybrid": "nemotron-3-nano-30b-a3b"}
+GiB = 2 ** 30
+
+
+def _structures(out: Path):
+    keys = ("n_layer", "d_model", "n_head", "n_kv_heads", "head_dim", "window", "kv_lora_rank", "qk_rope_head_dim",
+            "d_inner", "d_state", "d_conv")
+    # Which layer kinds read each field ("–" where the structure has no such layer).
+    uses = {"n_kv_heads": ("full", "window"), "head_dim": ("full", "window"), "window": ("window",),
+            "kv_lora_rank": ("mla",), "qk_rope_head_dim": ("mla",), "d_inner": ("ssm",), "d_state": ("ssm",),
+            "d_conv": ("ssm",)}
+    rows = ["| structure | " + " | ".join(f"`{k}`" for k in keys) + " |", "|---|" + "---|" * len(keys)]
+    for name, cfg in STRUCTURES.items():
+        cells = [str(getattr(cfg, k)) if k not in uses or set(uses[k]) & set(cfg.layer_types) else "–"
+                 for k in keys]
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    (out / "structures.md").write_text("\n".join(rows) + "\n")
+
+
+def _measured_table(out: Path):
+    lines = []
+    for dtype, label, bpe in ((torch.float32, "fp32", 4), (torch.bfloat16, "bf16", 2)):
+        lines += [f"**{label}** ({bpe} bytes per element): bytes the cache holds after a prefill of T tokens, "
+                  f"measured (sum of `element_size() × numel()`) — ✓ when equal to the law, to the byte.", "",
+                  "| structure | layers | law per token (growing) | " + " | ".join(f"T = {t:,}" for t in T_VALUES) + " |",
+                  "|---|---|---|" + "---|" * len(T_VALUES)]
+        for name, cfg in STRUCTURES.items():
+            torch.manual_seed(0)
+            model = GPT(cfg).to(dtype).eval()
+            cells = []
+            for T in T_VALUES:
+                cache = model.new_cache()
+                with torch.no_grad():
+                    model(torch.randint(0, cfg.vocab_size, (1, T)), cache)
+                got, want = cache.nbytes(), law_bytes(cfg, T, bpe)
+                cells.append(f"{got:,} ✓" if got == want else f"{got:,} ✗ (law {want:,})")
+            layers = " · ".join(cfg.layer_types)
+            lines.append(f"| {name} | {layers} | {law_growth_per_token(cfg, bpe):,} B | " + " | ".join(cells) + " |")
+        lines.append("")
+    (out / "measured_vs_law.md").write_text("\n".join(lines))
+
+
+def _latency(out: Path, plt):
+    r = json.loads(RESULTS.read_text())
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot(r["positions"][1:], r["uncached_ms"][1:], lw=1, label="without cache (whole sequence every step)")
+    ax.plot(r["positions"][1:], r["cached_ms"][1:], lw=1, label="with KV cache (one token per step)")
+    ax.set_xlabel("position of the token being generated")
+    ax.set_ylabel("latency of the step (ms)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"{r['new_tokens']} greedy tokens, lesson-03 GPT, {r['threads']} thread(s)")
+    ax.legend()
+    fig.savefig(out / "latency.png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    (out / "bench_summary.md").write_text(
+        f"Generating **{r['new_tokens']} tokens** after a {r['prompt_tokens']}-token prompt took "
+        f"**{r['uncached_total_s']:.2f} s without the cache** and **{r['cached_total_s']:.2f} s with it**: a speed "
+        f"ratio of **{r['speed_ratio']:.1f}×**, with the same tokens ({'yes' if r['same_tokens'] else 'NO'}) and "
+        f"logits within {r['max_abs_logit_difference']:.1e}. Run of {r['date_utc']} on `{r['host']}` "
+        f"({r['cpu']}, torch {r['torch']}, {r['threads']} thread(s), load average {r['load_average_before_after'][0]} "
+        f"before and {r['load_average_before_after'][1]} after: the machine was shared, so absolute times are "
+        f"contended). Command: `{r['command']}`.\n")
+
+
+def _sample(out: Path):
+    from part0_foundations.l03_kv_cache.train import CHECKPOINT, load_checkpoint
+
+    model, tok = load_checkpoint()
+    made = torch.load(CHECKPOINT, map_location="cpu", weights_only=False)["made"]
+    n_params = sum(p.numel() for p in model.parameters())
+    prompt, temperature = "The KV cache", 0.7
+    g = torch.Generator().manual_seed(0)
+    ids = model.generate(torch.tensor([tok.encode(prompt)]), 300, temperature=temperature, generator=g)
+    text = tok.decode(ids[0].tolist())
+    c = model.config
+    (out / "sample.md").write_text(
+        f"A continuation of “{prompt}” sampled at temperature {temperature} (seed 0) from the shipped model ({c.n_layer} layers, d_model {c.d_model}, "
+        f"{c.n_head} heads of {c.head_dim}, {c.n_kv_heads} K/V heads, {c.vocab_size} characters; "
+        f"{n_params:,} parameters, "
+        f"{CHECKPOINT.stat().st_size / 1e6:.1f} MB checkpoint; {made['steps']} steps of "
+        f"{made['batch_size']} × {made['seq_len']} characters on {made['corpus_chars']:,} characters of course text, "
+        f"validation loss {made['val_loss']:.2f} nats per character):\n\n```text\n{text}\n```\n")
+
+
+def _real_models(out: Path, plt):
+    import numpy as np
+
+    from part1_capacity.profiles import load_model
+
+    rows = ["| structure | model | layers that grow | KV bytes per token (bf16, growing) | constant state | "
+            f"cache of one sequence at {CONTEXT:,} tokens |", "|---|---|---|---|---|---|"]
+    sources = []
+    T = np.linspace(1, CONTEXT, 400)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for structure, mid in REAL_MODELS.items():
+        p = load_model(mid)
+        per_tok = p.kv_bytes_per_token(2)
+        state = p.state_bytes(2)
+        at = p.cache_bytes(CONTEXT, 2)
+        if p.n_window_layers:
+            grows = f"{p.n_attn_layers} full + {p.n_window_layers} window (W = {p.window:,})"
+        elif p.ssm is not None:
+            grows = f"{p.n_attn_layers} attention of {p.n_layers} ({p.ssm.n_layers} {p.ssm.kind})"
+        else:
+            grows = f"{p.n_attn_layers}"
+        rows.append(f"| {structure} | {p.name} | {grows} | {per_tok / 1024:,.1f} KiB | "
+                    f"{f'{state / 2**20:,.1f} MiB' if state else '–'} | **{at / GiB:,.2f} GiB** |")
+        sources.append(f"{p.name}: {p.source}")
+        ax.plot(T / 1024, p.cache_bytes(T, 2) / GiB, label=f"{structure}: {p.name}")
+    rows.append("")
+    rows.append("Profiles from `part1_capacity/data/models.json`; sources: " + "; ".join(sources) + ".")
+    (out / "real_models_128k.md").write_text("\n".join(rows) + "\n")
+    ax.set_xlabel("tokens in context (K = 1024)")
+    ax.set_ylabel("cache of one sequence (GiB, bf16)")
+    ax.set_title("Cache-size laws applied to four real models")
+    ax.legend()
+    fig.savefig(out / "real_models.png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def build(out):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: extra threads only spin
+    try:
+        _structures(out)
+        _measured_table(out)
+        _sample(out)
+    finally:
+        torch.set_num_threads(before)
+    _latency(out, plt)
+    _real_models(out, plt)
