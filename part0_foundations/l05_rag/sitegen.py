@@ -144,6 +144,14 @@ def _memory(out: Path):
             "| step | RssAnon | RssFile | index file in page cache |", "|---|---|---|---|"]
     rows += [f"| {s['step']} | {_mib(s['rss_anon'])} | {_mib(s['rss_file'])} | {_mib(s['page_cache'])} "
              f"({100 * s['resident_pages'] / s['file_pages']:.0f}%) |" for s in steps]
+    by = {s["step"]: s for s in steps}
+    base, copy = by["written, pages dropped"], by["read_index (a copy)"]
+    searched = next(s for s in steps if s["step"].startswith("after"))
+    rows += ["", f"Against the {_mib(m['file_bytes'])} file: the copy added {_mib(copy['rss_anon'] - base['rss_anon'])} "
+             f"of RssAnon ({100 * (copy['rss_anon'] - base['rss_anon']) / m['file_bytes']:.0f}%); the mapped index, "
+             f"once searched, {_mib(searched['rss_file'] - base['rss_file'])} of RssFile "
+             f"({100 * (searched['rss_file'] - base['rss_file']) / m['file_bytes']:.0f}%) and "
+             f"{_mib(searched['rss_anon'] - base['rss_anon'])} of RssAnon."]
     iv = m["ivf"]
     rows += ["", f"An IVF-Flat index of the same vectors (nlist = {iv['nlist']}: file {iv['file_bytes']:,} bytes, "
              f"formula {iv['formula_bytes']:,}) opened with `IO_FLAG_MMAP`: after one search at nprobe = 1, "
