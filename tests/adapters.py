@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -34,7 +36,11 @@ class Learner:
         A cell that raises, or runs longer than CELL_TIME_LIMIT_S, is recorded and skipped: the checks that
         need its definitions then fail with a message; the grader itself never crashes.
         """
-        ns: dict = {"__name__": "__learner__"}
+        # A real module in sys.modules, so that definitions which look themselves up there (dataclasses,
+        # pickling, typing) behave as they do in a notebook kernel.
+        module = types.ModuleType("__learner__")
+        sys.modules["__learner__"] = module
+        ns: dict = module.__dict__
         errors: list[str] = []
         try:
             nb = json.loads(path.read_text())
