@@ -203,3 +203,18 @@ def test_sitegen_builds_from_saved_results(tmp_path):
     # GPT-2 124M's published size is 124.44M parameters with the tied head counted once.
     total = (tmp_path / "anatomy.md").read_text().splitlines()[-1].split("**")[3]  # | **total** | | | **N** |
     assert abs(int(total.replace(",", "")) - 124.44e6) < 0.01e6
+
+
+def test_train_script_writes_a_loadable_folder(tmp_path):
+    """The reproduction script end to end, shrunk: tokenizer, a few steps, save_pretrained, model card, log."""
+    from part0_foundations.l04_gpt2_int8 import train
+
+    out = tmp_path / "m"
+    code = train.main(["--out", str(out), "--vocab-size", "300", "--n-embd", "32", "--n-layer", "1", "--n-head", "2",
+                       "--n-positions", "32", "--batch-size", "2", "--steps", "2"])
+    assert code == 0
+    model, tok = data.load_model(out)
+    assert is_tied(model) and model.config.vocab_size == len(tok) <= 300
+    log = json.loads((out / "train_log.json").read_text())
+    assert log["steps"] == 2 and log["train_tokens"] > 10_000
+    assert "PSF License" in (out / "NOTICE.md").read_text()
