@@ -65,9 +65,17 @@ def _measured_table(out: Path):
 
 def _latency(out: Path, plt):
     r = json.loads(RESULTS.read_text())
+    import numpy as np
+
     fig, ax = plt.subplots(figsize=(8, 4))
-    ax.plot(r["positions"][1:], r["uncached_ms"][1:], lw=1, label="without cache (whole sequence every step)")
-    ax.plot(r["positions"][1:], r["cached_ms"][1:], lw=1, label="with KV cache (one token per step)")
+    pos = np.array(r["positions"][1:])  # step 0 (with the prefill) is left out
+    k = 15  # the machine was shared: raw steps are noisy, the running median shows the trend
+    for key, label, color in (("uncached_ms", "without cache (whole sequence every step)", "C0"),
+                              ("cached_ms", "with KV cache (one token per step)", "C1")):
+        ms = np.array(r[key][1:])
+        med = np.array([np.median(ms[max(0, i - k // 2):i + k // 2 + 1]) for i in range(len(ms))])
+        ax.plot(pos, ms, lw=0.6, alpha=0.35, color=color)
+        ax.plot(pos, med, lw=2, color=color, label=f"{label}, running median of {k}")
     ax.set_xlabel("position of the token being generated")
     ax.set_ylabel("latency of the step (ms)")
     ax.set_ylim(bottom=0)
