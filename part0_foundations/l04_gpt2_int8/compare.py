@@ -186,11 +186,11 @@ LABELS = {
 
 
 def variants_table(results: dict) -> str:
-    rows = ["| variant | lm_head | tied | state bytes | vs FP32 | max \\|Δlogit\\| | mean \\|Δlogit\\| | top-1 agree "
-            "| perplexity | latency ms (median / best) |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| variant | lm_head tied to wte | state bytes | vs FP32 | max \\|Δlogit\\| | mean \\|Δlogit\\| "
+            "| top-1 agree | perplexity | latency ms (median / best) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for v in results["variants"]:
         rows.append(
-            f"| {LABELS.get(v['key'], v['key'])} | {v['lm_head']} | {'yes' if v['tied'] else '**no**'} "
+            f"| {LABELS.get(v['key'], v['key'])} | {'yes (FP32)' if v['tied'] else '**no** (INT8 copy)'} "
             f"| {v['state_bytes']:,} | {v['bytes_vs_fp32']:.3f}× | {v['logit_max_abs_err']:.4f} "
             f"| {v['logit_mean_abs_err']:.5f} | {100 * v['top1_agreement']:.2f}% | {v['perplexity']:.3f} "
             f"| {v['latency_ms']:.1f} / {v['latency_best_ms']:.1f} |")
