@@ -143,13 +143,14 @@ def _cli(*args):
                           cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
-def test_cli():
-    ok = _cli("3 March 2021", "the 3rd of March '21")
+def test_cli(capsys):
+    from part0_foundations.l02_encoder_decoder.translate import main
+
+    ok = _cli("3 March 2021", "the 3rd of March '21")  # the real `python -m` entry point
     assert ok.returncode == 0 and ok.stdout == "2021-03-03\n2021-03-03\n", ok.stderr
-    bad = _cli("not a date")
-    assert bad.returncode == 2 and bad.stdout == ""
-    assert bad.stderr.startswith("error: text:") and len(bad.stderr.strip().splitlines()) == 1
-    assert "Traceback" not in bad.stderr
+    assert main(["not a date"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: text:") and len(err.strip().splitlines()) == 1
 
 
 def test_training_loop_learns(tmp_path):

@@ -8,6 +8,7 @@ decoding loop written here, and the true ISO date computed by ``datetime``.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 
 import torch
 from torch import nn
@@ -246,6 +247,23 @@ def check_checkpoint_in_your_layers(Seq2Seq):
         got = data.decode_ids(row)
         expect(got == iso, f"with your layers, {text!r} translated as {got!r}, expected {iso!r}")
 
+
+def _one_thread(check):
+    """Run a check on one torch thread: these models are tiny, and on a busy machine two OpenMP threads that
+    spin-wait for each other made the checks ~7x slower."""
+    @functools.wraps(check)
+    def run(impl):
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return check(impl)
+        finally:
+            torch.set_num_threads(before)
+    return run
+
+
+for _name in [n for n in dir() if n.startswith("check_")]:
+    globals()[_name] = _one_thread(globals()[_name])
 
 ALL = {
     "encoder_layer_matches_torch": ("EncoderLayer", check_encoder_layer_matches_torch),

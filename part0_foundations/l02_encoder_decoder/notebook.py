@@ -32,6 +32,8 @@ from part0_foundations.l01_attention import MultiHeadAttention
 from part0_foundations.l02_encoder_decoder import checks, data
 from part0_foundations.l02_encoder_decoder.evaluate import EncoderCutOff
 from part0_foundations.l02_encoder_decoder.model import Seq2SeqConfig, load_model
+
+torch.set_num_threads(1)  # the models here are tiny: one thread is faster than two waiting for each other
 """),
     md(r"""
 ## 1. Positions and the feed-forward network (given)
