@@ -174,12 +174,25 @@ def test_compare_with_model_dir(tiny_dir, tmp_path, capsys):
     assert "| FP32 (Conv1D → Linear) |" in capsys.readouterr().out
 
 
-def test_compare_bad_input_is_one_line_exit_2(tmp_path, capsys):
-    assert compare.main(["--model-dir", str(tmp_path / "nope")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "model_dir" in err[0] and "Traceback" not in err[0]
-    assert compare.main(["--threads", "0"]) == 2
-    assert "--threads" in capsys.readouterr().err
+def test_compare_bad_input_is_one_line_exit_2(tmp_path, tiny_dir, capsys):
+    import shutil
+
+    no_tok = tmp_path / "weights_only"
+    no_tok.mkdir()
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(tiny_dir / f, no_tok / f)
+    no_weights = tmp_path / "config_only"
+    no_weights.mkdir()
+    shutil.copy(tiny_dir / "config.json", no_weights / "config.json")
+    for argv, field in ((["--model-dir", str(tmp_path / "nope")], "model_dir"),
+                        (["--model-dir", str(no_tok)], "model_dir"),
+                        (["--model-dir", str(no_weights)], "model_dir"),
+                        (["--model-dir", str(tiny_dir), "--max-eval-tokens", "10"], "max_eval_tokens"),
+                        (["--threads", "0"], "--threads")):
+        capsys.readouterr()
+        assert compare.main(argv) == 2, argv
+        err = [line for line in capsys.readouterr().err.strip().splitlines() if line.startswith("error")]
+        assert len(err) == 1 and field in err[0], (argv, err)
 
 
 def test_saved_results_belong_to_the_shipped_model():

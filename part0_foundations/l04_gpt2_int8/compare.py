@@ -110,15 +110,16 @@ def run_comparison(model, tokenizer, *, label: str, max_eval_tokens: int = 16384
     torch.set_num_threads(threads)
     window = min(model.config.n_positions, 1024)
     windows = data.token_windows(tokenizer, data.heldout_text(), window, max_eval_tokens)
-    probe = windows[:logit_windows]
+    probe = windows[:min(logit_windows, data.windows_per_batch(window, model.config.vocab_size))]
     prompt = torch.tensor([tokenizer(data.PROMPT)["input_ids"][:window]])
 
-    original = copy.deepcopy(model).eval()
+    model.eval()
     # Before conversion the library finds no nn.Linear in the blocks: every Conv1D is passed by.
-    before, _ = quantize_with_torch(original, "per_tensor", include_lm_head=False)
+    before, _ = quantize_with_torch(model, "per_tensor", include_lm_head=False)  # works on a copy
     quantized_before = _quantized_count(before)
-    ref_before = data.logits(original, probe)
-    fp32 = conv1d_to_linear(copy.deepcopy(original)).eval()
+    del before  # one model's worth of memory: GPT-2 124M is 0.5 GB in FP32
+    ref_before = data.logits(model, probe)
+    fp32 = conv1d_to_linear(copy.deepcopy(model)).eval()
     ref = data.logits(fp32, probe)
     n_linear = len(linear_names(fp32))
 
@@ -237,8 +238,12 @@ def main(argv=None) -> int:
     out = args.out or (data.RESULTS_PATH if shipped else
                        data.RESULTS_PATH.with_name(f"comparison_{args.model_dir.resolve().name}.json"))
     print(f"Comparing {label} on {args.threads} threads (load average now {os.getloadavg()[0]:.1f})", file=sys.stderr)
-    results = run_comparison(model, tokenizer, label=label, max_eval_tokens=args.max_eval_tokens,
-                             latency_runs=args.latency_runs, threads=args.threads)
+    try:
+        results = run_comparison(model, tokenizer, label=label, max_eval_tokens=args.max_eval_tokens,
+                                 latency_runs=args.latency_runs, threads=args.threads)
+    except ValueError as exc:  # e.g. --max-eval-tokens shorter than one window
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     weights = next((f for f in ("model.safetensors", "pytorch_model.bin") if (Path(args.model_dir or data.SHIPPED_MODEL_DIR) / f).exists()), None)
     results["model"]["weights_sha256"] = data.sha256(Path(args.model_dir or data.SHIPPED_MODEL_DIR) / weights) if weights else None
     results["command"] = "python -m part0_foundations.l04_gpt2_int8.compare " + " ".join(argv if argv is not None else sys.argv[1:])

@@ -55,8 +55,22 @@ def load_model(model_dir=None):
     config = GPT2Config.from_pretrained(path, local_files_only=True)
     if config.model_type != "gpt2":
         raise ValueError(f"model_dir: {path} holds a {config.model_type!r} model; allowed: a 'gpt2' model")
-    model = GPT2LMHeadModel.from_pretrained(path, local_files_only=True).eval()
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    try:
+        model = GPT2LMHeadModel.from_pretrained(path, local_files_only=True).eval()
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"model_dir: {path} has no GPT-2 weights transformers can load locally "
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})") from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError, TypeError) as exc:
+        raise ValueError(f"model_dir: {path} has no tokenizer transformers can load locally (save it with "
+                         f"tokenizer.save_pretrained; {type(exc).__name__})") from None
+    probe = tokenizer("The with statement")["input_ids"]
+    if not probe:  # transformers builds an empty tokenizer when the folder has none
+        raise ValueError(f"model_dir: {path} has no tokenizer files (save the tokenizer with save_pretrained too)")
+    if len(tokenizer) > model.config.vocab_size:
+        raise ValueError(f"model_dir: {path}: the tokenizer has {len(tokenizer)} tokens but the model only "
+                         f"{model.config.vocab_size} embeddings")
     return model, tokenizer
 
 
@@ -65,13 +79,23 @@ def token_windows(tokenizer, text: str, window: int, max_tokens: int) -> torch.T
     ids = tokenizer(text, return_tensors=None)["input_ids"][:max_tokens]
     n = len(ids) // window
     if n == 0:
-        raise ValueError(f"text: {len(ids)} tokens is shorter than one window of {window}")
+        raise ValueError(f"max_eval_tokens: {len(ids)} tokens is shorter than one window of {window} tokens")
     return torch.tensor(ids[: n * window]).view(n, window)
 
 
+# Float32 logits are window × vocabulary × 4 bytes per window: 206 MB for GPT-2 124M at 1024 tokens.
+LOGIT_BYTES_BUDGET = 256 * 2**20
+
+
+def windows_per_batch(window: int, vocab_size: int) -> int:
+    """How many windows fit the logit budget (at least one)."""
+    return max(1, LOGIT_BYTES_BUDGET // (window * vocab_size * 4))
+
+
 @torch.no_grad()
-def perplexity(model, windows: torch.Tensor, batch_size: int = 8) -> float:
+def perplexity(model, windows: torch.Tensor, batch_size: int | None = None) -> float:
     """exp(mean next-token negative log-likelihood) over every predicted position of every window."""
+    batch_size = batch_size or windows_per_batch(windows.shape[1], model.config.vocab_size)
     nll, count = 0.0, 0
     for i in range(0, len(windows), batch_size):
         x = windows[i : i + batch_size]
