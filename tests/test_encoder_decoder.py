@@ -122,15 +122,37 @@ def test_translate(text, iso):
 
 
 @pytest.mark.parametrize("text, says", [
-    ("hello world", "not a date"), ("3 March 2150", "year 2150 is outside"), ("1 January 1949", "outside"),
-    ("29 February 2021", "not a date"), ("31 April 2021", "not a date"), ("13/03/21", "not a date"),
-    ("Mon, 3 Mar 2021", "not a date"), ("3 March 2021!", "'!'"), ("", "empty"), ("3 " * 40, "characters"),
+    ("hello world", "not recognised"), ("3 March 2150", "year 2150 is outside"), ("1 January 1949", "outside"),
+    ("29 February 2021", "not recognised"), ("31 April 2021", "not recognised"), ("13/03/21", "not recognised"),
+    ("Mon, 3 Mar 2021", "not recognised"), ("3 March 2021!", "'!'"), ("", "empty"), ("3 " * 40, "characters"),
     (20210303, "expected a string"),
 ])
 def test_translate_refuses_instead_of_guessing(text, says):
     with pytest.raises(ValueError, match="text") as err:
         translate(text)
     assert says in str(err.value)
+
+
+def test_misreads_are_refused_not_returned(results):
+    # Whatever the model gets wrong (recorded by the evaluation), translate must refuse rather than return it.
+    wrong = results["evaluation"]["errors"] + results["evaluation"]["per_form_errors"]
+    for e in wrong[:5]:
+        with pytest.raises(ValueError, match="not recognised"):
+            translate(e["text"])
+
+
+def test_a_wrong_answer_never_passes_the_round_trip(monkeypatch):
+    # Whatever date the decoder writes, it is returned only if the input is a form of that date.
+    from part0_foundations.l02_encoder_decoder import translate as T
+
+    def decoder_says(iso):
+        return lambda model, src, max_len: torch.tensor([[data.BOS_ID] + data.encode_text(iso) + [data.EOS_ID]])[:, 1:]
+
+    monkeypatch.setattr(T, "greedy_decode", decoder_says("2021-03-04"))
+    with pytest.raises(ValueError, match="not recognised"):
+        T.translate("3 March 2021")
+    monkeypatch.setattr(T, "greedy_decode", decoder_says("2021-03-03"))
+    assert T.translate("3 March 2021") == "2021-03-03"
 
 
 def test_translate_many_batches():

@@ -1,7 +1,8 @@
 """Train the date translator and reproduce the shipped checkpoint and its results.
 
-    python -m part0_foundations.l02_encoder_decoder.train            # ~5 min on 2 CPU cores; writes
+    python -m part0_foundations.l02_encoder_decoder.train            # a few minutes on 2 CPU cores; writes
                                                                     # checkpoint.pt and results.json here
+                                                                    # (results.json records the time it took)
     python -m part0_foundations.l02_encoder_decoder.train --steps 50 --out /tmp/try   # a quick try elsewhere
 
 Teacher forcing (the decoder reads the true output shifted right and predicts the next character at every position

@@ -5,8 +5,9 @@
 A neural translator always writes *something*. To never return a guess, the model's answer is accepted only when
 it is a real calendar date in the supported range and the input is one of the data set's forms of that very date
 (compared ignoring case, commas and extra spaces). Anything else — text that is not a date, a date outside
-1950–2049, an impossible date such as 31 February, a form the model never learned — raises ``ValueError`` that
-names the field ``text`` and says what is allowed. The CLI prints that message on one line and exits 2.
+1950–2049, an impossible date such as 31 February, a form the model never learned, a real date the model misreads
+(no string is a form of two dates, so a misread never passes) — raises ``ValueError`` that names the field ``text``
+and says what is allowed. The CLI prints that message on one line and exits 2.
 """
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def translate_many(texts) -> list[str]:
             day = None
         if (day is None or not data.FIRST_DATE <= day <= data.LAST_DATE
                 or _normalise(text) not in {_normalise(data.render(day, f)) for f in data.FORM_NAMES}):
-            raise ValueError(f"text: {text!r} is not a date from {RANGE} in a supported form "
+            raise ValueError(f"text: {text!r} was not recognised as a date from {RANGE} in a supported form "
                              f"(e.g. {EXAMPLES}); refusing to guess")
         results.append(iso)
     return results
