@@ -137,7 +137,10 @@ def test_trained_checkpoint_generates_the_same_with_and_without_cache():
     a, la = model.generate(prompt, 40, use_cache=True, return_logits=True)
     b, lb = model.generate(prompt, 40, use_cache=False, return_logits=True)
     assert torch.equal(a, b)
-    torch.testing.assert_close(la, lb, atol=1e-5, rtol=0)
+    # fp32: a batched prefill and one-row decode steps round differently (different GEMM shapes). The trained model's
+    # logits reach ~20, so the agreement is 1e-5 relative to the logit scale (the untrained models above: 1e-5 abs).
+    scale = max(1.0, lb.abs().max().item())
+    assert (la - lb).abs().max().item() <= 1e-5 * scale
     with pytest.raises(ValueError, match="prompt"):
         tok.encode("héllo ☃")
 
