@@ -166,23 +166,27 @@ def test_bad_input_is_one_line_and_exit_2(tiny, tmp_path):
 
 # --- llama-bench ↔ Python API --------------------------------------------------------------------------------------
 AGREEMENT = 0.10
+ATTEMPTS = 6
 
 
 @pytest.mark.skipif(bench.find_llama_bench() is None, reason="llama-bench not built (make llama-bench)")
 def test_python_method_agrees_with_llama_bench(tmp_path):
-    """Same file, same tests, same threads: within 10% for pp and for tg. The machine may be shared, so each
-    attempt runs both methods back to back on each sample's median, and a metric passes when one attempt of
-    three agrees; a method that is systematically off by more than 10% still fails every attempt."""
+    """Same file, same tests (pp512 and tg128), same settings: the two methods agree within 10% on each.
+
+    Robust on a shared 2-core machine: one thread (two threads meet at a barrier after every operation, so one
+    descheduled thread stalls both and a neighbour's load shows up as large random slow-downs), five runs per
+    method summarised by their median, the methods back to back, and a metric passes when one attempt of six
+    agrees. A method that is systematically off by more than 10% still fails every attempt."""
     small = write_llama_gguf(tmp_path / "small.gguf", LlamaShape(4, 512, 8, 4, 1536), dtype="f16")
     ratios = {"pp": [], "tg": []}
-    for attempt in range(3):
-        ref = bench.run_llama_bench(small, n_prompt=512, n_gen=128, repeats=3)
-        ours = bench.run_python(small, n_prompt=512, n_gen=128, repeats=3)
+    for attempt in range(ATTEMPTS):
+        ref = bench.run_llama_bench(small, n_prompt=512, n_gen=128, repeats=5, threads=1)
+        ours = bench.run_python(small, n_prompt=512, n_gen=128, repeats=5, threads=1)
         for k in ratios:
-            ratios[k].append(_median(ours[k]["samples"]) / _median(ref[k]["samples"]))
+            ratios[k].append(round(_median(ours[k]["samples"]) / _median(ref[k]["samples"]), 3))
         if all(any(abs(r - 1) <= AGREEMENT for r in rs) for rs in ratios.values()):
             return
-    pytest.fail(f"Python API / llama-bench throughput ratios outside ±{AGREEMENT:.0%}: {ratios}")
+    pytest.fail(f"Python API / llama-bench throughput ratios outside ±{AGREEMENT:.0%} in every attempt: {ratios}")
 
 
 def _median(xs):
