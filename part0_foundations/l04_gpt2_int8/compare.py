@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import json
 import os
 import platform
@@ -80,8 +81,17 @@ def latencies_ms(models: list, prompt_ids: torch.Tensor, runs: int, warmup: int 
     return [{"latency_ms": statistics.median(t), "latency_best_ms": min(t)} for t in times]
 
 
-def layer_report(fp32_model, library_models: dict) -> list[dict]:
-    """Weight error of both schemes for every Linear (and lm_head/wte), plus the per-channel scale histogram."""
+def library_sqnr(fp32_model, qmodel) -> dict:
+    """SQNR (dB) of the weights a torch.ao-quantized model computes with, per Linear name (lm_head included)."""
+    fp, q = dict(fp32_model.named_modules()), dict(qmodel.named_modules())
+    return {n: weight_error(fp[n].weight, library_weight(q[n]))["sqnr_db"] for n in linear_names(fp32_model, True)}
+
+
+def layer_report(fp32_model, library: dict) -> list[dict]:
+    """Weight error of both schemes for every Linear (and lm_head/wte), plus the per-channel scale histogram.
+
+    ``library`` maps a scheme to ``library_sqnr`` of the torch.ao model with every Linear quantized.
+    """
     modules = dict(fp32_model.named_modules())
     rows = []
     for name in linear_names(fp32_model, include_lm_head=True):
@@ -97,11 +107,15 @@ def layer_report(fp32_model, library_models: dict) -> list[dict]:
             "scale_ratio_hist": [int(h) for h in hist],
             "scale_ratio_median": float(ratio.median()),
         }
-        for scheme, lib in library_models.items():
-            lw = library_weight(dict(lib.named_modules())[name])
-            row[f"torch_{scheme}_sqnr_db"] = weight_error(w, lw)["sqnr_db"]
+        for scheme, sqnr in library.items():
+            row[f"torch_{scheme}_sqnr_db"] = sqnr[name]
         rows.append(row)
     return rows
+
+
+# Below this many parameters every variant is kept in memory so that their latencies can be measured taking turns;
+# above it (GPT-2 124M) each variant is timed as soon as it is built and then dropped, to stay within a few GB.
+INTERLEAVE_MAX_PARAMS = 20_000_000
 
 
 def run_comparison(model, tokenizer, *, label: str, max_eval_tokens: int = 16384, logit_windows: int = 4,
@@ -123,13 +137,14 @@ def run_comparison(model, tokenizer, *, label: str, max_eval_tokens: int = 16384
     ref = data.logits(fp32, probe)
     n_linear = len(linear_names(fp32))
 
-    variants, models, deprecation, library_models = [], [], None, {}
+    interleave = sum(p.numel() for p in fp32.parameters()) <= INTERLEAVE_MAX_PARAMS
+    variants, models, deprecation, library = [], [], None, {}
     fp32_bytes = state_bytes(fp32)
     for key, method, scheme, lm_head in VARIANTS:
         m, dep = build_variant(fp32, method, scheme, lm_head)
         deprecation = deprecation or dep
         if method == "torch.ao" and lm_head:
-            library_models[scheme] = m  # every Linear quantized, lm_head included: the library's weights per layer
+            library[scheme] = library_sqnr(fp32, m)  # every Linear quantized, lm_head included
         out = data.logits(m, probe)
         err = (out - ref).abs()
         nbytes = state_bytes(m)
@@ -142,10 +157,16 @@ def run_comparison(model, tokenizer, *, label: str, max_eval_tokens: int = 16384
             "top1_agreement": float((out.argmax(-1) == ref.argmax(-1)).float().mean()),
             "perplexity": data.perplexity(m, windows),
         })
-        models.append(m)
+        if interleave:
+            models.append(m)
+        else:
+            variants[-1].update(latencies_ms([m], prompt, latency_runs)[0])
+        del m, out, err
+        gc.collect()
         print(f"  {key:28s} {nbytes:>12,} B  ppl {variants[-1]['perplexity']:.3f}", file=sys.stderr, flush=True)
-    for v, lat in zip(variants, latencies_ms(models, prompt, latency_runs)):
-        v.update(lat)
+    if interleave:
+        for v, lat in zip(variants, latencies_ms(models, prompt, latency_runs)):
+            v.update(lat)
 
     cfg = model.config
     return {
@@ -163,14 +184,15 @@ def run_comparison(model, tokenizer, *, label: str, max_eval_tokens: int = 16384
             "quantized_by_torch_after_conversion_with_lm_head": next(v["quantized_modules"] for v in variants if v["key"] == "torch_per_tensor_lm_head"),
         },
         "eval": {"window": window, "tokens": windows.numel(), "logit_tokens": probe.numel(),
+                 "perplexity_batch_windows": data.windows_per_batch(window, cfg.vocab_size),
                  "prompt_tokens": prompt.shape[1]},
-        "latency": {"runs": latency_runs, "threads": threads, "statistic": "median (and best) ms of one forward pass, variants taking turns",
+        "latency": {"runs": latency_runs, "threads": threads, "statistic": "median (and best) ms of one forward pass" + (", variants taking turns" if interleave else ""),
                     "loadavg_1min": os.getloadavg()[0], "cpu_count": os.cpu_count()},
         "torch_deprecation_warning": deprecation,
         "versions": {"torch": torch.__version__, "python": platform.python_version(),
                      "quantized_engine": torch.backends.quantized.engine},
         "variants": variants,
-        "layers": layer_report(fp32, library_models),
+        "layers": layer_report(fp32, library),
     }
 
 

@@ -100,8 +100,8 @@ def build(out):
     (out / "model.md").write_text(
         f"Model: **{m['label']}** — {m['n_layer']} layers, {m['n_head']} heads, n_embd {m['n_embd']}, vocabulary "
         f"{m['vocab_size']:,}, {m['parameters']:,} parameters (the tied weight counted once). Perplexity over "
-        f"{e['tokens']:,} held-out tokens in windows of {e['window']}; logit error over the first {e['logit_tokens']:,} "
-        f"of them; latency: {lat['statistic']} over a {e['prompt_tokens']}-token prompt, {lat['runs']} runs on "
+        f"{e['tokens']:,} held-out tokens in windows of {e['window']}, up to {e.get('perplexity_batch_windows', 8)} "
+        f"windows per batch; logit error over the first {e['logit_tokens']:,} of them (one batch); latency: {lat['statistic']} over a {e['prompt_tokens']}-token prompt, {lat['runs']} runs on "
         f"{lat['threads']} threads, 1-minute load average {lat['loadavg_1min']:.1f} on {lat['cpu_count']} CPUs while "
         f"measuring. torch {results['versions']['torch']}, quantized engine `{results['versions']['quantized_engine']}`. "
         f"Command: `{results['command']}`.\n")
