@@ -47,7 +47,7 @@ FORMS = {
     "mm/dd/yy": lambda d: f"{d.month:02d}/{d.day:02d}/{d.year % 100:02d}",                # 03/03/21
     "rfc2822": lambda d: f"{WEEKDAYS[d.weekday()][:3]}, {d.day} {MONTHS[d.month - 1][:3]} {d.year}",  # Wed, 3 Mar 2021
     "korean": lambda d: f"{d.year}년 {d.month}월 {d.day}일",                                 # 2021년 3월 3일
-    "the_dth_of_month_yy": lambda d: f"the {ordinal(d.day)} of {MONTHS[d.month - 1]} '{d.year % 100:02d}",  # the 3rd of March '21
+    "the_dth_of_month_yy": lambda d: f"the {ordinal(d.day)} of {MONTHS[d.month - 1]} '{d.year % 100:02d}",
     "m/d/yyyy": lambda d: f"{d.month}/{d.day}/{d.year}",                                  # 3/3/2021
     "dd.mm.yyyy": lambda d: f"{d.day:02d}.{d.month:02d}.{d.year}",                        # 03.03.2021
     "d.m.yy": lambda d: f"{d.day}.{d.month}.{d.year % 100:02d}",                          # 3.3.21

@@ -158,7 +158,7 @@ def heatmap_figure(model, path):
     plt.close(fig)
 
 
-def _tables(res, model, out):
+def _tables(res, out):
     ev, tr = res["evaluation"], res["training"]
     rows = [
         "| | full model | same decoder, encoder output cut off (zeros) | best constant answer (chance) |",
@@ -230,6 +230,6 @@ def build(out):
         architecture_figure(res["model"], res["n_parameters"], out / "architecture.png")
         training_figure(res, out / "training_curve.png")
         heatmap_figure(model, out / "cross_attention.png")
-        _tables(res, model, out)
+        _tables(res, out)
     finally:
         torch.set_num_threads(threads)
