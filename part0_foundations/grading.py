@@ -59,6 +59,25 @@ def call(fn, *args, what=None, timeout: float = 30.0, **kwargs):
             raise CheckFailed(f"{name} raised {tb}") from None
 
 
+def one_torch_thread(check):
+    """Run a check on one torch thread (restored afterwards). The lessons' models are tiny: extra OpenMP threads
+    only spin-wait for each other, which on a busy 2-core machine made checks several times slower."""
+    import functools
+
+    @functools.wraps(check)
+    def run(*args, **kwargs):
+        import torch
+
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return check(*args, **kwargs)
+        finally:
+            torch.set_num_threads(before)
+
+    return run
+
+
 def expect(condition: bool, message: str):
     """Raise CheckFailed(message) unless ``condition``."""
     if not condition:

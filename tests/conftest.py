@@ -28,3 +28,14 @@ def learner(request):
     from tests.adapters import Learner
 
     return Learner.from_option(request.config.getoption("--notebook"), request.module.REFERENCE)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Tiny models: one torch thread is faster; two OpenMP threads spin-wait for each other on a busy machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

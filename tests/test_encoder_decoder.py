@@ -15,14 +15,7 @@ from part0_foundations.grading import CheckFailed
 REPO = M.CHECKPOINT.parents[2]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # These models are tiny: one thread is faster, and on a busy machine two OpenMP threads that spin-wait for
-    # each other are many times slower.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

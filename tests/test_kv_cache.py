@@ -18,13 +18,7 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 KiB = 1024
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny tensors: extra threads only spin on a shared machine.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _measure(name, dtype, t_values=T_VALUES):

@@ -8,12 +8,11 @@ decoding loop written here, and the true ISO date computed by ``datetime``.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 
 import torch
 from torch import nn
 
-from part0_foundations.grading import call, expect, expect_close, expect_shape
+from part0_foundations.grading import one_torch_thread, call, expect, expect_close, expect_shape
 from part0_foundations.l01_attention.checks import _copy_from_torch_mha
 from part0_foundations.l02_encoder_decoder import data
 
@@ -248,22 +247,9 @@ def check_checkpoint_in_your_layers(Seq2Seq):
         expect(got == iso, f"with your layers, {text!r} translated as {got!r}, expected {iso!r}")
 
 
-def _one_thread(check):
-    """Run a check on one torch thread: these models are tiny, and on a busy machine two OpenMP threads that
-    spin-wait for each other made the checks ~7x slower."""
-    @functools.wraps(check)
-    def run(impl):
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return check(impl)
-        finally:
-            torch.set_num_threads(before)
-    return run
-
-
+# Every check runs its model on one thread (see grading.one_torch_thread).
 for _name in [n for n in dir() if n.startswith("check_")]:
-    globals()[_name] = _one_thread(globals()[_name])
+    globals()[_name] = one_torch_thread(globals()[_name])
 
 ALL = {
     "encoder_layer_matches_torch": ("EncoderLayer", check_encoder_layer_matches_torch),

@@ -6,11 +6,10 @@ cache must hold exactly what the law says, to the byte.
 """
 from __future__ import annotations
 
-import functools
 
 import torch
 
-from part0_foundations.grading import call, expect, expect_close, expect_shape
+from part0_foundations.grading import one_torch_thread, call, expect, expect_close, expect_shape
 from part0_foundations.l03_kv_cache import gpt as ref
 from part0_foundations.l03_kv_cache import laws
 from part0_foundations.l03_kv_cache.structures import STRUCTURES, law_bytes
@@ -20,17 +19,6 @@ T_VALUES = (16, 64, 256, 1024)
 DTYPES = (torch.float32, torch.bfloat16)
 
 
-def _one_thread(check):
-    """Run a check on one thread: the models here are tiny, and extra threads only spin (and are restored after)."""
-    @functools.wraps(check)
-    def run(impl):
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return check(impl)
-        finally:
-            torch.set_num_threads(before)
-    return run
 
 
 def _nbytes(tensors):
@@ -85,7 +73,7 @@ def _bytes_match_law(model_factory, name, t_values=T_VALUES):
 
 
 # --- LayerKV: the cache append ------------------------------------------------------------------------------------
-@_one_thread
+@one_torch_thread
 def check_layer_kv_append(LayerKV):
     """Appending chunks of 5, 1, 1 and 3 tokens holds exactly their concatenation, with positions 0..T-1."""
     g = torch.Generator().manual_seed(0)
@@ -108,7 +96,7 @@ def check_layer_kv_append(LayerKV):
                         f"{want} bytes")
 
 
-@_one_thread
+@one_torch_thread
 def check_window_ring_buffer(WindowKV):
     """A ring buffer of W slots: holds min(T, W) tokens, the newest ones, and returns old + new keys with positions."""
     W, g = 8, torch.Generator().manual_seed(2)
@@ -137,7 +125,7 @@ def check_window_ring_buffer(WindowKV):
 
 
 # --- CausalSelfAttention: the cached attention step ---------------------------------------------------------------
-@_one_thread
+@one_torch_thread
 def check_cached_equals_uncached(CausalSelfAttention):
     """generate(use_cache=True) equals use_cache=False (greedy tokens, logits within 1e-5) for MHA, GQA, MQA and
     the sliding-window hybrid, with your attention in every layer."""
@@ -145,14 +133,14 @@ def check_cached_equals_uncached(CausalSelfAttention):
         _cached_equals_uncached(_model(name, attention=CausalSelfAttention), f"{name} with your attention")
 
 
-@_one_thread
+@one_torch_thread
 def check_attention_cache_bytes(CausalSelfAttention):
     """The cache of MHA, GQA and MQA models holds exactly 2 × L × n_kv_heads × head_dim × bytes × T."""
     for name in ("MHA", "GQA", "MQA"):
         _bytes_match_law(lambda n, dt: _model(n, dt, attention=CausalSelfAttention), name)
 
 
-@_one_thread
+@one_torch_thread
 def check_window_cache_stops_at_W(CausalSelfAttention):
     """Window layers stop growing at W: the hybrid's cache follows the law, and past W only the full layer grows."""
     _bytes_match_law(lambda n, dt: _model(n, dt, attention=CausalSelfAttention), "sliding window")
@@ -173,13 +161,13 @@ def check_window_cache_stops_at_W(CausalSelfAttention):
 
 
 # --- MLA: the latent cache ------------------------------------------------------------------------------------------
-@_one_thread
+@one_torch_thread
 def check_mla_cached_equals_uncached(MLAttention):
     """The MLA model with your MLAttention generates the same with the cache and without."""
     _cached_equals_uncached(_model("MLA", mla=MLAttention), "MLA with your MLAttention")
 
 
-@_one_thread
+@one_torch_thread
 def check_mla_cache_bytes(MLAttention):
     """The MLA cache holds only the latent and the RoPE key: L × (kv_lora_rank + qk_rope_head_dim) × bytes × T."""
     model = _model("MLA", mla=MLAttention)
