@@ -60,8 +60,11 @@ def run_record(argv=None) -> dict:
     from part1_capacity.engine.host import host_description
 
     argv = sys.argv[1:] if argv is None else argv
+    # The load average at the start says whether other work shared the CPUs (timings are then contended).
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     return {"date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "host": host_description(),
-            "command": "capacity " + " ".join(argv), "llama_cpp_python": llama_cpp.__version__}
+            "command": "capacity " + " ".join(argv), "llama_cpp_python": llama_cpp.__version__,
+            "load_average_at_start": load}
 
 
 def save_result(name: str, result: dict) -> Path:

@@ -3,6 +3,8 @@
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from part1_capacity.engine.common import load_result
 
 NAME = "engine"
@@ -17,8 +19,10 @@ def _missing(out, names, what):
 def _run_info(r) -> str:
     h = r["host"]
     note = f" — {r['note']}" if r.get("note") else ""
+    load = r.get("load_average_at_start")
+    load = f", load average {load:.1f} at the start" if load is not None else ""
     return (f"Run on {r['date']}, host `{h['node']}`: {h['cpu']}, {h['cpus']} CPUs, "
-            f"{h['memory_bytes'] / 2 ** 30:.0f} GiB, llama-cpp-python {r['llama_cpp_python']}{note}. "
+            f"{h['memory_bytes'] / 2 ** 30:.0f} GiB, llama-cpp-python {r['llama_cpp_python']}{load}{note}. "
             f"Command: `{r['command']}`\n")
 
 
@@ -81,7 +85,17 @@ def e2_model(r) -> str:
     return (f"Model: {m['n_params']:,} parameters ({m['n_layers']} layers, hidden size {m['hidden_size']}), "
             f"{m['source']}; measured with **{r['method']}**, {r['threads']} threads, one warm-up and "
             f"{r['repeats']} runs per test (mean ± standard deviation). Bench command for one level: "
-            f"`{first['bench_command']}`.\n")
+            f"`{_short_paths(first['bench_command'])}`.\n")
+
+
+def _short_paths(command: str) -> str:
+    """The command with each model path cut to its file name (the scratch folder is gone after the run)."""
+    return " ".join(Path(w).name if "/" in w else w for w in command.split())
+
+
+def _vs(a, b, key):
+    """'1.23× as fast' style ratio of two levels on one metric."""
+    return f"{a[key] / b[key]:.2f}×"
 
 
 def e2_findings(r) -> str:
@@ -90,37 +104,41 @@ def e2_findings(r) -> str:
     by_size = sorted(r["levels"], key=lambda x: -x["file_bytes"])
     pp = [x["pp512_tps"] for x in by_size]
     monotonic = all(a <= b for a, b in zip(pp, pp[1:]))
-    fastest_pp = max(r["levels"], key=lambda x: x["pp512_tps"])
-    out = []
-    order = " > ".join(f"{x['type']} {x['pp512_tps']:,.0f}" for x in sorted(r["levels"],
-                                                                           key=lambda x: -x["pp512_tps"]))
-    out.append(f"- **Prefill is {'' if monotonic else 'not '}monotonic in file size.** pp512 in tokens/s, "
-               f"fastest first: {order}. The fastest is {fastest_pp['type']}; the calculator predicts the same "
-               f"prefill for every level (all counted at the 16-bit peak): "
-               f"{lv['F16']['predicted_pp512_tps']:,.0f} tokens/s.")
-    if "F16" in lv and "Q4_K_M" in lv:
-        f16, q4 = lv["F16"], lv["Q4_K_M"]
-        size_ratio = f16["file_bytes"] / q4["file_bytes"]
-        speed = q4["tg128_tps"] / f16["tg128_tps"]
-        out.append(f"- **Decode improves less than the size ratio.** Q4_K_M's file is {size_ratio:.2f}× smaller "
-                   f"than F16's; its tg128 is {speed:.2f}× faster. The bandwidth roof reached falls from "
-                   f"{100 * f16['bandwidth_fraction']:.0f}% (F16) to {100 * q4['bandwidth_fraction']:.0f}% "
-                   f"(Q4_K_M).")
-    if "Q8_0" in lv and "F16" in lv:
-        q8, f16 = lv["Q8_0"], lv["F16"]
-        out.append(f"- Q8_0 against F16: {f16['file_bytes'] / q8['file_bytes']:.2f}× smaller, decode "
-                   f"{q8['tg128_tps'] / f16['tg128_tps']:.2f}× and prefill {q8['pp512_tps'] / f16['pp512_tps']:.2f}× "
-                   f"as fast.")
-    if "Q5_0" in lv and "Q8_0" in lv:
+    order = " > ".join(f"{x['type']} {x['pp512_tps']:,.0f}"
+                       for x in sorted(r["levels"], key=lambda x: -x["pp512_tps"]))
+    out = [f"- **Prefill is {'' if monotonic else 'not '}monotonic in file size.** pp512 in tokens/s, fastest "
+           f"first: {order}. The calculator predicts one prefill speed for every level: "
+           f"{r['levels'][0]['predicted_pp512_tps']:,.0f} tokens/s."]
+    acc = r.get("accelerator") or {}
+    if {"F16", "Q8_0"} <= lv.keys():
+        f16, q8 = lv["F16"], lv["Q8_0"]
+        line = (f"- Q8_0 (integer dot products) against F16 (fp32 FMAs): prefill {_vs(q8, f16, 'pp512_tps')} as "
+                f"fast with {f16['file_bytes'] / q8['file_bytes']:.2f}× fewer bytes. F16 reaches "
+                f"{100 * f16['matmul_peak_fraction']:.0f}% of the host's fp32 GEMM throughput")
+        if acc.get("flops_int8"):
+            frac = q8["pp512_tps"] * 2 * q8["n_params"] / acc["flops_int8"]
+            line += f"; Q8_0 reaches {100 * frac:.0f}% of its int8 GEMM throughput"
+        out.append(line + ".")
+    if {"Q5_0", "Q8_0"} <= lv.keys():
         q5, q8 = lv["Q5_0"], lv["Q8_0"]
-        out.append(f"- Q5_0 against Q8_0: {q8['file_bytes'] / q5['file_bytes']:.2f}× smaller, decode "
-                   f"{q5['tg128_tps'] / q8['tg128_tps']:.2f}× and prefill {q5['pp512_tps'] / q8['pp512_tps']:.2f}× "
-                   f"as fast.")
-    dec_err = [x["tg128_tps"] / x["predicted_tg128_tps"] for x in r["levels"]]
-    out.append(f"- Measured decode is {100 * min(dec_err):.0f}–{100 * max(dec_err):.0f}% of the calculator's "
-               f"prediction; measured prefill is "
-               f"{100 * min(x['pp512_tps'] / x['predicted_pp512_tps'] for x in r['levels']):.0f}–"
-               f"{100 * max(x['pp512_tps'] / x['predicted_pp512_tps'] for x in r['levels']):.0f}%.")
+        out.append(f"- Q5_0 against Q8_0 (the same dot-product path plus re-assembling the fifth bits): prefill "
+                   f"{_vs(q5, q8, 'pp512_tps')} as fast, decode {_vs(q5, q8, 'tg128_tps')}, with "
+                   f"{q8['file_bytes'] / q5['file_bytes']:.2f}× fewer bytes.")
+    if {"Q4_K_M", "Q5_0"} <= lv.keys():
+        q4, q5 = lv["Q4_K_M"], lv["Q5_0"]
+        out.append(f"- Q4_K_M (repacked integer GEMM) against Q5_0, files of similar size: prefill "
+                   f"{_vs(q4, q5, 'pp512_tps')} as fast.")
+    if {"F16", "Q4_K_M"} <= lv.keys():
+        f16, q4 = lv["F16"], lv["Q4_K_M"]
+        out.append(f"- **Decode improves less than the size ratio.** Q4_K_M's file is "
+                   f"{f16['file_bytes'] / q4['file_bytes']:.2f}× smaller than F16's; its tg128 is "
+                   f"{_vs(q4, f16, 'tg128_tps')} as fast.")
+    fr = ", ".join(f"{x['type']} {100 * x['bandwidth_fraction']:.0f}%" for x in by_size)
+    out.append(f"- Fraction of the bandwidth roof decode reaches, largest file first: {fr}.")
+    dec = [x["tg128_tps"] / x["predicted_tg128_tps"] for x in r["levels"]]
+    pre = [x["pp512_tps"] / x["predicted_pp512_tps"] for x in r["levels"]]
+    out.append(f"- Measured ÷ predicted: prefill {100 * min(pre):.0f}–{100 * max(pre):.0f}%, decode "
+               f"{100 * min(dec):.0f}–{100 * max(dec):.0f}%.")
     return "\n".join(out) + "\n"
 
 
@@ -140,14 +158,14 @@ def e2_chart(r, metric, path, title, ylabel):
     ax.bar(x - 0.2, meas, 0.4, yerr=err, capsize=3, label="measured (llama.cpp)", color="#3b6ea8")
     ax.bar(x + 0.2, pred, 0.4, label="predicted (calculator, this host)", color="#f2a541", hatch="//",
            edgecolor="#9a5b00")
-    for xi, m, p in zip(x, meas, pred):
-        ax.annotate(f"{100 * m / p:.0f}%", (xi - 0.2, m), ha="center", va="bottom", fontsize=8,
-                    xytext=(0, 2), textcoords="offset points")
+    for xi, m, e, p in zip(x, meas, err, pred):  # measured ÷ predicted, above the error bar
+        ax.annotate(f"{100 * m / p:.0f}%", (xi - 0.2, m + e), ha="center", va="bottom", fontsize=8,
+                    xytext=(0, 3), textcoords="offset points")
     ax.set_xticks(x, [f"{lv['type']}\n{lv['file_bytes'] / 1e6:,.0f} MB" for lv in levels])
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper left")
-    ax.set_ylim(0, max(max(meas), max(pred)) * 1.18)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    ax.set_ylim(0, max(max(m + e for m, e in zip(meas, err)), max(pred)) * 1.12)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
