@@ -151,6 +151,17 @@ def test_host_profile_is_an_accelerator_the_calculator_loads(tmp_path):
     assert acc.ridge_point("fp16") == pytest.approx(80e9 / 12.5e9)
 
 
+def test_host_measurement_runs_with_the_engines_limits():
+    """The real measurement (a subprocess with MKL/oneDNN capped at AVX2): positive figures, one per run."""
+    from part1_capacity.engine import host
+
+    m = host.measure(threads=1, repeats=1)
+    assert m["threads"] == 1 and m["isa_cap"] == "AVX2"
+    assert len(m["bandwidth_all_bytes_per_s"]) == 3 and len(m["matmul_fp32_all_flops"]) == 1
+    assert m["bandwidth_bytes_per_s"] == max(m["bandwidth_all_bytes_per_s"]) > 0
+    assert m["matmul_fp32_flops"] > 0 and m["matmul_int8_ops"] > 0
+
+
 def test_bad_input_is_one_line_and_exit_2(tiny, tmp_path):
     q = llama.quantize(tiny, tmp_path / "q.gguf", "Q8_0")
     for args, field in ((("e1", "--gguf", str(tmp_path / "missing.gguf")), "--gguf"),
