@@ -5,6 +5,7 @@ import contextlib
 import datetime as _dt
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -63,7 +64,7 @@ def run_record(argv=None) -> dict:
     # The load average at the start says whether other work shared the CPUs (timings are then contended).
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     return {"date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "host": host_description(),
-            "command": "capacity " + " ".join(argv), "llama_cpp_python": llama_cpp.__version__,
+            "command": shlex.join(["capacity", *argv]), "llama_cpp_python": llama_cpp.__version__,
             "load_average_at_start": load}
 
 
