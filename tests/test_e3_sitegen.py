@@ -15,6 +15,8 @@ def _synthetic_run():
     template = json.loads(next(SAVED.glob("e3_*.json")).read_text())  # any saved run: host facts, config shape
     run = copy.deepcopy(template)
     host = run["host_mem_bytes"]
+    # A 9 GB index: larger than any saved run, so the page (which leads with the largest index) shows this one.
+    run["index_bytes"] = 9 * GB
     cfg = Config(baseline_cycles=3, knee_factor=10, knee_confirm=2)
     cycles = []
     for i, taken in enumerate([0, 0, 0] + [x * GB // 4 for x in range(8, 16)]):
