@@ -39,3 +39,24 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture()
+def disk_dir(tmp_path):
+    """A directory on a disk-backed filesystem, where a file's page cache can be dropped (not on tmpfs).
+
+    Falls back to a temporary folder beside the tests when the system's temp dir is tmpfs; skips (and says so)
+    only when neither is on a disk.
+    """
+    import tempfile
+
+    from part0_foundations import memstat
+
+    if memstat.filesystem_type(tmp_path) not in ("tmpfs", "ramfs"):
+        yield tmp_path
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    if memstat.filesystem_type(here) in ("tmpfs", "ramfs"):
+        pytest.skip("no disk-backed directory to test page-cache eviction on")
+    with tempfile.TemporaryDirectory(dir=here) as d:
+        yield Path(d)

@@ -24,11 +24,6 @@ CYCLE_KEYS = {"hog_bytes", "mem_available_bytes", "p50_us", "p99_us", "p999_us",
               "index_resident_bytes", "rss_anon_bytes", "rss_file_bytes", "psi_some_avg10", "psi_full_avg10"}
 
 
-@pytest.fixture()
-def disk_dir(tmp_path):
-    if memstat.filesystem_type(tmp_path) in ("tmpfs", "ramfs"):
-        pytest.skip("tmp_path is on tmpfs: page cache cannot be dropped there")
-    return tmp_path
 
 
 # --- the index file ------------------------------------------------------------------------------------------

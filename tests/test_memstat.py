@@ -1,7 +1,6 @@
 """part0_foundations.memstat against the kernel's own bookkeeping, on small files (a few MiB, < 2 s)."""
 import mmap
 import os
-import tempfile
 
 import pytest
 
@@ -11,17 +10,6 @@ MIB = 1024 * 1024
 PAGE = memstat.PAGE_SIZE
 
 
-@pytest.fixture()
-def disk_dir(tmp_path):
-    """A directory on a disk-backed filesystem (page cache can be dropped there; not on tmpfs)."""
-    if memstat.filesystem_type(tmp_path) not in ("tmpfs", "ramfs"):
-        yield tmp_path
-        return
-    here = os.path.dirname(os.path.abspath(__file__))
-    if memstat.filesystem_type(here) in ("tmpfs", "ramfs"):
-        pytest.skip("no disk-backed directory to test page-cache eviction on")
-    with tempfile.TemporaryDirectory(dir=here) as d:
-        yield d
 
 
 def _write(path, n_bytes):
