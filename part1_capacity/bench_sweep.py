@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from part1_capacity.profiles import load_model  # noqa: E402
+from part1_capacity.loader import load_model  # noqa: E402
 from part1_capacity.sweep import sweep  # noqa: E402
 
 MODELS = ("llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "deepseek-v3", "gpt-oss-120b",

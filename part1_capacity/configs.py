@@ -225,7 +225,7 @@ def profile_from_config(d: dict, where: str = "config.json", model_id: str = "co
     n_win = kinds.count("window")
     n_ssm = sum(k in ("ssm", "both") for k in kinds)
     prof = {"id": model_id, "name": f"{model_id} ({mt})", "n_layers": len(kinds), "n_heads": n_heads,
-            "n_kv_heads": n_kv, "head_dim": head_dim, "hidden_size": hidden, "n_attn_layers": n_full,
+            "n_kv_heads": n_kv, "head_dim": head_dim, "hidden_size": hidden, "n_full_layers": n_full,
             "max_context": c.int("max_position_embeddings", "n_positions", "n_ctx"),
             "source": f"{where} (model_type {mt})"}
     if n_win:

@@ -20,7 +20,8 @@ from part1_capacity import roofline
 from part1_capacity.dtypes import KV_DTYPES, get_dtype
 from part1_capacity.errors import InputError
 from part1_capacity.hardware import GIB, Accelerator, load_accelerator
-from part1_capacity.profiles import ModelProfile, load_model
+from part1_capacity.loader import load_model
+from part1_capacity.profiles import ModelProfile
 from part1_capacity.tiers import tiers_for
 
 DEFAULT_USABLE_FRACTION = 0.90      # vLLM's default gpu_memory_utilization

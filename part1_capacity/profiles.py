@@ -1,7 +1,7 @@
 """Model profiles: the few numbers of a model's architecture that decide its inference memory.
 
-A ``ModelProfile`` is loaded from the bundled table (``data/models.json``, every entry with its source) or from a
-Hugging Face ``config.json`` given by path (``part1_capacity.configs``). Cache sizes come from the lesson-03 laws
+A ``ModelProfile`` is loaded from the bundled table (``data/models.json``, every entry with its source); ``part1_capacity.configs``
+builds one from a Hugging Face ``config.json`` and ``part1_capacity.loader.load_model`` picks the way by its argument. Cache sizes come from the lesson-03 laws
 (``part0_foundations.l03_kv_cache.laws``) — no cache formula is written here.
 
 Units: bytes; ``T`` is tokens in context of one sequence (an int or a numpy array).
@@ -18,7 +18,7 @@ from part1_capacity.dtypes import closest
 from part1_capacity.errors import InputError
 
 DATA = Path(__file__).resolve().parent / "data"
-STRUCTURES = ("mha", "gqa", "mqa", "mla", "sliding_window", "ssm_hybrid")
+STRUCTURES = tuple(laws.STRUCTURES)   # the structure ids, defined once beside the laws
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class ModelProfile:
     params_total: float        # parameters (MoE: all experts)
     params_active: float       # parameters used per token (dense: == params_total)
     max_context: int
-    n_attn_layers: int         # full-attention layers: their K/V grow with T
+    n_full_layers: int         # full-attention layers: their K/V grow with T
     n_window_layers: int = 0   # sliding-window layers: hold min(T, window) tokens
     window: int = 0
     kv_lora_rank: int = 0      # MLA: latent width (0: not MLA)
@@ -82,43 +82,46 @@ class ModelProfile:
         return self.params_checkpoint or self.params_total
 
     # --- cache sizes, from the lesson-03 laws -------------------------------------------------------------
-    def kv_bytes_per_token(self, kv_bytes: float) -> float:
+    def kv_bytes_per_token(self, kv_bytes_per_element: float) -> float:
         """Bytes one more token adds to one sequence's cache once windows are full (the growing slope)."""
         if self.is_mla:
-            return laws.mla_bytes_per_token(self.n_attn_layers, self.kv_lora_rank, self.qk_rope_head_dim, kv_bytes)
+            return laws.mla_bytes_per_token(self.n_full_layers, self.kv_lora_rank, self.qk_rope_head_dim,
+                                            kv_bytes_per_element)
         if self.n_window_layers:
-            return laws.sliding_window_growth_bytes_per_token(self.n_attn_layers, self.n_kv_heads, self.head_dim,
-                                                               kv_bytes)
-        return laws.kv_bytes_per_token(self.n_attn_layers, self.n_kv_heads, self.head_dim, kv_bytes)
+            return laws.sliding_window_growth_bytes_per_token(self.n_full_layers, self.n_kv_heads, self.head_dim,
+                                                               kv_bytes_per_element)
+        return laws.kv_bytes_per_token(self.n_full_layers, self.n_kv_heads, self.head_dim, kv_bytes_per_element)
 
-    def kv_bytes_ignoring_windows_per_token(self, kv_bytes: float) -> float:
+    def kv_bytes_ignoring_windows_per_token(self, kv_bytes_per_element: float) -> float:
         """Slope if every window layer cached the whole context (what an engine without window support does)."""
-        return laws.kv_bytes_per_token(self.n_attn_layers + self.n_window_layers, self.n_kv_heads, self.head_dim,
-                                       kv_bytes)
+        return laws.kv_bytes_per_token(self.n_full_layers + self.n_window_layers, self.n_kv_heads, self.head_dim,
+                                       kv_bytes_per_element)
 
-    def attention_cache_bytes(self, T, kv_bytes: float):
+    def attention_cache_bytes(self, T, kv_bytes_per_element: float):
         """K/V (or MLA latent) bytes of one sequence holding ``T`` tokens; windows capped at their size."""
         if self.is_mla:
-            return laws.mla_bytes(T, self.n_attn_layers, self.kv_lora_rank, self.qk_rope_head_dim, kv_bytes)
+            return laws.mla_bytes(T, self.n_full_layers, self.kv_lora_rank, self.qk_rope_head_dim,
+                                  kv_bytes_per_element)
         if self.n_window_layers:
-            return laws.sliding_window_bytes(T, self.n_attn_layers, self.n_window_layers, self.window,
-                                             self.n_kv_heads, self.head_dim, kv_bytes)
-        return laws.kv_bytes(T, self.n_attn_layers, self.n_kv_heads, self.head_dim, kv_bytes)
+            return laws.sliding_window_bytes(T, self.n_full_layers, self.n_window_layers, self.window,
+                                             self.n_kv_heads, self.head_dim, kv_bytes_per_element)
+        return laws.kv_bytes(T, self.n_full_layers, self.n_kv_heads, self.head_dim, kv_bytes_per_element)
 
-    def state_bytes(self, state_bytes: float) -> float:
+    def state_bytes(self, state_bytes_per_element: float) -> float:
         """Constant recurrent state of one sequence (0 without SSM layers)."""
         if self.ssm is None:
             return 0
-        return laws.ssm_state_bytes(self.ssm.n_layers, self.ssm.state_elements, state_bytes)
+        return laws.ssm_state_bytes(self.ssm.n_layers, self.ssm.state_elements, state_bytes_per_element)
 
-    def cache_bytes(self, T, kv_bytes: float, state_bytes: float | None = None):
+    def cache_bytes(self, T, kv_bytes_per_element: float, state_bytes_per_element: float | None = None):
         """Everything one sequence caches at ``T`` tokens: attention K/V (or latent) plus any recurrent state."""
-        sb = kv_bytes if state_bytes is None else state_bytes
-        return self.attention_cache_bytes(T, kv_bytes) + self.state_bytes(sb)
+        sb = kv_bytes_per_element if state_bytes_per_element is None else state_bytes_per_element
+        return self.attention_cache_bytes(T, kv_bytes_per_element) + self.state_bytes(sb)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["structure"] = self.structure
+        d["n_attn_layers"] = self.n_full_layers      # the key's older name, kept for readers of the JSON
         d.pop("extra")
         return d
 
@@ -183,8 +186,9 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
     n_win = _positive_int(d, "n_window_layers", w, allow_zero=True) if "n_window_layers" in d else 0
     window = _positive_int(d, "window", w) if n_win else 0
     ssm = ssm_from_dict(d["ssm"], w) if d.get("ssm") else None
-    if "n_attn_layers" in d:
-        n_attn = _positive_int(d, "n_attn_layers", w, allow_zero=True)
+    full_key = "n_full_layers" if "n_full_layers" in d else "n_attn_layers"   # the older name is still read
+    if full_key in d:
+        n_attn = _positive_int(d, full_key, w, allow_zero=True)
     else:
         n_attn = n_layers - n_win - (ssm.n_layers if ssm else 0)
     if n_attn < 0 or n_attn + n_win > n_layers:
@@ -200,7 +204,7 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
     return ModelProfile(
         id=pid.lower(), name=str(d.get("name") or pid), n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv,
         head_dim=head_dim, hidden_size=hidden, params_total=total, params_active=active, max_context=max_ctx,
-        n_attn_layers=n_attn, n_window_layers=n_win, window=window, kv_lora_rank=kv_lora, qk_rope_head_dim=rope,
+        n_full_layers=n_attn, n_window_layers=n_win, window=window, kv_lora_rank=kv_lora, qk_rope_head_dim=rope,
         ssm=ssm, params_checkpoint=float(d.get("params_checkpoint") or 0.0), native_dtype=native,
         hf_repo=str(d.get("hf_repo", "")), source=str(d.get("source", "")),
         extra={k: v for k, v in d.items() if k.startswith("_")},
@@ -212,18 +216,3 @@ def bundled_models() -> dict[str, ModelProfile]:
     """The bundled profiles by id."""
     rows = json.loads((DATA / "models.json").read_text())["models"]
     return {p.id: p for p in (profile_from_dict(r) for r in rows)}
-
-
-def load_model(name_or_path) -> ModelProfile:
-    """A bundled profile by id (case-insensitive), or a Hugging Face ``config.json`` by path."""
-    s = str(name_or_path).strip()
-    if s.endswith(".json") or "/" in s or Path(s).is_file():
-        from part1_capacity.configs import profile_from_config_path
-
-        return profile_from_config_path(s)
-    models = bundled_models()
-    key = s.lower()
-    if key not in models:
-        raise InputError(f"model: unknown '{s}'{closest(key, models)}; see `capacity list models` "
-                         f"or pass a config.json path")
-    return models[key]

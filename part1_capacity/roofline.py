@@ -52,7 +52,7 @@ def weights_read_fraction(p: ModelProfile, tokens):
 def prefill_flops(p: ModelProfile, T):
     """FLOPs to prefill one prompt of ``T`` tokens."""
     pair = attention_flops_per_pair(p)
-    attn = pair * (p.n_attn_layers * _causal_pairs(T) + p.n_window_layers * _causal_pairs(T, p.window))
+    attn = pair * (p.n_full_layers * _causal_pairs(T) + p.n_window_layers * _causal_pairs(T, p.window))
     ssm = 2 * p.ssm.state_elements * p.ssm.n_layers * np.asarray(T) if p.ssm else 0
     return 2 * p.params_active * np.asarray(T, dtype=np.float64) + attn + ssm
 
@@ -61,7 +61,7 @@ def decode_flops(p: ModelProfile, T, batch):
     """FLOPs of one decode step: ``batch`` new tokens, each attending to its sequence's ``T`` cached tokens."""
     T = np.asarray(T, dtype=np.float64)
     pair = attention_flops_per_pair(p)
-    seen = p.n_attn_layers * T + p.n_window_layers * np.minimum(T, p.window or 1)
+    seen = p.n_full_layers * T + p.n_window_layers * np.minimum(T, p.window or 1)
     ssm = 2 * p.ssm.state_elements * p.ssm.n_layers if p.ssm else 0
     return np.asarray(batch, dtype=np.float64) * (2 * p.params_active + pair * seen + ssm)
 

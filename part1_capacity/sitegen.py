@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
-from part1_capacity.commands._common import fmt_bytes, fmt_count, fmt_time
-from part1_capacity.commands.compare import DEFAULT_ACCELERATOR, DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_MODELS
+from part1_capacity.fmt import fmt_bytes, fmt_count, fmt_time
+from part1_capacity.compare import DEFAULT_ACCELERATOR, DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_MODELS
 from part1_capacity.hardware import bundled_accelerators
 from part1_capacity.plan import IMPLICATIONS, Workload, make_plan
-from part1_capacity.profiles import bundled_models, load_model
+from part1_capacity.loader import load_model
+from part1_capacity.profiles import bundled_models
 from part1_capacity.sweep import heatmaps, pow2_grid, sweep
 from part1_capacity.tiers import tier_table
 
@@ -62,10 +63,10 @@ def worked_examples() -> str:
         m = load_model(mid)
         per_tok, total = m.kv_bytes_per_token(2), m.cache_bytes(T, 2)
         if m.is_mla:
-            law = (rf"\({m.n_attn_layers} \times ({m.kv_lora_rank} + {m.qk_rope_head_dim}) \times 2\) "
+            law = (rf"\({m.n_full_layers} \times ({m.kv_lora_rank} + {m.qk_rope_head_dim}) \times 2\) "
                    f"= {per_tok:,.0f} B per token")
         else:
-            law = (rf"\(2 \times {m.n_attn_layers} \times {m.n_kv_heads} \times {m.head_dim} \times 2\) "
+            law = (rf"\(2 \times {m.n_full_layers} \times {m.n_kv_heads} \times {m.head_dim} \times 2\) "
                    f"= {fmt_bytes(per_tok)} per token")
         extra = ""
         if m.n_window_layers:
@@ -149,7 +150,7 @@ def data_tables() -> tuple[str, str, str]:
     models = ["| id | structure | layers (attention / window / recurrent) | params total / active | native | "
               "KV per token (bf16) | max context | source |", "|---|---|---|---|---|---|---|---|"]
     for m in bundled_models().values():
-        layers = f"{m.n_attn_layers} / {m.n_window_layers} / {m.ssm.n_layers if m.ssm else 0}"
+        layers = f"{m.n_full_layers} / {m.n_window_layers} / {m.ssm.n_layers if m.ssm else 0}"
         params = f"{m.params_total / 1e9:,.4g}B" + (f" / {m.params_active / 1e9:,.3g}B" if m.is_moe else "")
         models.append(f"| `{m.id}` | {m.structure} | {layers} | {params} | {m.native_dtype} | "
                       f"{fmt_bytes(m.kv_bytes_per_token(2))} | {m.max_context:,} | {_cell(m.source)} |")
@@ -166,6 +167,41 @@ def data_tables() -> tuple[str, str, str]:
         bw = t["bandwidth_gb_s"] if isinstance(t["bandwidth_gb_s"], str) else f"{t['bandwidth_gb_s']:,} GB/s"
         tiers.append(f"| {t['name']} | {cap} | {bw} | {t['latency_ns']:,} ns | {_cell(t['source'])} |")
     return "\n".join(models) + "\n", "\n".join(accs) + "\n", "\n".join(tiers) + "\n"
+
+
+def real_models_figure(out: Path, plt) -> None:
+    """The lesson-03 laws applied to the comparison's four real models at 128K (shown on lesson 03's page)."""
+    GiB = 2 ** 30
+    rows = ["| structure | model | layers that grow | KV bytes per token (bf16, growing) | constant state | "
+            f"cache of one sequence at {DEFAULT_CONTEXT:,} tokens |", "|---|---|---|---|---|---|"]
+    sources = []
+    T = np.linspace(1, DEFAULT_CONTEXT, 400)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for mid in DEFAULT_MODELS:
+        p = load_model(mid)
+        structure = p.structure
+        per_tok = p.kv_bytes_per_token(2)
+        state = p.state_bytes(2)
+        at = p.cache_bytes(DEFAULT_CONTEXT, 2)
+        if p.n_window_layers:
+            grows = f"{p.n_full_layers} full + {p.n_window_layers} window (W = {p.window:,})"
+        elif p.ssm is not None:
+            grows = f"{p.n_full_layers} attention of {p.n_layers} ({p.ssm.n_layers} {p.ssm.kind})"
+        else:
+            grows = f"{p.n_full_layers}"
+        rows.append(f"| {structure} | {p.name} | {grows} | {per_tok / 1024:,.1f} KiB | "
+                    f"{f'{state / 2**20:,.1f} MiB' if state else '–'} | **{at / GiB:,.2f} GiB** |")
+        sources.append(f"{p.name}: {p.source}")
+        ax.plot(T / 1024, p.cache_bytes(T, 2) / GiB, label=f"{structure}: {p.name}")
+    rows.append("")
+    rows.append("Profiles from `part1_capacity/data/models.json`; sources: " + "; ".join(sources) + ".")
+    (out / "real_models_128k.md").write_text("\n".join(rows) + "\n")
+    ax.set_xlabel("tokens in context (K = 1024)")
+    ax.set_ylabel("cache of one sequence (GiB, bf16)")
+    ax.set_title("Cache-size laws applied to four real models")
+    ax.legend()
+    fig.savefig(out / "real_models.png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
 
 
 def build(out):
@@ -189,6 +225,7 @@ def build(out):
     (out / "roofline.md").write_text(roofline_table(plans))
     (out / "worked.md").write_text(worked_examples())
     growth_figure(out, plt)
+    real_models_figure(out, plt)
     added = []
     for mid, acc, wdt in HEATMAPS:
         m = load_model(mid)

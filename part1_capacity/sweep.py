@@ -11,9 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from part1_capacity.dtypes import get_dtype
+from part1_capacity.fmt import fmt_k
 from part1_capacity.hardware import Accelerator, load_accelerator
 from part1_capacity.plan import Workload, search_deployment, weights_bytes
-from part1_capacity.profiles import ModelProfile, load_model
+from part1_capacity.loader import load_model
+from part1_capacity.profiles import ModelProfile
 
 
 def pow2_grid(lo: int, hi: int) -> np.ndarray:
@@ -79,14 +81,6 @@ def sweep(model, accelerator, contexts, batches, workload: Workload | None = Non
                  weights_bytes(model, wl))
 
 
-def _label(v: int) -> str:
-    if v >= 1 << 20 and v % (1 << 20) == 0:
-        return f"{v >> 20}M"
-    if v >= 1024 and v % 1024 == 0:
-        return f"{v >> 10}K"
-    return str(v)
-
-
 def heatmaps(s: Sweep, path, title: str | None = None) -> None:
     """Two heatmaps side by side: accelerators needed, and how many of them the KV cache adds."""
     import matplotlib
@@ -99,8 +93,8 @@ def heatmaps(s: Sweep, path, title: str | None = None) -> None:
                                   (axes[1], s.added_by_kv, "added by the KV cache", "magma")):
         shown = np.where(np.isfinite(data), data, np.nan)
         im = ax.imshow(shown, origin="lower", aspect="auto", cmap=cmap)
-        ax.set_xticks(range(len(s.batches)), [_label(int(b)) for b in s.batches], rotation=45)
-        ax.set_yticks(range(len(s.contexts)), [_label(int(c)) for c in s.contexts])
+        ax.set_xticks(range(len(s.batches)), [fmt_k(int(b)) for b in s.batches], rotation=45)
+        ax.set_yticks(range(len(s.contexts)), [fmt_k(int(c)) for c in s.contexts])
         ax.set_xlabel("concurrent sequences")
         ax.set_ylabel("context (tokens)")
         ax.set_title(label)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from part0_foundations.grading import CheckFailed, time_limit
+from course.grading import CheckFailed, time_limit
 
 CELL_TIME_LIMIT_S = 120
 

@@ -50,7 +50,7 @@ def disk_dir(tmp_path):
     """
     import tempfile
 
-    from part0_foundations import memstat
+    from course import memstat
 
     if memstat.filesystem_type(tmp_path) not in ("tmpfs", "ramfs"):
         yield tmp_path

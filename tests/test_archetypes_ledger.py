@@ -120,7 +120,7 @@ def test_bundled_ledger_and_archetypes_load():
 def test_workload_ids_resolve_in_the_calculator_data():
     from part1_capacity.dtypes import get_dtype
     from part1_capacity.hardware import load_accelerator
-    from part1_capacity.profiles import load_model
+    from part1_capacity.loader import load_model
 
     for a in catalog.load_archetypes().values():
         if a.workload:

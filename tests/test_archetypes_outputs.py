@@ -12,7 +12,7 @@ import tomllib
 import pytest
 
 from part1_capacity.archetypes import catalog, ledger
-from part1_capacity.archetypes.propose import fmt_bytes, fmt_count, fmt_ratio
+from part1_capacity.fmt import fmt_bytes, fmt_count, fmt_ratio
 from part1_capacity.cli import main
 from part1_capacity.plan import Workload, make_plan
 

@@ -13,7 +13,8 @@ from part1_capacity.cli import main
 from part1_capacity.errors import InputError
 from part1_capacity.hardware import load_accelerator
 from part1_capacity.plan import Workload, kv_fraction_per_rank, make_plan
-from part1_capacity.profiles import bundled_models, load_model
+from part1_capacity.loader import load_model
+from part1_capacity.profiles import bundled_models
 
 KiB, GiB = 1024, 2 ** 30
 T128K = 131_072

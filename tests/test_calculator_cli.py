@@ -9,7 +9,7 @@ import pytest
 from part1_capacity.cli import main
 from part1_capacity.hardware import GIB, load_accelerator
 from part1_capacity.plan import Workload, make_plan
-from part1_capacity.profiles import load_model
+from part1_capacity.loader import load_model
 from part1_capacity.sweep import sweep
 
 T128K = 131_072

@@ -12,7 +12,7 @@ import pytest
 from part1_capacity.cli import main
 from part1_capacity.errors import InputError
 from part1_capacity.plan import make_plan
-from part1_capacity.profiles import load_model
+from part1_capacity.loader import load_model
 
 CONFIGS = Path(__file__).resolve().parent / "data" / "configs"
 ALL = sorted(p.parent.name for p in CONFIGS.glob("*/config.json"))
@@ -76,7 +76,7 @@ def test_kv_bytes_per_token_from_the_config_fields(name):
         head_dim = t.get("head_dim") or hidden // heads
         expected = 2 * full * t.get("num_key_value_heads", heads) * head_dim * 2
     assert m.kv_bytes_per_token(2) == expected
-    assert (m.n_attn_layers, m.n_window_layers) == (full, window) or "kv_lora_rank" in t
+    assert (m.n_full_layers, m.n_window_layers) == (full, window) or "kv_lora_rank" in t
     if window:
         assert m.window == t["sliding_window"]
 
@@ -106,7 +106,7 @@ def test_moe_configs_have_fewer_active_than_total_parameters():
 
 def test_nested_text_config_and_native_precision_are_read():
     g = load_model(str(CONFIGS / "gemma-3-12b-it" / "config.json"))
-    assert (g.n_layers, g.n_attn_layers, g.n_window_layers, g.window) == (48, 8, 40, 1024)
+    assert (g.n_layers, g.n_full_layers, g.n_window_layers, g.window) == (48, 8, 40, 1024)
     assert load_model(str(CONFIGS / "deepseek-r1" / "config.json")).native_dtype == "fp8"
     assert load_model(str(CONFIGS / "gpt-oss-20b" / "config.json")).native_dtype == "mxfp4"
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from part0_foundations import memstat
-from part1_capacity.e3 import index as flat_index
-from part1_capacity.e3.experiment import TMP_PREFIX, Config, run
-from part1_capacity.e3.hog import HogProcess
-from part1_capacity.e3.knee import find_knee
-from part1_capacity.e3.searcher import Searcher
+from course import memstat
+from part1_capacity.page_cache import index as flat_index
+from part1_capacity.page_cache.experiment import TMP_PREFIX, Config, run
+from part1_capacity.page_cache.hog import HogProcess
+from part1_capacity.page_cache.knee import find_knee
+from part1_capacity.page_cache.searcher import Searcher
 from part1_capacity.errors import InputError
 
 MIB = 1 << 20

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from part1_capacity.engine import bench, e1, llama
+from part1_capacity.engine import bench, kv_allocation, llama
 from part1_capacity.engine.gguf_model import TINY, LlamaShape, read_shape, shape_for_params, write_llama_gguf
 
 MIB = 2 ** 20
@@ -57,7 +57,7 @@ def test_kv_line_parser_reads_the_engines_format():
 
 
 def test_e1_slope_equals_the_formula_to_the_byte(tiny):
-    r = e1.run(tiny)
+    r = kv_allocation.run(tiny)
     # 2 (K and V) × 2 layers × 2 KV heads × 64 × 2 bytes (f16) = 1024 bytes per token;
     # q8_0 stores 32 values in 34 bytes: 1024 × 34/32 / 2 = 544.
     by = {row["kv_type"]: row for row in r["by_kv_type"]}
@@ -77,7 +77,7 @@ def test_e1_reports_a_mismatch_for_a_wrong_shape(tiny):
     wrong = profile_from_dict({"id": "wrong", "n_layers": 2, "n_heads": 4, "n_kv_heads": 4, "head_dim": 64,
                                "hidden_size": 256, "params_total": 1e6, "max_context": 32768})
     with llama.Model(tiny) as m:
-        row = e1.check_kv_type(m, wrong, "f16", contexts=(2048, 4096))
+        row = kv_allocation.check_kv_type(m, wrong, "f16", contexts=(2048, 4096))
     assert row["match"] is False and row["formula_bytes_per_token"] == 2048
 
 
@@ -138,12 +138,12 @@ def test_capacity_e2_json_keys_and_predictions_from_the_calculator(tiny):
 
 
 def test_host_profile_is_an_accelerator_the_calculator_loads(tmp_path):
-    from part1_capacity.engine import e2
+    from part1_capacity.engine import quant_ladder
     from part1_capacity.hardware import load_accelerator
 
     measured = {"threads": 2, "bandwidth_bytes_per_s": 12.5e9, "matmul_fp32_flops": 80e9,
                 "matmul_int8_ops": 160e9, "method": "test figures"}
-    prof = e2.host_accelerator(measured, {"cpu": "test cpu", "memory_bytes": 24e9})
+    prof = quant_ladder.host_accelerator(measured, {"cpu": "test cpu", "memory_bytes": 24e9})
     path = tmp_path / "host.json"
     path.write_text(json.dumps(prof))
     acc = load_accelerator(str(path))

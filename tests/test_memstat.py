@@ -1,10 +1,10 @@
-"""part0_foundations.memstat against the kernel's own bookkeeping, on small files (a few MiB, < 2 s)."""
+"""course.memstat against the kernel's own bookkeeping, on small files (a few MiB, < 2 s)."""
 import mmap
 import os
 
 import pytest
 
-from part0_foundations import memstat
+from course import memstat
 
 MIB = 1024 * 1024
 PAGE = memstat.PAGE_SIZE

@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from part0_foundations.notebook_spec import REPO, all_specs, build_source_notebook, generate_release, nbgrader_cmd
+from course.notebook_spec import REPO, all_specs, build_source_notebook, generate_release, nbgrader_cmd
 
 SPECS = all_specs()
 IDS = [s.ASSIGNMENT for s in SPECS]

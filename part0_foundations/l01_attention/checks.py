@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from part0_foundations.grading import call, expect, expect_close, expect_raises, expect_shape
+from course.grading import call, expect, expect_close, expect_raises, expect_shape
 
 ATOL = 1e-5
 

@@ -12,7 +12,7 @@ import datetime as dt
 import torch
 from torch import nn
 
-from part0_foundations.grading import one_torch_thread, call, expect, expect_close, expect_shape
+from course.grading import one_torch_thread, call, expect, expect_close, expect_shape
 from part0_foundations.l01_attention.checks import _copy_from_torch_mha
 from part0_foundations.l02_encoder_decoder import data
 

@@ -1,5 +1,5 @@
-"""Spec of the lesson 02 notebook (see part0_foundations/notebook_spec.py). Run `make notebooks` after editing."""
-from part0_foundations.notebook_spec import code, given, md, solution, tests
+"""Spec of the lesson 02 notebook (see course/notebook_spec.py). Run `make notebooks` after editing."""
+from course.notebook_spec import code, given, md, solution, tests
 
 ASSIGNMENT = "02_encoder_decoder"
 NOTEBOOK = "encoder_decoder.ipynb"

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from course.host import cpu_name
 from part0_foundations.l03_kv_cache.train import load_checkpoint
 
 HERE = Path(__file__).resolve().parent
@@ -28,14 +29,6 @@ RESULTS = HERE / "results" / "bench_latency.json"
 PROMPT = "The KV cache"
 
 
-def _cpu_name():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def time_steps(model, prompt, n_tokens, use_cache):
@@ -68,7 +61,7 @@ def run(n_tokens=512, threads=1, out: Path | None = RESULTS):
     result = {
         "what": f"greedy generation of {n_tokens} tokens after a {p0}-token prompt, with and without the KV cache",
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "host": platform.node(), "cpu": _cpu_name(), "torch": torch.__version__, "threads": threads,
+        "host": platform.node(), "cpu": cpu_name(), "torch": torch.__version__, "threads": threads,
         "load_average_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
         "command": f"python -m part0_foundations.l03_kv_cache.bench --tokens {n_tokens} --threads {threads}",
         "prompt_tokens": p0, "new_tokens": n_tokens,

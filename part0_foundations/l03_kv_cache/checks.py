@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from part0_foundations.grading import one_torch_thread, call, expect, expect_close, expect_shape
+from course.grading import one_torch_thread, call, expect, expect_close, expect_shape
 from part0_foundations.l03_kv_cache import gpt as ref
 from part0_foundations.l03_kv_cache import laws
 from part0_foundations.l03_kv_cache.structures import STRUCTURES, law_bytes

@@ -15,6 +15,14 @@ Per sequence:
 """
 from __future__ import annotations
 
+# The cache structures, one id each, used everywhere (lesson 03, the calculator, its CLI and JSON), with the label
+# pages and tables show. Layer kinds inside a model ("full", "window", "mla", "ssm") are a different thing: a
+# structure is the law the whole model's cache follows.
+STRUCTURES = {
+    "mha": "MHA", "gqa": "GQA", "mqa": "MQA", "mla": "MLA",
+    "sliding_window": "sliding window", "ssm_hybrid": "SSM hybrid",
+}
+
 
 def _min(t, w):
     """min(T, W) for an int or a numpy array T."""
@@ -73,10 +81,10 @@ def ssm_state_bytes(n_ssm_layers, state_elements_per_layer, bytes_per_element):
     return n_ssm_layers * state_elements_per_layer * bytes_per_element
 
 
-def ssm_hybrid_bytes(T, n_attn_layers, n_kv_heads, head_dim, kv_bytes_per_element,
+def ssm_hybrid_bytes(T, n_full_layers, n_kv_heads, head_dim, kv_bytes_per_element,
                      n_ssm_layers, state_elements_per_layer, state_bytes_per_element):
     """Attention layers grow with ``T``; state-space layers add a constant state."""
-    return (kv_bytes(T, n_attn_layers, n_kv_heads, head_dim, kv_bytes_per_element)
+    return (kv_bytes(T, n_full_layers, n_kv_heads, head_dim, kv_bytes_per_element)
             + ssm_state_bytes(n_ssm_layers, state_elements_per_layer, state_bytes_per_element))
 
 

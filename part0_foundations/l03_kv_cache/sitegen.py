@@ -18,10 +18,6 @@ from part0_foundations.l03_kv_cache.structures import STRUCTURES, law_bytes, law
 
 NAME = "l03"
 T_VALUES = (16, 64, 256, 1024)
-CONTEXT = 131_072  # "128K"
-# One real model per structure (ids of part1_capacity/data/models.json).
-REAL_MODELS = {"GQA": "mistral-nemo-12b", "MLA": "deepseek-v3", "sliding window": "gpt-oss-120b",
-               "SSM hybrid": "nemotron-3-nano-30b-a3b"}
 GiB = 2 ** 30
 
 
@@ -113,42 +109,6 @@ def _sample(out: Path):
         f"validation loss {made['val_loss']:.2f} nats per character):\n\n```text\n{text}\n```\n")
 
 
-def _real_models(out: Path, plt):
-    import numpy as np
-
-    from part1_capacity.profiles import load_model
-
-    rows = ["| structure | model | layers that grow | KV bytes per token (bf16, growing) | constant state | "
-            f"cache of one sequence at {CONTEXT:,} tokens |", "|---|---|---|---|---|---|"]
-    sources = []
-    T = np.linspace(1, CONTEXT, 400)
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for structure, mid in REAL_MODELS.items():
-        p = load_model(mid)
-        per_tok = p.kv_bytes_per_token(2)
-        state = p.state_bytes(2)
-        at = p.cache_bytes(CONTEXT, 2)
-        if p.n_window_layers:
-            grows = f"{p.n_attn_layers} full + {p.n_window_layers} window (W = {p.window:,})"
-        elif p.ssm is not None:
-            grows = f"{p.n_attn_layers} attention of {p.n_layers} ({p.ssm.n_layers} {p.ssm.kind})"
-        else:
-            grows = f"{p.n_attn_layers}"
-        rows.append(f"| {structure} | {p.name} | {grows} | {per_tok / 1024:,.1f} KiB | "
-                    f"{f'{state / 2**20:,.1f} MiB' if state else '–'} | **{at / GiB:,.2f} GiB** |")
-        sources.append(f"{p.name}: {p.source}")
-        ax.plot(T / 1024, p.cache_bytes(T, 2) / GiB, label=f"{structure}: {p.name}")
-    rows.append("")
-    rows.append("Profiles from `part1_capacity/data/models.json`; sources: " + "; ".join(sources) + ".")
-    (out / "real_models_128k.md").write_text("\n".join(rows) + "\n")
-    ax.set_xlabel("tokens in context (K = 1024)")
-    ax.set_ylabel("cache of one sequence (GiB, bf16)")
-    ax.set_title("Cache-size laws applied to four real models")
-    ax.legend()
-    fig.savefig(out / "real_models.png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-
-
 def build(out):
     import matplotlib
 
@@ -165,4 +125,3 @@ def build(out):
     finally:
         torch.set_num_threads(before)
     _latency(out, plt)
-    _real_models(out, plt)

@@ -11,7 +11,7 @@ import warnings
 import torch
 from torch import nn
 
-from part0_foundations.grading import call, expect, expect_close, expect_shape
+from course.grading import call, expect, expect_close, expect_shape
 
 # w / scale within this distance of a .5 tie may round either way: division and PyTorch's multiply-by-1/scale
 # differ in the last bit there. Everywhere else the integers must be identical.

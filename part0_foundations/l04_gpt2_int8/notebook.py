@@ -1,5 +1,5 @@
-"""Spec of the lesson 04 notebook (see part0_foundations/notebook_spec.py). Run `make notebooks` after editing."""
-from part0_foundations.notebook_spec import code, given, md, solution, tests
+"""Spec of the lesson 04 notebook (see course/notebook_spec.py). Run `make notebooks` after editing."""
+from course.notebook_spec import code, given, md, solution, tests
 
 ASSIGNMENT = "04_gpt2_int8"
 NOTEBOOK = "gpt2_int8.ipynb"

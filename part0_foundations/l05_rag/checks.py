@@ -13,7 +13,7 @@ import tempfile
 
 import numpy as np
 
-from part0_foundations.grading import call, expect, expect_close, expect_raises, expect_shape
+from course.grading import call, expect, expect_close, expect_raises, expect_shape
 from part0_foundations.l05_rag.rag import Chunk, Hit, count_words, format_prompt, format_source
 
 TEXT = (

@@ -1,5 +1,5 @@
-"""Spec of the lesson 05 notebook (see part0_foundations/notebook_spec.py). Run `make notebooks` after editing."""
-from part0_foundations.notebook_spec import code, extract_definitions, given, md, solution, tests
+"""Spec of the lesson 05 notebook (see course/notebook_spec.py). Run `make notebooks` after editing."""
+from course.notebook_spec import code, extract_definitions, given, md, solution, tests
 
 ASSIGNMENT = "05_rag"
 NOTEBOOK = "rag.ipynb"

@@ -109,9 +109,6 @@ class Ledger:
         """Unverified claims, for the editors' listing only (``capacity claims --unverified``)."""
         return list(self._quarantine.values())
 
-    def known_ids(self) -> set[str]:
-        return set(self._verified) | set(self._quarantine)
-
 
 def _value(raw, where):
     def number(x):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from part1_capacity.archetypes.catalog import Archetype
 from part1_capacity.archetypes.ledger import Ledger
 from part1_capacity.errors import InputError
+from part1_capacity.fmt import fmt_bytes, fmt_count, fmt_ratio
 from part1_capacity.hardware import load_accelerator
 from part1_capacity.plan import Workload, make_plan
 
@@ -118,22 +119,6 @@ def propose(arch: Archetype, ledger: Ledger, model: str | None = None) -> dict:
 
 
 # --- human output ------------------------------------------------------------------------------------------------
-def fmt_bytes(b: float) -> str:
-    """Binary units, one decimal: ``163840`` → ``"160.0 KiB"``."""
-    for unit, f in (("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
-        if b >= f:
-            return f"{b / f:,.1f} {unit}"
-    return f"{b:,.0f} B"
-
-
-def fmt_ratio(r: float) -> str:
-    return f"{r:,.2f}"
-
-
-def fmt_count(n) -> str:
-    return "none fits" if n is None else f"{int(n):,}"
-
-
 def _para(label, text, width=100):
     import textwrap
 

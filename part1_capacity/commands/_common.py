@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import math
 
-from part1_capacity.errors import InputError
 from part1_capacity.hardware import GIB
 from part1_capacity.plan import DEFAULT_OVERHEAD_BYTES, DEFAULT_USABLE_FRACTION, Workload
 
@@ -71,44 +70,3 @@ def workload_from_args(a, **over) -> Workload:
               usable_fraction=a.usable_fraction, overhead_bytes=a.overhead_gib * GIB)
     kw.update(over)
     return Workload(**kw)
-
-
-def fmt_bytes(n) -> str:
-    """Binary units: KiB = 1024 B, GiB = 1024³ B."""
-    if n is None:
-        return "—"
-    n = float(n)
-    for unit, size in (("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
-        if abs(n) >= size:
-            return f"{n / size:,.1f} {unit}"
-    return f"{n:,.0f} B"
-
-
-def fmt_count(n) -> str:
-    return "does not fit" if n is None else f"{n:,}"
-
-
-def fmt_time(s) -> str:
-    if s is None:
-        return "—"
-    if s >= 1:
-        return f"{s:,.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:,.1f} ms"
-    return f"{s * 1e6:,.0f} µs"
-
-
-def table(rows: list[list[str]], header: list[str], left=(0,)) -> str:
-    """A plain aligned text table: columns in ``left`` are left-aligned, the others (numbers) right-aligned."""
-    cols = [header] + rows
-    widths = [max(len(str(r[i])) for r in cols) for i in range(len(header))]
-
-    def line(r):
-        return "  ".join(str(c).ljust(w) if i in left else str(c).rjust(w)
-                         for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-    return "\n".join([line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])
-
-
-def require(cond, message):
-    if not cond:
-        raise InputError(message)

@@ -9,15 +9,10 @@ from __future__ import annotations
 
 import json
 
-from part1_capacity.commands._common import add_workload_flags, fmt_bytes, fmt_count, table, workload_from_args
+from part1_capacity.commands._common import add_workload_flags, workload_from_args
+from part1_capacity.compare import DEFAULT_ACCELERATOR, DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_MODELS, compare
 from part1_capacity.errors import InputError
-from part1_capacity.plan import make_plan
-from part1_capacity.profiles import load_model
-
-DEFAULT_MODELS = ("mistral-nemo-12b", "deepseek-v3", "gpt-oss-120b", "nemotron-3-nano-30b-a3b")
-DEFAULT_ACCELERATOR = "h200"
-DEFAULT_CONTEXT = 131072
-DEFAULT_BATCH = 64
+from part1_capacity.fmt import fmt_bytes, fmt_count, table
 
 
 def register(sub):
@@ -31,18 +26,11 @@ def register(sub):
     p.set_defaults(func=run)
 
 
-def compare(models, accelerator, args) -> list[dict]:
-    plans = []
-    for name in models:
-        plans.append(make_plan(load_model(name), accelerator, workload_from_args(args)).to_dict())
-    return plans
-
-
 def run(a) -> int:
     names = [m.strip() for m in a.models.split(",") if m.strip()]
     if not names:
         raise InputError("models: give at least one model id (see `capacity list models`)")
-    plans = compare(names, a.accelerator, a)
+    plans = compare(names, a.accelerator, workload_from_args(a))
     if a.json:
         print(json.dumps(plans, indent=2))
         return 0

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from part1_capacity.commands._common import fmt_bytes, table
+from part1_capacity.fmt import fmt_bytes, table
 from part1_capacity.hardware import bundled_accelerators
 from part1_capacity.profiles import bundled_models
 from part1_capacity.tiers import tier_table

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import json
 
-from part1_capacity.commands._common import (add_workload_flags, fmt_bytes, fmt_count, fmt_time, table,
-                                             workload_from_args)
+from part1_capacity.commands._common import add_workload_flags, workload_from_args
 from part1_capacity.errors import InputError
+from part1_capacity.fmt import fmt_bytes, fmt_count, fmt_time, table
 from part1_capacity.plan import Plan, make_plan
 
 

@@ -6,10 +6,11 @@ import json
 
 import numpy as np
 
-from part1_capacity.commands._common import add_workload_flags, positive_int, table, workload_from_args
+from part1_capacity.commands._common import add_workload_flags, positive_int, workload_from_args
+from part1_capacity.fmt import fmt_k, table
 from part1_capacity.errors import InputError
-from part1_capacity.profiles import load_model
-from part1_capacity.sweep import _label, heatmaps, pow2_grid, sweep
+from part1_capacity.loader import load_model
+from part1_capacity.sweep import heatmaps, pow2_grid, sweep
 
 
 def _int_list(text: str) -> list[int]:
@@ -47,14 +48,14 @@ def run(a) -> int:
         return 0
     print(f"{model.name} on {s.accelerator.name}: weights {s.workload.weights_dtype}, KV {s.workload.kv_dtype}; "
           f"cells: accelerators needed (of which added by the KV cache); × = one sequence does not fit")
-    header = ["context \\ batch"] + [_label(int(b)) for b in s.batches]
+    header = ["context \\ batch"] + [fmt_k(int(b)) for b in s.batches]
     rows = []
     for i, c in enumerate(s.contexts):
         cells = []
         for j in range(len(s.batches)):
             n, k = s.needed[i, j], s.added_by_kv[i, j]
             cells.append("×" if not np.isfinite(n) else f"{int(n)} ({int(k)})")
-        rows.append([_label(int(c))] + cells)
+        rows.append([fmt_k(int(c))] + cells)
     print(table(rows, header))
     if a.heatmap:
         print(f"heatmaps written to {a.heatmap}")

@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import json
 import os
-import shlex
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
+from course import records
 from part1_capacity.engine.gguf_model import GGUFShape
 from part1_capacity.errors import InputError
 
@@ -55,17 +53,10 @@ def scratch_dir(prefix: str):
 
 
 def run_record(argv=None) -> dict:
-    """Date, host and the command line of a run, saved beside its results."""
+    """The shared run record (``course.records``) plus the engine's version."""
     import llama_cpp
 
-    from part1_capacity.engine.host import host_description
-
-    argv = sys.argv[1:] if argv is None else argv
-    # The load average at the start says whether other work shared the CPUs (timings are then contended).
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return {"date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "host": host_description(),
-            "command": shlex.join(["capacity", *argv]), "llama_cpp_python": llama_cpp.__version__,
-            "load_average_at_start": load}
+    return records.run_record(argv, llama_cpp_python=llama_cpp.__version__)
 
 
 def save_result(name: str, result: dict) -> Path:

@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 
+from course.host import usable_cpus
+
 ENGINE_ISA_ENV = {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 BANDWIDTH_BUFFER_BYTES = 512 << 20
 GEMM_N = 2048
@@ -32,25 +34,9 @@ GEMM_N = 2048
 def engine_threads() -> int:
     """The engine's thread count: the CPUs this process may run on (llama.cpp's default is the physical cores;
     on the course's 2-core machines the two agree)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return usable_cpus()
 
 
-def cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def host_description() -> dict:
-    import psutil
-
-    return {"node": platform.node(), "cpu": cpu_name(), "cpus": os.cpu_count(),
-            "memory_bytes": psutil.virtual_memory().total, "system": f"{platform.system()} {platform.release()}",
-            "python": platform.python_version()}
 
 
 def _best_seconds(fn, repeats):

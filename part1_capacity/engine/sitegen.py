@@ -21,7 +21,7 @@ def _run_info(r) -> str:
     note = f" — {r['note']}" if r.get("note") else ""
     load = r.get("load_average_at_start")
     load = f", load average {load:.1f} at the start" if load is not None else ""
-    return (f"Run on {r['date']}, host `{h['node']}`: {h['cpu']}, {h['cpus']} CPUs, "
+    return (f"Run on {r.get('date_utc') or r['date']}, host `{h['node']}`: {h['cpu']}, {h['cpus']} CPUs, "
             f"{h['memory_bytes'] / 2 ** 30:.0f} GiB, llama-cpp-python {r['llama_cpp_python']}{load}{note}. "
             f"Command: `{r['command']}`\n")
 

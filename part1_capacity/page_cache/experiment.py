@@ -20,11 +20,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from part0_foundations import memstat
-from part1_capacity.e3 import index as flat_index
-from part1_capacity.e3.hog import HogEnded, HogProcess
-from part1_capacity.e3.knee import find_knee
-from part1_capacity.e3.searcher import Searcher, faiss_query_ms
+from course import memstat
+from course.host import cpu_name
+from part1_capacity.page_cache import index as flat_index
+from part1_capacity.page_cache.hog import HogEnded, HogProcess
+from part1_capacity.page_cache.knee import find_knee
+from part1_capacity.page_cache.searcher import Searcher, faiss_query_ms
 from part1_capacity.errors import InputError
 
 GIB = 1 << 30
@@ -109,15 +110,8 @@ def validate(cfg: Config) -> None:
 def host_facts(workdir: str) -> dict:
     """What the result depends on: memory, kernel, CPU, disk, swap, load when the run started."""
     info = memstat.meminfo()
-    swap = memstat._read_kib_fields("/proc/meminfo", ("SwapTotal",)).get("SwapTotal", 0)
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    swap = memstat.read_kib_fields("/proc/meminfo", ("SwapTotal",)).get("SwapTotal", 0)
+    cpu = cpu_name()
 
     def read(path):
         try:

@@ -5,7 +5,6 @@ import argparse
 import json
 import sys
 
-from part1_capacity.engine.e2 import LEVELS
 
 
 def _count(text: str) -> int:
@@ -22,7 +21,7 @@ def _count(text: str) -> int:
 
 
 def register(sub):
-    p = sub.add_parser("e2", help="E2: F16/Q8_0/Q5_0/Q4_K_M prefill and decode, measured vs the calculator",
+    p = sub.add_parser("e2", aliases=["quant-ladder"], help="E2: F16/Q8_0/Q5_0/Q4_K_M prefill and decode, measured vs the calculator",
                        description="Quantize one F32 model with llama.cpp, measure pp512 and tg128 separately "
                                    "(llama-bench if available, else the Python API), and compare with the "
                                    "calculator's roofline on this host's measured profile.")
@@ -42,7 +41,7 @@ def register(sub):
 
 
 def main(args) -> int:
-    from part1_capacity.engine import e2
+    from part1_capacity.engine import quant_ladder
     from part1_capacity.engine.common import run_record, save_result, scratch_dir
     from part1_capacity.engine.progress import Progress
     from part1_capacity.errors import InputError
@@ -50,9 +49,9 @@ def main(args) -> int:
     if args.repeats < 2:
         raise InputError(f"--repeats: at least 2 (a spread needs two runs), got {args.repeats}")
     record = run_record()
-    bar = Progress(e2.total_steps(), "e2")
+    bar = Progress(quant_ladder.total_steps(), "e2")
     with scratch_dir("e2-") as tmp:
-        result = e2.run(tmp, gguf=args.gguf, params=args.params, method=args.method, repeats=args.repeats,
+        result = quant_ladder.run(tmp, gguf=args.gguf, params=args.params, method=args.method, repeats=args.repeats,
                         accelerator=args.accelerator, progress=bar)
     bar.close()
     result = {**result, **record, "note": args.note}

@@ -28,7 +28,7 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")  # bytes; 4096 on x86-64
 _KIB = 1024
 
 
-def _read_kib_fields(path: str, names: tuple[str, ...]) -> dict[str, int]:
+def read_kib_fields(path: str, names: tuple[str, ...]) -> dict[str, int]:
     """Fields ``Name:   123 kB`` of a /proc file, converted to bytes. Missing fields are absent from the result."""
     out = {}
     with open(path) as f:
@@ -55,13 +55,13 @@ class RssSplit:
 
 def rss_split(pid: int | str = "self") -> RssSplit:
     """RSS of process ``pid`` (default: this one) split anonymous / file-backed / shmem, in bytes."""
-    f = _read_kib_fields(f"/proc/{pid}/status", ("RssAnon", "RssFile", "RssShmem"))
+    f = read_kib_fields(f"/proc/{pid}/status", ("RssAnon", "RssFile", "RssShmem"))
     return RssSplit(anon=f.get("RssAnon", 0), file=f.get("RssFile", 0), shmem=f.get("RssShmem", 0))
 
 
 def vm_rss(pid: int | str = "self") -> int:
     """VmRSS of process ``pid`` in bytes (as ``ps``/``top`` show it)."""
-    return _read_kib_fields(f"/proc/{pid}/status", ("VmRSS",)).get("VmRSS", 0)
+    return read_kib_fields(f"/proc/{pid}/status", ("VmRSS",)).get("VmRSS", 0)
 
 
 # --- page-cache residency via mincore ------------------------------------------------------------------------
@@ -153,7 +153,7 @@ class MemInfo:
 
 def meminfo(path: str = "/proc/meminfo") -> MemInfo:
     """MemTotal, MemAvailable, Cached and MemFree of the host, in bytes."""
-    f = _read_kib_fields(path, ("MemTotal", "MemAvailable", "Cached", "MemFree"))
+    f = read_kib_fields(path, ("MemTotal", "MemAvailable", "Cached", "MemFree"))
     return MemInfo(total=f["MemTotal"], available=f["MemAvailable"], cached=f["Cached"], free=f["MemFree"])
 
 

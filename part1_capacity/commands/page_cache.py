@@ -79,7 +79,7 @@ def _command_line(args) -> str:
 
 
 def _run(args) -> int:
-    from part1_capacity.e3.experiment import Config, run
+    from part1_capacity.page_cache.experiment import Config, run
 
     def size(name, value, unit):
         if value is None:
@@ -129,7 +129,7 @@ def _run(args) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "e3", help="E3: an mmap-opened index under memory pressure, where search latency breaks (writes GBs, takes RAM)",
+        "e3", aliases=["page-cache"], help="E3: an mmap-opened index under memory pressure, where search latency breaks (writes GBs, takes RAM)",
         description=__doc__.split("\n\n")[0])
     a = p.add_argument
     a("--index-gb", type=float, default=5.0, help="index file size, GB (default 5)")

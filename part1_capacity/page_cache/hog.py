@@ -1,6 +1,6 @@
 """The hog: a separate process that takes anonymous memory in steps, touching every page, and holds it.
 
-Run by ``HogProcess`` (below) as ``python -m part1_capacity.e3.hog --floor-bytes F --cap-bytes C``; it reads one
+Run by ``HogProcess`` (below) as ``python -m part1_capacity.page_cache.hog --floor-bytes F --cap-bytes C``; it reads one
 command per line on stdin and answers one JSON line on stdout:
 
     grow N   take N more bytes (in chunks); answer {"hog_bytes", "stopped", "mem_available_bytes"}
@@ -24,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from part0_foundations import memstat
+from course import memstat
 
 PAGE = memstat.PAGE_SIZE
 CHUNK = 64 << 20  # bytes checked against the floor at a time
@@ -115,7 +115,7 @@ class HogProcess:
         repo = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")])))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "part1_capacity.e3.hog", "--floor-bytes", str(floor_bytes),
+            [sys.executable, "-m", "part1_capacity.page_cache.hog", "--floor-bytes", str(floor_bytes),
              "--cap-bytes", str(cap_bytes), "--chunk-bytes", str(chunk_bytes)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self.pid = self.proc.pid

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from course import records
 from part1_capacity.engine import bench, host, llama
 from part1_capacity.engine.common import CALCULATOR_DTYPE, calculator_profile
 from part1_capacity.engine.gguf_model import read_shape, shape_for_params, write_llama_gguf
@@ -93,7 +94,7 @@ def run(workdir, gguf=None, params=500_000_000, levels=LEVELS, method="auto", re
         shape = read_shape(source)
     if acc is None:
         bar.update(0.5, "measuring this host")
-        profile_dict = host_accelerator(host.measure(threads), host.host_description())
+        profile_dict = host_accelerator(host.measure(threads), records.host_description())
         acc = accelerator_from_dict(profile_dict, "this host")
     else:
         profile_dict = None

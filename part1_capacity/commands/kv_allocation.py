@@ -8,7 +8,7 @@ DEFAULT_PARAMS = 500_000_000
 
 
 def register(sub):
-    p = sub.add_parser("e1", help="E1: KV-cache bytes per token reported by llama.cpp vs the calculator",
+    p = sub.add_parser("e1", aliases=["kv-allocation"], help="E1: KV-cache bytes per token reported by llama.cpp vs the calculator",
                        description="Open contexts of 2,048/8,192/16,384 tokens in llama.cpp (f16 and q8_0 KV), read "
                                    "the KV size from its log, fit the slope and compare it with the calculator.")
     p.add_argument("--gguf", metavar="PATH",
@@ -20,23 +20,23 @@ def register(sub):
 
 
 def main(args) -> int:
-    from part1_capacity.engine import e1
+    from part1_capacity.engine import kv_allocation
     from part1_capacity.engine.common import run_record, save_result, scratch_dir
     from part1_capacity.engine.gguf_model import shape_for_params, write_llama_gguf
     from part1_capacity.engine.progress import Progress
 
-    steps = len(e1.CONTEXTS) * len(e1.KV_TYPES)
+    steps = len(kv_allocation.CONTEXTS) * len(kv_allocation.KV_TYPES)
     bar = Progress(steps + (0 if args.gguf else 1), "e1")
     record = run_record()
     if args.gguf:
-        result = e1.run(args.gguf, progress=bar)
+        result = kv_allocation.run(args.gguf, progress=bar)
     else:
         # KV size depends only on the attention shape; F16 weights halve the file the default writes.
         shape = shape_for_params(DEFAULT_PARAMS)
         with scratch_dir("e1-") as tmp:
             path = write_llama_gguf(tmp / "model-f16.gguf", shape, dtype="f16",
                                     progress=lambda d, t: bar.update(d / t, "writing the model"))
-            result = e1.run(path, progress=bar)
+            result = kv_allocation.run(path, progress=bar)
             result["model"]["path"] = f"generated: {shape.n_params():,}-parameter llama, F16 weights (deleted)"
     bar.close()
     result = {**result, **record, "note": args.note}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from part0_foundations import memstat
+from course import memstat
 
 PAGE = memstat.PAGE_SIZE
 
