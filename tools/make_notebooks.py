@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from part0_foundations.notebook_spec import REPO, all_specs, generate_release, write_source_notebook  # noqa: E402
+from course.notebook_spec import REPO, all_specs, generate_release, write_source_notebook  # noqa: E402
 
 wanted = set(sys.argv[1:])
 for spec in all_specs():
