@@ -39,6 +39,7 @@ class Workload:
     usable_fraction: float = DEFAULT_USABLE_FRACTION
     overhead_bytes: float = DEFAULT_OVERHEAD_BYTES
     prompt: int | None = None             # prefill length; None: the whole context
+    tensor_parallel: int | None = None    # pinned tensor-parallel degree; None: the search picks it
 
     def validate(self, model: ModelProfile) -> "Workload":
         for name in ("context", "batch"):
@@ -54,6 +55,13 @@ class Workload:
             raise InputError(f"usable_fraction: must be in (0, 1], got {self.usable_fraction}")
         if self.overhead_bytes < 0:
             raise InputError(f"overhead: must be >= 0, got {self.overhead_bytes}")
+        t = self.tensor_parallel
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t <= 0):
+            raise InputError(f"tensor_parallel: must be a positive integer, got {t!r}")
+        if t is not None and not splits_heads(model, t):
+            raise InputError(f"tensor_parallel: {t} does not split {model.id}'s {model.n_heads} attention heads and "
+                             f"{model.n_kv_heads} K/V heads evenly; allowed: "
+                             f"{', '.join(str(d) for d in range(1, model.n_heads + 1) if splits_heads(model, d))}")
         self.weights_dtype = get_dtype(self.weights_dtype or model.native_dtype, "weights_dtype").name
         self.kv_dtype = get_dtype(self.kv_dtype, "kv_dtype", KV_DTYPES).name
         self.state_dtype = get_dtype(self.state_dtype or self.kv_dtype, "state_dtype", KV_DTYPES).name
@@ -61,12 +69,23 @@ class Workload:
 
 
 # --- tensor-parallel rules ---------------------------------------------------------------------------------------
-def tp_degrees(model: ModelProfile, acc: Accelerator) -> list[int]:
-    """Tensor-parallel degrees that fit the accelerator's group and split the heads evenly (as vLLM requires)."""
+def splits_heads(model: ModelProfile, t: int) -> bool:
+    """vLLM's rule: the query heads divide by ``t``; K/V heads divide by it or are replicated (``t`` a multiple)."""
+    return model.n_heads % t == 0 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)
+
+
+def tp_degrees(model: ModelProfile, acc: Accelerator, pinned: int | None = None) -> list[int]:
+    """Tensor-parallel degrees that fit the accelerator's group and split the heads evenly (as vLLM requires);
+    only ``pinned`` when the workload pins one (refused if the accelerator's group is smaller)."""
+    if pinned is not None:
+        if pinned > acc.max_tp:
+            raise InputError(f"tensor_parallel: {pinned} exceeds the {acc.max_tp} {acc.name} joined by one fast "
+                             f"interconnect; allowed: 1..{acc.max_tp}")
+        return [pinned]
     out = []
     t = 1
     while t <= acc.max_tp:
-        if model.n_heads % t == 0 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0):
+        if splits_heads(model, t):
             out.append(t)
         t *= 2
     return out or [1]
@@ -121,7 +140,7 @@ def search_deployment(model: ModelProfile, acc: Accelerator, wl: Workload, T, ba
         if with_cache:
             attn = np.broadcast_to(model.attention_cache_bytes(T, get_dtype(wl.kv_dtype).bytes), shape).ravel()
             state = float(model.state_bytes(get_dtype(wl.state_dtype).bytes))
-        for tp in tp_degrees(model, acc):
+        for tp in tp_degrees(model, acc, wl.tensor_parallel):
             x_free = np.floor(W / (tp * U)) + 1          # fewest stages leaving any room beside the weights
             if x_free > L:
                 continue
@@ -203,6 +222,7 @@ class Plan:
         return {
             "model": self.model.id, "structure": self.model.structure, "accelerator": self.accelerator.id,
             "workload": {"context": wl.context, "batch": wl.batch, "prompt": wl.prompt or wl.context,
+                         "tensor_parallel": wl.tensor_parallel,
                          "weights_dtype": wl.weights_dtype, "kv_dtype": wl.kv_dtype, "state_dtype": wl.state_dtype,
                          "usable_fraction": wl.usable_fraction, "overhead_bytes": wl.overhead_bytes},
             "kv_bytes_per_token": self.kv_bytes_per_token,

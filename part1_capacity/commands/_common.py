@@ -67,6 +67,7 @@ def workload_from_args(a, **over) -> Workload:
     kw = dict(context=getattr(a, "context", None), batch=getattr(a, "batch", 1),
               weights_dtype=getattr(a, "weights_dtype", None),
               kv_dtype=getattr(a, "kv_dtype", "bf16"), state_dtype=getattr(a, "state_dtype", None),
-              usable_fraction=a.usable_fraction, overhead_bytes=a.overhead_gib * GIB)
+              usable_fraction=a.usable_fraction, overhead_bytes=a.overhead_gib * GIB,
+              tensor_parallel=getattr(a, "tensor_parallel", None))
     kw.update(over)
     return Workload(**kw)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from part1_capacity.commands._common import add_workload_flags, workload_from_args
+from part1_capacity.commands._common import add_workload_flags, positive_int, workload_from_args
 from part1_capacity.errors import InputError
 from part1_capacity.fmt import fmt_bytes, fmt_count, fmt_time, table
 from part1_capacity.plan import Plan, make_plan
@@ -14,6 +14,8 @@ def register(sub):
     p.add_argument("--model", required=True, help="bundled model id (see `capacity list models`) or a config.json")
     p.add_argument("--accelerator", required=True, help="bundled accelerator id or an accelerator JSON file")
     add_workload_flags(p)
+    p.add_argument("--tensor-parallel", type=positive_int, default=None, metavar="N",
+                   help="pin the tensor-parallel degree (default: the search picks it)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--emit", choices=["vllm"], help="print the matching `vllm serve` command instead")
     p.set_defaults(func=run)
