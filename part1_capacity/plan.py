@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from part1_capacity import roofline
+from part1_capacity import roofline, weights
 from part1_capacity.dtypes import KV_DTYPES, get_dtype
 from part1_capacity.errors import InputError
 from part1_capacity.hardware import GIB, Accelerator, load_accelerator
@@ -171,7 +171,7 @@ def search_deployment(model: ModelProfile, acc: Accelerator, wl: Workload, T, ba
 
 def weights_bytes(model: ModelProfile, wl: Workload) -> float:
     """Bytes of the weights a server loads at the workload's weight precision."""
-    return model.weights_params * get_dtype(wl.weights_dtype, "weights_dtype").bytes
+    return weights.weights_bytes(model, wl.weights_dtype)
 
 
 IMPLICATIONS = {
@@ -229,6 +229,7 @@ class Plan:
             "kv_bytes_per_sequence": self.kv_bytes_per_sequence,
             "state_bytes_per_sequence": self.state_bytes_per_sequence,
             "weights_bytes": self.weights_bytes,
+            **weights.plan_fields(self.model, wl.weights_dtype, self.kv_bytes_total),
             "kv_bytes_total": self.kv_bytes_total,
             "kv_bytes_stored": self.kv_bytes_stored,
             "kv_to_weights_ratio": self.kv_to_weights_ratio,

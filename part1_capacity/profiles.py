@@ -16,6 +16,7 @@ from pathlib import Path
 from part0_foundations.l03_kv_cache import laws
 from part1_capacity.dtypes import closest
 from part1_capacity.errors import InputError
+from part1_capacity.weights import groups_from_list
 
 DATA = Path(__file__).resolve().parent / "data"
 STRUCTURES = tuple(laws.STRUCTURES)   # the structure ids, defined once beside the laws
@@ -52,6 +53,8 @@ class ModelProfile:
     native_dtype: str = "bf16"
     hf_repo: str = ""        # the Hugging Face repository a server loads
     source: str = ""
+    weight_groups: tuple = ()      # weights.WeightGroup per storage precision (empty: all at native_dtype)
+    checkpoint: object = None      # weights.Checkpoint: exact bytes from safetensors/GGUF headers, when read
     extra: dict = field(default_factory=dict, compare=False)
 
     # --- what kind of model ---------------------------------------------------------------------------------
@@ -78,8 +81,9 @@ class ModelProfile:
 
     @property
     def weights_params(self) -> float:
-        """Parameters a server loads: the checkpoint's count when given, else the total."""
-        return self.params_checkpoint or self.params_total
+        """Parameters a server loads: the total, without an MTP module the checkpoint may also hold (vLLM loads
+        it only for MTP speculative decoding; see ``weights.py``)."""
+        return self.params_total
 
     # --- cache sizes, from the lesson-03 laws -------------------------------------------------------------
     def kv_bytes_per_token(self, kv_bytes_per_element: float) -> float:
@@ -207,6 +211,7 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
         n_full_layers=n_attn, n_window_layers=n_win, window=window, kv_lora_rank=kv_lora, qk_rope_head_dim=rope,
         ssm=ssm, params_checkpoint=float(d.get("params_checkpoint") or 0.0), native_dtype=native,
         hf_repo=str(d.get("hf_repo", "")), source=str(d.get("source", "")),
+        weight_groups=groups_from_list(d.get("weight_groups"), w),
         extra={k: v for k, v in d.items() if k.startswith("_")},
     )
 

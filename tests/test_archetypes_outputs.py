@@ -247,10 +247,12 @@ def test_tier_separation_only_when_the_kv_cache_dominates(capsys, aid, model, kv
 
 
 def test_the_ratio_that_decides_deepseek_is_the_published_one(capsys):
-    """DeepSeek-V3 for the hyperscaler: 589.5 GB of bf16 latent cache against 685 GB of FP8 weights ≈ 0.86."""
+    """DeepSeek-V3 for the hyperscaler: 589.5 GB of bf16 latent cache against the 671 GB of FP8 weights a server
+    loads ≈ 0.88 (vLLM skips the 14 B MTP module unless MTP speculative decoding is on; the original study's 0.86
+    divided by the whole 685 GB checkpoint)."""
     doc = json.loads(run(capsys, "propose", "--archetype", "hyperscaler-silicon", "--json"))
-    assert doc["plan"]["kv_to_weights_ratio"] == pytest.approx(589.5e9 / 685e9, abs=0.01)
-    assert "0.86" in run(capsys, "propose", "--archetype", "hyperscaler-silicon")
+    assert doc["plan"]["kv_to_weights_ratio"] == pytest.approx(589.5e9 / 671e9, abs=0.002)
+    assert "0.88" in run(capsys, "propose", "--archetype", "hyperscaler-silicon")
 
 
 def test_objections_follow_the_proposal(capsys):
