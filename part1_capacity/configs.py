@@ -236,6 +236,8 @@ def profile_from_config(d: dict, where: str = "config.json", model_id: str = "co
         prof["qk_rope_head_dim"] = c.int("qk_rope_head_dim")
         prof["n_kv_heads"] = n_heads
         prof["head_dim"] = c.int("qk_nope_head_dim")
+        if c.get("v_head_dim", default=None) is not None:   # V width of MLA prefill (roofline)
+            prof["v_head_dim"] = c.int("v_head_dim")
     ssm = _ssm(c, family, hidden, n_ssm) if n_ssm else None
     if ssm:
         prof["ssm"] = ssm

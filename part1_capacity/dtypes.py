@@ -12,7 +12,8 @@ Block-quantized types store a scale beside each block, so their bits per element
 - ``mxfp4``: OCP Microscaling FP4, 32 FP4 values share one 8-bit exponent scale → 4.25 bits (OCP MX spec v1.0);
   gpt-oss ships its MoE experts in it.
 
-Compute class: fp8 and int8 weights run matrix products at the accelerator's 8-bit peak (W8A8); 4-bit and GGUF
+Compute class (``DType.compute``, read by ``hardware.Accelerator.peak_flops``): fp8 and int8 weights run matrix
+products at the accelerator's fp8 or int8 peak (W8A8); 4-bit and GGUF
 types are *weight-only* quantization — dequantized and multiplied at 16-bit — so they use the 16-bit peak.
 fp32 is counted at the 16-bit peak too (an optimistic simplification: engines run fp32 checkpoints in bf16).
 """
@@ -28,7 +29,7 @@ from part1_capacity.errors import InputError
 class DType:
     name: str
     bits: float          # bits per element, including block scales
-    compute: str         # "16" or "8": which peak FLOP/s a matmul with these weights runs at
+    compute: str         # "16", "fp8" or "int8": which peak FLOP/s a matmul with these weights runs at
     note: str = ""
 
     @property
@@ -41,8 +42,8 @@ DTYPES = {d.name: d for d in (
     DType("fp32", 32, "16", "IEEE single"),
     DType("bf16", 16, "16", "bfloat16"),
     DType("fp16", 16, "16", "IEEE half"),
-    DType("fp8", 8, "8", "e4m3/e5m2"),
-    DType("int8", 8, "8", "per-channel int8 (W8A8)"),
+    DType("fp8", 8, "fp8", "e4m3/e5m2"),
+    DType("int8", 8, "int8", "per-channel int8 (W8A8)"),
     DType("int4", 4, "16", "weight-only int4 (group scales not counted)"),
     DType("mxfp4", 4.25, "16", "OCP MX FP4: 32 values share an 8-bit scale"),
     DType("q8_0", 34 * 8 / 32, "16", "GGUF: 34 bytes per 32 values"),

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from part1_capacity import roofline
 from part1_capacity.dtypes import closest, get_dtype
 from part1_capacity.errors import InputError
 
@@ -37,17 +38,17 @@ class Accelerator:
     source: str = ""
 
     def peak_flops(self, weights_dtype: str) -> float:
-        """Dense peak for matmuls with weights of this dtype: 8-bit types use their 8-bit peak when present."""
-        dt = get_dtype(weights_dtype, "weights_dtype")
-        if dt.name == "fp8" and self.flops_fp8:
-            return self.flops_fp8
-        if dt.name == "int8" and self.flops_int8:
-            return self.flops_int8
-        return self.flops_16
+        """Dense peak for matmuls with weights of this dtype, by the dtype's compute class (``DType.compute``,
+        the one rule in dtypes.py): "fp8"/"int8" use that 8-bit peak when this accelerator has one, everything
+        else (and an 8-bit type on an accelerator without 8-bit units) the 16-bit peak."""
+        compute = get_dtype(weights_dtype, "weights_dtype").compute
+        eight_bit = {"fp8": self.flops_fp8, "int8": self.flops_int8}.get(compute, 0.0)
+        return eight_bit or self.flops_16
 
     def ridge_point(self, weights_dtype: str) -> float:
-        """Arithmetic intensity (FLOP/byte) above which a kernel is compute-bound here: peak / bandwidth."""
-        return self.peak_flops(weights_dtype) / self.bandwidth
+        """Arithmetic intensity (FLOP/byte) above which a kernel is compute-bound here (``roofline.ridge_point``
+        at this dtype's peak)."""
+        return roofline.ridge_point(self.peak_flops(weights_dtype), self.bandwidth)
 
     def to_dict(self) -> dict:
         return asdict(self)

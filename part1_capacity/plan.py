@@ -269,11 +269,11 @@ def _overflow(model, acc, wl, W, tp, pp, per_seq_rank_attn_state, decode_flops, 
     peak = acc.peak_flops(wl.weights_dtype)
     out = []
     hbm_bytes = weights_read / n_ranks + min(need, free)
-    t_all_hbm = pp * max(flops_rank / peak, (weights_read / n_ranks + need) / acc.bandwidth)
+    t_all_hbm = pp * float(roofline.step_time(flops_rank, weights_read / n_ranks + need, peak, acc.bandwidth))
     for tier in tiers_for(acc):
         if tier.id == "hbm":
             continue
-        t_step = pp * max(flops_rank / peak, hbm_bytes / acc.bandwidth + over / tier.bandwidth)
+        t_step = pp * float(roofline.step_time(flops_rank, hbm_bytes, peak, acc.bandwidth, over / tier.bandwidth))
         out.append({"tier": tier.id, "name": tier.name, "capacity_bytes_per_accelerator": tier.capacity_bytes,
                     "bandwidth": tier.bandwidth, "fits": bool(tier.capacity_bytes >= over),
                     "decode_step_s": t_step, "decode_tokens_per_s": wl.batch / t_step,

@@ -48,6 +48,7 @@ class ModelProfile:
     window: int = 0
     kv_lora_rank: int = 0      # MLA: latent width (0: not MLA)
     qk_rope_head_dim: int = 0  # MLA: decoupled RoPE key cached beside the latent
+    v_head_dim: int = 0        # MLA: per-head value width after decompression (0: head_dim = qk_nope_head_dim)
     ssm: SSM | None = None
     params_checkpoint: float = 0.0   # what the published checkpoint holds, if it differs (e.g. an MTP module)
     native_dtype: str = "bf16"
@@ -201,6 +202,7 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
     rope = int(d.get("qk_rope_head_dim") or 0)
     if kv_lora and not rope:
         raise InputError(f"{w}: MLA profile needs 'qk_rope_head_dim' beside 'kv_lora_rank'")
+    v_dim = _positive_int(d, "v_head_dim", w) if kv_lora and d.get("v_head_dim") is not None else 0
     max_ctx = _positive_int(d, "max_context", w)
     from part1_capacity.dtypes import get_dtype  # noqa: WPS433 (validate the native dtype name)
 
@@ -209,6 +211,7 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
         id=pid.lower(), name=str(d.get("name") or pid), n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv,
         head_dim=head_dim, hidden_size=hidden, params_total=total, params_active=active, max_context=max_ctx,
         n_full_layers=n_attn, n_window_layers=n_win, window=window, kv_lora_rank=kv_lora, qk_rope_head_dim=rope,
+        v_head_dim=v_dim,
         ssm=ssm, params_checkpoint=float(d.get("params_checkpoint") or 0.0), native_dtype=native,
         hf_repo=str(d.get("hf_repo", "")), source=str(d.get("source", "")),
         weight_groups=groups_from_list(d.get("weight_groups"), w),

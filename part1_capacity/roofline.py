@@ -6,9 +6,14 @@ point (peak FLOP/s ÷ bandwidth), compute-bound above it; its time is at least `
 
 - matmuls: ``2 × active parameters`` FLOPs per token (a multiply-add is 2 FLOPs);
 - attention: per query token, per cached token it attends to, per attention layer ``4 × n_heads × head_dim``
-  (QKᵀ and the weighted sum of V); MLA as engines decode it (weights absorbed, attending in the latent):
-  ``2 × n_heads × (kv_lora_rank + qk_rope_head_dim) + 2 × n_heads × kv_lora_rank``. Window layers attend to at
-  most ``window`` tokens; recurrent layers cost ``2 × state`` per token;
+  (QKᵀ and the weighted sum of V). MLA runs two ways (vLLM ``v1/attention/backends/mla/common.py`` module
+  docstring; ``mla_attention.py`` in newer trees): **decode** absorbs the up-projections into the query and
+  attends in the latent, ``2 × n_heads × (kv_lora_rank + qk_rope_head_dim) + 2 × n_heads × kv_lora_rank``;
+  **prefill** takes the "compute friendly approach": it decompresses K and V and runs ordinary attention with a
+  QK width of ``qk_nope_head_dim + qk_rope_head_dim`` and a V width of ``v_head_dim``,
+  ``2 × n_heads × (qk_nope_head_dim + qk_rope_head_dim) + 2 × n_heads × v_head_dim`` (the decompression itself
+  is a weight matmul, counted with the parameters). Window layers attend to at most ``window`` tokens;
+  recurrent layers cost ``2 × state`` per token;
 - bytes: the weights read once per pass (MoE: the experts any token of the pass routes to — expected fraction
   ``1 − (1 − active/total)^tokens``, an independence approximation), plus the cache read (decode) or written
   (prefill).
@@ -19,16 +24,38 @@ Prefill is one prompt of ``T`` tokens processed at once; decode is one step of `
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from part1_capacity.hardware import Accelerator
-from part1_capacity.profiles import ModelProfile
+if TYPE_CHECKING:   # hardware.py calls ridge_point below: import the types only when type-checking
+    from part1_capacity.hardware import Accelerator
+    from part1_capacity.profiles import ModelProfile
+
+PHASES = ("prefill", "decode")
 
 
-def attention_flops_per_pair(p: ModelProfile) -> float:
-    """FLOPs for one query token attending to one cached token in one attention layer."""
+def ridge_point(peak_flops: float, bandwidth: float) -> float:
+    """Arithmetic intensity (FLOP/byte) above which a kernel is compute-bound: peak FLOP/s ÷ bytes/s."""
+    return peak_flops / bandwidth
+
+
+def step_time(flops, nbytes, peak_flops: float, bandwidth: float, extra_seconds: float = 0.0):
+    """The roofline time of one pass: ``max(flops / peak, bytes / bandwidth + extra_seconds)`` seconds — the
+    arithmetic and the memory traffic overlap, so the slower of the two sets the time. ``extra_seconds``: bytes
+    read from a slower tier, added to the memory side (serially: a conservative bound)."""
+    return np.maximum(np.asarray(flops, dtype=np.float64) / peak_flops,
+                      np.asarray(nbytes, dtype=np.float64) / bandwidth + extra_seconds)
+
+
+def attention_flops_per_pair(p: ModelProfile, phase: str = "decode") -> float:
+    """FLOPs for one query token attending to one cached token in one attention layer, in ``phase``
+    ("prefill" or "decode": MLA runs a different form in each, see the module docstring)."""
+    if phase not in PHASES:
+        raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
     if p.is_mla:
+        if phase == "prefill":   # K/V decompressed: ordinary attention, QK width nope + rope, V width v_head_dim
+            return 2 * p.n_heads * (p.head_dim + p.qk_rope_head_dim) + 2 * p.n_heads * (p.v_head_dim or p.head_dim)
         return 2 * p.n_heads * (p.kv_lora_rank + p.qk_rope_head_dim) + 2 * p.n_heads * p.kv_lora_rank
     return 4 * p.n_heads * p.head_dim
 
@@ -51,7 +78,7 @@ def weights_read_fraction(p: ModelProfile, tokens):
 
 def prefill_flops(p: ModelProfile, T):
     """FLOPs to prefill one prompt of ``T`` tokens."""
-    pair = attention_flops_per_pair(p)
+    pair = attention_flops_per_pair(p, "prefill")
     attn = pair * (p.n_full_layers * _causal_pairs(T) + p.n_window_layers * _causal_pairs(T, p.window))
     ssm = 2 * p.ssm.state_elements * p.ssm.n_layers * np.asarray(T) if p.ssm else 0
     return 2 * p.params_active * np.asarray(T, dtype=np.float64) + attn + ssm
@@ -60,7 +87,7 @@ def prefill_flops(p: ModelProfile, T):
 def decode_flops(p: ModelProfile, T, batch):
     """FLOPs of one decode step: ``batch`` new tokens, each attending to its sequence's ``T`` cached tokens."""
     T = np.asarray(T, dtype=np.float64)
-    pair = attention_flops_per_pair(p)
+    pair = attention_flops_per_pair(p, "decode")
     seen = p.n_full_layers * T + p.n_window_layers * np.minimum(T, p.window or 1)
     ssm = 2 * p.ssm.state_elements * p.ssm.n_layers if p.ssm else 0
     return np.asarray(batch, dtype=np.float64) * (2 * p.params_active + pair * seen + ssm)
@@ -85,9 +112,9 @@ def phase(flops, nbytes, acc: Accelerator, weights_dtype: str, devices: int = 1,
     """Place a pass on the roofline. ``devices`` split FLOPs and bytes evenly (ideal tensor parallelism);
     ``extra_seconds`` adds time spent reading from a slower tier (serially: a conservative bound)."""
     peak = acc.peak_flops(weights_dtype)
-    ridge = peak / acc.bandwidth
     ai = float(flops) / float(nbytes)
     t_compute = float(flops) / (peak * devices)
     t_memory = float(nbytes) / (acc.bandwidth * devices) + extra_seconds
     bound = "compute" if t_compute >= t_memory else "memory"
-    return Phase(float(flops), float(nbytes), ai, ridge, bound, max(t_compute, t_memory))
+    t = float(step_time(flops, nbytes, peak * devices, acc.bandwidth * devices, extra_seconds))
+    return Phase(float(flops), float(nbytes), ai, ridge_point(peak, acc.bandwidth), bound, t)
