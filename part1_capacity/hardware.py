@@ -19,6 +19,7 @@ from part1_capacity.errors import InputError
 
 DATA = Path(__file__).resolve().parent / "data"
 GB, GIB = 1e9, 2 ** 30
+ENGINES = ["vllm", "llama.cpp"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,10 @@ class Accelerator:
     flops_int8: float = 0.0       # dense int8 peak (0: not supported → 16-bit peak)
     interconnect: float = 0.0     # device-to-device bytes/s (0: none)
     interconnect_name: str = ""
-    max_tp: int = 1               # devices in one fast-interconnect group
+    max_tp: int = 1               # devices in one fast-interconnect group (scale-up domain): the largest TP group
+    node_size: int = 1            # devices per server/host: the unit pipeline stages and replicas are spread over
+    peer_link: float = 0.0        # bytes/s to ONE peer, both directions (0: same as ``interconnect``)
+    engines: tuple = ("vllm", "llama.cpp")   # serving engines that run on it
     status: str = "vendor"
     source: str = ""
 
@@ -59,7 +63,8 @@ class Accelerator:
         d = {"id": self.id, "name": self.name, "kind": self.kind, "memory_gb": self.memory_bytes / GB,
              "bandwidth_gb_s": self.bandwidth / GB, "bf16_tflops": self.flops_16 / 1e12,
              "interconnect_gb_s": self.interconnect / GB, "interconnect": self.interconnect_name,
-             "max_tp": self.max_tp, "status": self.status, "source": self.source}
+             "max_tp": self.max_tp, "node_size": self.node_size, "peer_link_gb_s": self.peer_link / GB,
+             "engines": list(self.engines), "status": self.status, "source": self.source}
         if self.flops_fp8:
             d["fp8_tflops"] = self.flops_fp8 / 1e12
         if self.flops_int8:
@@ -96,13 +101,22 @@ def accelerator_from_dict(d: dict, where: str = "accelerator") -> Accelerator:
     max_tp = d.get("max_tp", 1)
     if isinstance(max_tp, bool) or not isinstance(max_tp, int) or max_tp < 1:
         raise InputError(f"{w}: field 'max_tp' must be a positive integer, got {max_tp!r}")
+    node = d.get("node_size", max_tp)
+    if isinstance(node, bool) or not isinstance(node, int) or node < 1:
+        raise InputError(f"{w}: field 'node_size' must be a positive integer, got {node!r}")
+    kind = str(d.get("kind", "datacenter"))
+    engines = d.get("engines", ENGINES if kind in ("datacenter", "host") else ["llama.cpp"])
+    if not isinstance(engines, list) or not engines or any(e not in ENGINES for e in engines):
+        raise InputError(f"{w}: field 'engines' must be a list of {', '.join(ENGINES)}, got {engines!r}")
+    interconnect = _num(d, "interconnect_gb_s", w, required=False, positive=False) * GB
     return Accelerator(
-        id=aid, name=str(d.get("name") or aid), kind=str(d.get("kind", "datacenter")), memory_bytes=mem,
+        id=aid, name=str(d.get("name") or aid), kind=kind, memory_bytes=mem,
         bandwidth=_num(d, "bandwidth_gb_s", w) * GB, flops_16=_num(d, "bf16_tflops", w) * 1e12,
         flops_fp8=_num(d, "fp8_tflops", w, required=False, positive=False) * 1e12,
         flops_int8=_num(d, "int8_tflops", w, required=False, positive=False) * 1e12,
-        interconnect=_num(d, "interconnect_gb_s", w, required=False, positive=False) * GB,
-        interconnect_name=str(d.get("interconnect", "")), max_tp=max_tp, status=str(d.get("status", "vendor")),
+        interconnect=interconnect, interconnect_name=str(d.get("interconnect", "")), max_tp=max_tp, node_size=node,
+        peer_link=_num(d, "peer_link_gb_s", w, required=False, positive=False) * GB or interconnect,
+        engines=tuple(engines), status=str(d.get("status", "vendor")),
         source=str(d.get("source", "")),
     )
 

@@ -154,18 +154,21 @@ def data_tables() -> tuple[str, str, str]:
         params = f"{m.params_total / 1e9:,.4g}B" + (f" / {m.params_active / 1e9:,.3g}B" if m.is_moe else "")
         models.append(f"| `{m.id}` | {m.structure} | {layers} | {params} | {m.native_dtype} | "
                       f"{fmt_bytes(m.kv_bytes_per_token(2))} | {m.max_context:,} | {_cell(m.source)} |")
-    accs = ["| id | memory | bandwidth | 16-bit TFLOP/s | 8-bit | interconnect | status | source |",
-            "|---|---|---|---|---|---|---|---|"]
+    accs = ["| id | memory | bandwidth | 16-bit TFLOP/s | 8-bit | interconnect | per node / scale-up domain | status "
+            "| source |", "|---|---|---|---|---|---|---|---|---|"]
     for a in bundled_accelerators().values():
         eight = max(a.flops_fp8, a.flops_int8)
         accs.append(f"| `{a.id}` | {a.memory_bytes / 1e9:,.0f} GB | {a.bandwidth / 1e9:,.0f} GB/s | "
                     f"{a.flops_16 / 1e12:,.1f} | {f'{eight / 1e12:,.0f}' if eight else '—'} | "
-                    f"{_cell(a.interconnect_name) or '—'} | {a.status} | {_cell(a.source)} |")
-    tiers = ["| tier | capacity per accelerator | bandwidth | latency | source |", "|---|---|---|---|---|"]
+                    f"{_cell(a.interconnect_name) or '—'} | {a.node_size} / {a.max_tp} | {a.status} | {_cell(a.source)} |")
+    tiers = ["| tier | capacity per accelerator | bandwidth (one way) | latency from the accelerator | as published | "
+             "source |", "|---|---|---|---|---|---|"]
     for t in tier_table():
         cap = t["capacity_gb"] if isinstance(t["capacity_gb"], str) else f"{t['capacity_gb']:,} GB"
         bw = t["bandwidth_gb_s"] if isinstance(t["bandwidth_gb_s"], str) else f"{t['bandwidth_gb_s']:,} GB/s"
-        tiers.append(f"| {t['name']} | {cap} | {bw} | {t['latency_ns']:,} ns | {_cell(t['source'])} |")
+        published = ("same" if t["measured_from"] == "accelerator" else
+                     f"{t['published_latency_ns']:,} ns from the {t['measured_from']}; {_cell(t['conversion'])}")
+        tiers.append(f"| {t['name']} | {cap} | {bw} | {t['latency_ns']:,} ns | {published} | {_cell(t['source'])} |")
     return "\n".join(models) + "\n", "\n".join(accs) + "\n", "\n".join(tiers) + "\n"
 
 

@@ -1,7 +1,10 @@
 """Memory tiers where KV cache can overflow to: HBM, a peer's HBM, host DRAM, CXL, NVMe.
 
-Figures are per accelerator of a data-centre server node (``data/tiers.json``, each with its source). The HBM and
-peer tiers take their capacity and bandwidth from the accelerator profile. Units: bytes, bytes/s, seconds.
+Figures are per accelerator of a data-centre server node (``data/tiers.json``, each with its source), all with one
+definition: bandwidth in one direction per accelerator, latency load-to-use from the accelerator (figures published
+from the host CPU are converted, and the conversion is stated beside them). The HBM tier takes its capacity and
+bandwidth from the accelerator profile; the peer tier its link to ONE peer (``Accelerator.peer_link``), halved to
+one direction. Units: bytes, bytes/s, seconds.
 """
 from __future__ import annotations
 
@@ -21,9 +24,10 @@ class Tier:
     name: str
     capacity_bytes: float   # per accelerator
     bandwidth: float        # bytes/s, one direction, per accelerator
-    latency_s: float
+    latency_s: float        # load-to-use, from the accelerator
     status: str
     source: str
+    measured_from: str = "accelerator"   # vantage of the published latency (converted when not the accelerator)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -48,11 +52,12 @@ def tiers_for(acc: Accelerator) -> list[Tier]:
         bw = t["bandwidth_gb_s"]
         if bw == "accelerator":
             bw = acc.bandwidth
-        elif bw == "interconnect":
-            bw = acc.interconnect / 2          # vendors quote both directions
+        elif bw == "peer_link":
+            bw = acc.peer_link / 2             # vendors quote both directions
         else:
             bw = bw * GB
         if bw <= 0:                            # e.g. a phone has no peer to borrow memory from
             continue
-        out.append(Tier(t["id"], t["name"], cap, bw, t["latency_ns"] * 1e-9, t["status"], t["source"]))
+        out.append(Tier(t["id"], t["name"], cap, bw, t["latency_ns"] * 1e-9, t["status"], t["source"],
+                        t["measured_from"]))
     return out

@@ -47,8 +47,10 @@ def run(a) -> int:
             return 0
         rows = [[t["id"], t["name"], str(t["capacity_gb"]) + ("" if isinstance(t["capacity_gb"], str) else " GB"),
                  str(t["bandwidth_gb_s"]) + ("" if isinstance(t["bandwidth_gb_s"], str) else " GB/s"),
-                 f"{t['latency_ns']:,} ns"] for t in items]
-        print(table(rows, ["id", "tier", "capacity / accelerator", "bandwidth", "latency"], left=(0, 1)))
+                 f"{t['latency_ns']:,} ns", "" if t["measured_from"] == "accelerator" else
+                 f"{t['published_latency_ns']:,} ns from the {t['measured_from']}, converted"] for t in items]
+        print(table(rows, ["id", "tier", "capacity / accelerator", "bandwidth (one way)", "latency from the accelerator",
+                           "as published"], left=(0, 1, 5)))
     if a.sources:
         print()
         for x in items:
