@@ -29,6 +29,7 @@ class SSM:
     n_layers: int
     state_elements: int        # constant state of one layer for one sequence, in elements
     n_heads: int = 1           # how the state splits under tensor parallelism
+    conv_elements: int = 0     # of state_elements, the convolution's share (the rest: the SSM / delta-net matrix)
 
 
 @dataclass(frozen=True)
@@ -159,18 +160,22 @@ def ssm_from_dict(s: dict, where: str) -> SSM:
         elems = laws.mamba1_state_elements(_positive_int(s, "d_inner", w), _positive_int(s, "d_state", w),
                                            _positive_int(s, "d_conv", w))
         heads = _positive_int(s, "d_inner", w)
+        conv = laws.mamba1_conv_state_elements(heads, s["d_conv"])
     elif kind == "mamba2":
         heads = _positive_int(s, "n_heads", w)
         elems = laws.mamba2_state_elements(heads, _positive_int(s, "head_dim", w), _positive_int(s, "d_state", w),
                                            _positive_int(s, "d_conv", w), _positive_int(s, "n_groups", w))
+        conv = laws.mamba2_conv_state_elements(heads, s["head_dim"], s["d_state"], s["d_conv"], s["n_groups"])
     elif kind == "gated_deltanet":
         heads = _positive_int(s, "n_v_heads", w)
         elems = laws.gated_deltanet_state_elements(_positive_int(s, "n_k_heads", w), heads,
                                                    _positive_int(s, "k_head_dim", w),
                                                    _positive_int(s, "v_head_dim", w), _positive_int(s, "d_conv", w))
+        conv = laws.gated_deltanet_conv_state_elements(s["n_k_heads"], heads, s["k_head_dim"], s["v_head_dim"],
+                                                       s["d_conv"])
     else:
         raise InputError(f"{w}.kind: unknown '{kind}'; allowed: mamba1, mamba2, gated_deltanet")
-    return SSM(kind, n, int(elems), heads)
+    return SSM(kind, n, int(elems), heads, int(conv))
 
 
 def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:

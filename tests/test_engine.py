@@ -87,7 +87,7 @@ def test_capacity_e1_json_has_the_issue_keys(tiny):
     r = json.loads(out.stdout)
     for key in ("contexts", "reported_bytes", "slope_bytes_per_token", "formula_bytes_per_token", "match"):
         assert key in r
-    assert r["match"] is True and "date" in r and "host" in r and r["command"].startswith("capacity e1")
+    assert r["match"] is True and "date_utc" in r and "host" in r and r["command"].startswith("capacity e1")
     assert "e1 [" in out.stderr  # the progress bar goes to stderr, stdout stays JSON
 
 

@@ -88,20 +88,40 @@ def ssm_hybrid_bytes(T, n_full_layers, n_kv_heads, head_dim, kv_bytes_per_elemen
             + ssm_state_bytes(n_ssm_layers, state_elements_per_layer, state_bytes_per_element))
 
 
+def conv_state_elements(d_conv, conv_dim):
+    """A causal convolution's state in elements: the last ``d_conv − 1`` inputs of its ``conv_dim`` channels."""
+    return (d_conv - 1) * conv_dim
+
+
+def mamba1_conv_state_elements(d_inner, d_conv):
+    """Mamba-1 convolution state: ``(d_conv − 1) × d_inner``."""
+    return conv_state_elements(d_conv, d_inner)
+
+
 def mamba1_state_elements(d_inner, d_state, d_conv):
     """Mamba-1 layer state in elements: conv ``(d_conv − 1) × d_inner`` + SSM ``d_inner × d_state``."""
-    return (d_conv - 1) * d_inner + d_inner * d_state
+    return mamba1_conv_state_elements(d_inner, d_conv) + d_inner * d_state
 
 
 def mamba2_state_elements(n_heads, head_dim, d_state, d_conv, n_groups):
     """Mamba-2 layer state in elements: conv ``(d_conv − 1) × (d_inner + 2 × n_groups × d_state)`` with
     ``d_inner = n_heads × head_dim``, plus SSM ``n_heads × head_dim × d_state``."""
-    d_inner = n_heads * head_dim
-    return (d_conv - 1) * (d_inner + 2 * n_groups * d_state) + n_heads * head_dim * d_state
+    return mamba2_conv_state_elements(n_heads, head_dim, d_state, d_conv, n_groups) + n_heads * head_dim * d_state
+
+
+def mamba2_conv_state_elements(n_heads, head_dim, d_state, d_conv, n_groups):
+    """Mamba-2 convolution state: ``(d_conv − 1) × (n_heads × head_dim + 2 × n_groups × d_state)`` (x, B and C
+    pass through the convolution)."""
+    return conv_state_elements(d_conv, n_heads * head_dim + 2 * n_groups * d_state)
 
 
 def gated_deltanet_state_elements(n_k_heads, n_v_heads, k_head_dim, v_head_dim, d_conv):
     """Gated DeltaNet layer state in elements: conv ``(d_conv − 1) × (2 × key_dim + value_dim)`` plus the
     recurrent ``n_v_heads × d_k × d_v`` matrix (``key_dim = n_k_heads × d_k``, ``value_dim = n_v_heads × d_v``)."""
-    key_dim, value_dim = n_k_heads * k_head_dim, n_v_heads * v_head_dim
-    return (d_conv - 1) * (2 * key_dim + value_dim) + n_v_heads * k_head_dim * v_head_dim
+    return (gated_deltanet_conv_state_elements(n_k_heads, n_v_heads, k_head_dim, v_head_dim, d_conv)
+            + n_v_heads * k_head_dim * v_head_dim)
+
+
+def gated_deltanet_conv_state_elements(n_k_heads, n_v_heads, k_head_dim, v_head_dim, d_conv):
+    """Gated DeltaNet convolution state: ``(d_conv − 1) × (2 × n_k_heads × d_k + n_v_heads × d_v)`` (q, k, v)."""
+    return conv_state_elements(d_conv, 2 * n_k_heads * k_head_dim + n_v_heads * v_head_dim)

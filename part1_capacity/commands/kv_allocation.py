@@ -1,4 +1,5 @@
-"""`capacity e1 [--gguf PATH] [--json] [--save]`: the KV slope llama.cpp reports vs the calculator's figure."""
+"""`capacity e1 [--gguf PATH] [--structure gqa|mqa|mla|swa|ssm|linear|all] [--json] [--save]`: what llama.cpp
+allocates vs the calculator — the KV slope of one model, or every buffer of every cache structure."""
 from __future__ import annotations
 
 import json
@@ -15,11 +16,17 @@ def register(sub):
                    help="GGUF model to check (default: a generated llama model of ≥500M parameters, deleted after)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--save", action="store_true", help="also save it as part1_capacity/results/e1.json (the site)")
+    p.add_argument("--structure", metavar="ID",
+                   help="check every buffer (K, V, sliding-window cache, recurrent state) of tiny models of one "
+                        "cache structure against the calculator and llama.cpp's allocation rules: gqa, mqa, mla, "
+                        "swa, ssm, linear or all (saved as results/e1_structures.json)")
     p.add_argument("--note", default="", help="a remark saved with the result (e.g. 'machine shared')")
     p.set_defaults(func=main)
 
 
 def main(args) -> int:
+    if args.structure or (args.gguf and not _full_attention(args.gguf)):
+        return structures_main(args)
     from part1_capacity.engine import kv_allocation
     from part1_capacity.engine.common import run_record, save_result, scratch_dir
     from part1_capacity.engine.gguf_model import shape_for_params, write_llama_gguf
@@ -52,3 +59,50 @@ def main(args) -> int:
             print(f"{r['kv_type']:6} {str(r['cells']):>22} {str(r['reported_bytes']):>40} "
                   f"{r['slope_bytes_per_token']:12.2f} {r['formula_bytes_per_token']:9g}  {r['match']}")
     return 0 if result["match"] else 1
+
+
+def _full_attention(path) -> bool:
+    """Whether the GGUF is a plain full-attention model (the slope check); refuses unsupported architectures."""
+    from part1_capacity.engine.gguf_profile import FULL_ATTENTION, profile_dict
+
+    return profile_dict(path)["_architecture"] in FULL_ATTENTION
+
+
+def structures_main(args) -> int:
+    from part1_capacity.engine import structures, tiny_models
+    from part1_capacity.engine.common import run_record, save_result
+    from part1_capacity.engine.progress import Progress
+
+    selector = args.structure or "all"
+    n_models = 1 if args.gguf else len(tiny_models.specs_for(selector))
+    bar = Progress(n_models * len(structures.CONTEXTS) * len(structures.N_SEQ), "e1")
+    record = run_record()
+    if args.gguf:
+        row = structures.check(args.gguf, args.structure or "gguf", progress=bar)
+        result = {"selector": selector, "structures": [row], "match": row["match"]}
+    else:
+        result = structures.run(selector, progress=bar)
+    bar.close()
+    result = {**result, **record, "note": args.note}
+    if args.save:
+        print(f"saved {save_result('e1_structures', result)}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(render_structures(result))
+    return 0 if result["match"] else 1
+
+
+def render_structures(result) -> str:
+    from part1_capacity.fmt import fmt_bytes, table
+
+    rows = []
+    for r in result["structures"]:
+        for i, case in enumerate(r["cases"]):
+            for comp, reported in r["reported"].items():
+                rows.append([r["architecture"], f"{case['context']:,} × {case['n_seq']}", comp,
+                             fmt_bytes(r["law"][comp][i]), fmt_bytes(r["predicted"][comp][i]),
+                             fmt_bytes(reported[i]) if reported[i] is not None else "—",
+                             "yes" if r["details"][i]["match"] else "NO"])
+    return table(rows, ["model", "context × seqs", "buffer", "law", "llama.cpp rule", "llama.cpp log", "match"],
+                 left=(0, 1, 2))

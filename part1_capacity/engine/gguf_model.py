@@ -65,7 +65,7 @@ def shape_for_params(n_params: int) -> LlamaShape:
     raise InputError(f"--params: at most {LlamaShape(64, *_WIDTHS[-1]).n_params():,} supported, got {n_params:,}")
 
 
-def _tokenizer(vocab_size: int):
+def tokenizer_vocab(vocab_size: int):
     import gguf
 
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
@@ -124,7 +124,7 @@ def write_llama_gguf(path, shape: LlamaShape, seed: int = 0, dtype: str = "f32",
     w.add_layer_norm_rms_eps(1e-5)
     w.add_vocab_size(shape.vocab_size)
     w.add_file_type(gguf.LlamaFileType.ALL_F32 if dtype == "f32" else gguf.LlamaFileType.MOSTLY_F16)
-    tokens, scores, types = _tokenizer(shape.vocab_size)
+    tokens, scores, types = tokenizer_vocab(shape.vocab_size)
     w.add_tokenizer_model("llama")
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
@@ -176,7 +176,7 @@ class GGUFShape:
     name: str = ""
 
 
-def _field(reader, key):
+def gguf_field(reader, key):
     f = reader.fields.get(key)
     if f is None:
         return None
@@ -207,22 +207,22 @@ def read_shape(path) -> GGUFShape:
         r = gguf.GGUFReader(str(path))
     except Exception as exc:  # not a GGUF: the reader raises on the magic number
         raise InputError(f"--gguf: not a readable GGUF file ({exc})") from None
-    arch = _field(r, "general.architecture")
+    arch = gguf_field(r, "general.architecture")
     for sliding in ("attention.sliding_window", "ssm.state_size", "attention.kv_lora_rank"):
-        if _field(r, f"{arch}.{sliding}") is not None:
+        if gguf_field(r, f"{arch}.{sliding}") is not None:
             raise InputError(f"--gguf: architecture '{arch}' has {sliding}; E1 checks full-attention models "
                              "(llama, mistral, qwen2, qwen3 and similar)")
-    need = {k: _field(r, f"{arch}.{k}") for k in ("block_count", "embedding_length", "attention.head_count")}
+    need = {k: gguf_field(r, f"{arch}.{k}") for k in ("block_count", "embedding_length", "attention.head_count")}
     missing = [k for k, v in need.items() if v is None]
     if missing:
         raise InputError(f"--gguf: metadata field {arch}.{missing[0]} is missing")
     n_heads = _uniform(need["attention.head_count"], f"{arch}.attention.head_count")
-    kv = _field(r, f"{arch}.attention.head_count_kv")
+    kv = gguf_field(r, f"{arch}.attention.head_count_kv")
     n_kv = n_heads if kv is None else _uniform(kv, f"{arch}.attention.head_count_kv")
-    k_len = _field(r, f"{arch}.attention.key_length") or need["embedding_length"] // n_heads
-    v_len = _field(r, f"{arch}.attention.value_length") or need["embedding_length"] // n_heads
+    k_len = gguf_field(r, f"{arch}.attention.key_length") or need["embedding_length"] // n_heads
+    v_len = gguf_field(r, f"{arch}.attention.value_length") or need["embedding_length"] // n_heads
     n_params = sum(int(np.prod(t.shape)) for t in r.tensors)
-    n_ctx = _field(r, f"{arch}.context_length") or 0
+    n_ctx = gguf_field(r, f"{arch}.context_length") or 0
     return GGUFShape(arch, int(need["block_count"]), int(n_heads), int(n_kv), int(k_len), int(v_len),
-                     int(need["embedding_length"]), int(n_ctx), n_params, _field(r, "general.file_type"),
-                     _field(r, "general.name") or path.stem)
+                     int(need["embedding_length"]), int(n_ctx), n_params, gguf_field(r, "general.file_type"),
+                     gguf_field(r, "general.name") or path.stem)
