@@ -1,7 +1,8 @@
 """The course site builds strictly and renders in a real headless browser (Debian's chromium).
 
-Every page is opened from a local HTTP server: no console errors, every image loads, and the pages that
-contain math have it typeset by the MathJax copy shipped with the site (no CDN).
+Every page is opened from a local HTTP server at 1280 × 900: no console errors, every image loads, the pages that
+contain math have it typeset by the MathJax copy shipped with the site (no CDN), and nothing is wider than the
+window or its own box (no cut-off equation or code line). Previous/next links walk the nav in order.
 """
 import functools
 import http.server
@@ -73,9 +74,22 @@ def browser():
         b.close()
 
 
+# Elements that must fit their own box: code lines and display equations (tables may scroll inside their wrapper).
+_OVERFLOW_JS = """() => {
+  const wide = [];
+  for (const el of document.querySelectorAll('.md-typeset pre > code, .md-typeset div.arithmatex')) {
+    if (el.scrollWidth > el.clientWidth + 1) wide.push(`${el.tagName} ${el.scrollWidth} > ${el.clientWidth} px: `
+                                                       + (el.textContent || '').trim().slice(0, 50));
+  }
+  const d = document.documentElement;
+  if (d.scrollWidth > d.clientWidth) wide.push(`page ${d.scrollWidth} > ${d.clientWidth} px`);
+  return wide;
+}"""
+
+
 @pytest.mark.parametrize("page_path", PAGES)
 def test_page_renders(browser, server, page_path):
-    page = browser.new_page()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors, external = [], []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -91,7 +105,38 @@ def test_page_renders(browser, server, page_path):
     assert broken == [], f"images that did not load: {broken}"
     assert errors == [], f"console errors: {errors}"
     assert external == [], f"requests outside the site (no CDN allowed): {external}"
+    assert page.evaluate(_OVERFLOW_JS) == [], "cut off at 1280 px"
     page.close()
+
+
+def test_previous_next_follow_the_nav(built_site):
+    """Each page's footer links to the page before and after it in the nav (mkdocs-material navigation.footer)."""
+    import posixpath
+    import re
+
+    for i, path in enumerate(PAGES):
+        html = (built_site / path).read_text(encoding="utf-8")
+        for kind, want in (("prev", PAGES[i - 1] if i else None), ("next", PAGES[i + 1] if i + 1 < len(PAGES) else None)):
+            m = re.search(rf'<a[^>]*href="([^"]+)"[^>]*class="md-footer__link md-footer__link--{kind}"', html) or \
+                re.search(rf'<a[^>]*class="md-footer__link md-footer__link--{kind}"[^>]*href="([^"]+)"', html)
+            got = posixpath.normpath(posixpath.join(posixpath.dirname(path), m.group(1))) if m else None
+            assert got == want, f"{path}: {kind} link goes to {got}, the nav says {want}"
+
+
+def test_hook_names_missing_generated_files(tmp_path):
+    """The hook that lets `mkdocs serve` work on a fresh checkout finds the snippets and figures a page lacks."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("generated_hook", REPO / "hooks" / "generated.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    docs = tmp_path / "site"
+    (docs / "part0").mkdir(parents=True)
+    (docs / "generated" / "x").mkdir(parents=True)
+    (docs / "generated" / "x" / "there.md").write_text("ok")
+    (docs / "part0" / "p.md").write_text('--8<-- "site/generated/x/there.md"\n--8<-- "site/generated/x/gone.md"\n'
+                                         "![f](../generated/x/fig.png)\n")
+    assert hook.missing_generated(docs, root=tmp_path) == ["site/generated/x/gone.md", "site/generated/x/fig.png"]
 
 
 def test_lesson_page_has_math_and_figure(browser, server):
