@@ -124,7 +124,11 @@ def _ssm(c: _Cfg, family: str, hidden: int, n_ssm: int) -> dict:
     if family == "nemotron_h":
         return {"kind": "mamba2", "n_layers": n_ssm, "n_heads": c.int("mamba_num_heads"),
                 "head_dim": c.int("mamba_head_dim"), "d_state": c.int("ssm_state_size"),
-                "d_conv": c.int("conv_kernel"), "n_groups": c.int("n_groups", "mamba_n_groups")}
+                "d_conv": c.int("conv_kernel"), "n_groups": c.int("n_groups", "mamba_n_groups"),
+                # vLLM keeps Nemotron-H's SSM state in the checkpoint's mamba_ssm_cache_dtype, float32 by default
+                # (vllm/model_executor/models/config.py, NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE)
+                "state_dtype": {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(
+                    str(c.d.get("mamba_ssm_cache_dtype", "float32")), "fp32")}
     # granitemoehybrid, falcon_h1: mamba_* fields
     return {"kind": "mamba2", "n_layers": n_ssm, "n_heads": c.int("mamba_n_heads"), "head_dim": c.int("mamba_d_head"),
             "d_state": c.int("mamba_d_state"), "d_conv": c.int("mamba_d_conv"), "n_groups": c.int("mamba_n_groups")}

@@ -35,7 +35,7 @@ class Workload:
     batch: int = 1
     weights_dtype: str | None = None      # None: the model's native precision
     kv_dtype: str = "bf16"
-    state_dtype: str | None = None        # recurrent state; None: same as kv_dtype
+    state_dtype: str | None = None        # recurrent state; None: the model's own (SSM.state_dtype), else kv_dtype
     usable_fraction: float = DEFAULT_USABLE_FRACTION
     overhead_bytes: float = DEFAULT_OVERHEAD_BYTES
     prompt: int | None = None             # prefill length; None: the whole context
@@ -64,7 +64,9 @@ class Workload:
                              f"{', '.join(str(d) for d in range(1, model.n_heads + 1) if splits_heads(model, d))}")
         self.weights_dtype = get_dtype(self.weights_dtype or model.native_dtype, "weights_dtype").name
         self.kv_dtype = get_dtype(self.kv_dtype, "kv_dtype", KV_DTYPES).name
-        self.state_dtype = get_dtype(self.state_dtype or self.kv_dtype, "state_dtype", KV_DTYPES).name
+        # Servers keep some hybrids' state wider than the KV cache (vLLM: Nemotron-H SSM state in float32).
+        default_state = (model.ssm.state_dtype if model.ssm else "") or self.kv_dtype
+        self.state_dtype = get_dtype(self.state_dtype or default_state, "state_dtype", KV_DTYPES).name
         return self
 
 

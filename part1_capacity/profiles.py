@@ -30,6 +30,7 @@ class SSM:
     state_elements: int        # constant state of one layer for one sequence, in elements
     n_heads: int = 1           # how the state splits under tensor parallelism
     conv_elements: int = 0     # of state_elements, the convolution's share (the rest: the SSM / delta-net matrix)
+    state_dtype: str = ""      # the state dtype servers keep by default ("": the KV dtype), e.g. fp32 for Nemotron-H
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,12 @@ def ssm_from_dict(s: dict, where: str) -> SSM:
                                                        s["d_conv"])
     else:
         raise InputError(f"{w}.kind: unknown '{kind}'; allowed: mamba1, mamba2, gated_deltanet")
-    return SSM(kind, n, int(elems), heads, int(conv))
+    state_dtype = ""
+    if s.get("state_dtype"):
+        from part1_capacity.dtypes import KV_DTYPES, get_dtype
+
+        state_dtype = get_dtype(s["state_dtype"], w + ".state_dtype", KV_DTYPES).name
+    return SSM(kind, n, int(elems), heads, int(conv), state_dtype)
 
 
 def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:

@@ -22,6 +22,8 @@ def register(sub):
                    help="comma-separated model ids or config.json paths (default: GQA, MLA, sliding, SSM hybrid)")
     p.add_argument("--accelerator", default=DEFAULT_ACCELERATOR, help=f"default {DEFAULT_ACCELERATOR}")
     add_workload_flags(p, context_default=DEFAULT_CONTEXT, batch_default=DEFAULT_BATCH)
+    p.add_argument("--engines", action="store_true",
+                   help="for each model, what the textbook law, llama.cpp and vLLM allocate for the workload, and why")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -30,6 +32,8 @@ def run(a) -> int:
     names = [m.strip() for m in a.models.split(",") if m.strip()]
     if not names:
         raise InputError("models: give at least one model id (see `capacity list models`)")
+    if a.engines:
+        return run_engines(names, a)
     plans = compare(names, a.accelerator, workload_from_args(a))
     if a.json:
         print(json.dumps(plans, indent=2))
@@ -48,4 +52,23 @@ def run(a) -> int:
                        "KV/W", "accel.", "w/o KV", "by KV", "bottleneck"], left=(0, 1, 2, 11)))
     for d in plans:
         print(f"- {d['model']}: {d['bottleneck']} — {d['implication']}")
+    return 0
+
+
+def run_engines(names, a) -> int:
+    from part1_capacity.engine_alloc import compare_engines
+
+    out = compare_engines(names, a.accelerator, workload_from_args(a))
+    if a.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"what engines allocate: {a.batch:,} sequences × {a.context:,} tokens on {out[0]['accelerator']}")
+    for d in out:
+        rows = [[e["engine"], str(e["tensor_parallel"] or "—"), fmt_bytes(e["kv_bytes_per_token"]),
+                 fmt_bytes(e["kv_bytes_total"]), fmt_bytes(e["state_bytes"])] for e in d["engines"]]
+        print(f"\n{d['model']} ({d['structure']})")
+        print(table(rows, ["engine", "TP", "KV/token per rank", "cache (all ranks)", "of which state"], left=(0,)))
+        for e in d["engines"][1:]:
+            for note in e["notes"]:
+                print(f"  - {e['engine']}: {note}")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from part1_capacity.commands._common import add_workload_flags, positive_int, workload_from_args
+from part1_capacity import engine_alloc
 from part1_capacity.errors import InputError
 from part1_capacity.fmt import fmt_bytes, fmt_count, fmt_time, table
 from part1_capacity.plan import Plan, make_plan
@@ -16,20 +17,38 @@ def register(sub):
     add_workload_flags(p)
     p.add_argument("--tensor-parallel", type=positive_int, default=None, metavar="N",
                    help="pin the tensor-parallel degree (default: the search picks it)")
+    p.add_argument("--engine", default="law", metavar="ENGINE",
+                   help="whose allocation to report beside the plan: law (the textbook law, default), llama.cpp or "
+                        "vllm (block rounding, head replication, window and hybrid rules; part1_capacity/engine_alloc)")
+    p.add_argument("--disable-hybrid-kv-cache-manager", action="store_true",
+                   help="with --engine vllm: every sliding-window layer at full length, as vLLM's flag of that name")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--emit", choices=["vllm"], help="print the matching `vllm serve` command instead")
     p.set_defaults(func=run)
 
 
 def run(a) -> int:
+    engine_alloc.check_engine(a.engine)
     plan = make_plan(a.model, a.accelerator, workload_from_args(a))
+    alloc = engine_alloc.for_plan(plan, a.engine, not a.disable_hybrid_kv_cache_manager)
     if a.emit == "vllm":
         print(vllm_command(plan))
     elif a.json:
-        print(json.dumps(plan.to_dict(), indent=2))
+        print(json.dumps({**plan.to_dict(), **alloc.to_fields()}, indent=2))
     else:
         print(render(plan))
+        if a.engine != "law":
+            print("\n" + render_engine(alloc))
     return 0
+
+
+def render_engine(alloc) -> str:
+    rows = [["engine", alloc.engine], ["tensor-parallel ranks", str(alloc.tensor_parallel)],
+            ["KV per token per rank (growing)", fmt_bytes(alloc.kv_bytes_per_token)],
+            ["cache of the workload (all ranks)", fmt_bytes(alloc.kv_bytes_total)],
+            ["  of which recurrent state", fmt_bytes(alloc.state_bytes)]]
+    return "\n".join([table(rows, ["what the engine allocates", "value"], left=(0, 1))]
+                     + [f"  - {n}" for n in alloc.notes])
 
 
 def render(plan: Plan) -> str:
