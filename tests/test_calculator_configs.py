@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from part1_capacity.cli import main
+from part1_capacity.configs import FAMILIES
 from part1_capacity.errors import InputError
 from part1_capacity.plan import make_plan
 from part1_capacity.loader import load_model
@@ -22,7 +23,7 @@ PUBLISHED = {
     "llama-3.1-70b": ("llama-3.1-70b", 70.55e9), "mistral-nemo-12b": ("mistral-nemo-12b", 12.25e9),
     "qwen2.5-0.5b": ("qwen2.5-0.5b", 0.494e9), "qwen3-8b": ("qwen3-8b", 8.19e9), "gpt2": ("gpt2", 124.44e6),
     "deepseek-v2.5": (None, 236e9), "deepseek-r1": ("deepseek-v3", 671e9), "gemma-2-9b": ("gemma-2-9b", 9.24e9),
-    "gemma-3-12b-it": (None, None), "gpt-oss-20b": ("gpt-oss-20b", 20.9e9),
+    "gemma-3-12b-it": (None, None), "gemma-3-27b-it": ("gemma-3-27b", None), "gpt-oss-20b": ("gpt-oss-20b", 20.9e9),
     "jamba-1.5-mini": ("jamba-1.5-mini", 52e9), "nemotron-h-8b": ("nemotron-h-8b", 8e9),
     "nemotron-3-nano-30b-a3b": ("nemotron-3-nano-30b-a3b", 31.6e9),
     "granite-4.0-h-tiny": ("granite-4.0-h-tiny", 7e9), "qwen3-next-80b-a3b": ("qwen3-next-80b-a3b", 80e9),
@@ -34,11 +35,13 @@ def cfg(name):
     return json.loads((CONFIGS / name / "config.json").read_text())
 
 
-def test_every_family_of_the_issue_has_a_real_config():
-    families = {cfg(n).get("model_type") for n in ALL}
-    assert {"llama", "mistral", "qwen2", "qwen3", "gpt2", "deepseek_v2", "deepseek_v3", "gemma2", "gemma3", "gpt_oss",
-            "jamba", "nemotron_h", "granitemoehybrid", "qwen3_next", "falcon_h1"} <= families
+def test_every_family_the_calculator_claims_has_a_real_config():
+    families = {cfg(n).get("model_type") for n in ALL} | {cfg(n).get("text_config", {}).get("model_type") for n in ALL}
+    assert set(FAMILIES) <= families
     assert set(PUBLISHED) == set(ALL)
+    readme = (CONFIGS / "README.md").read_text()
+    for mt, (_, repo) in FAMILIES.items():
+        assert repo.split()[-1] in readme, (mt, repo)         # the site names the file the tests read
 
 
 def _hand_attention_layers(c):
@@ -124,12 +127,22 @@ def _write(tmp_path, d, name="config.json"):
     return str(p)
 
 
+def test_defaults_a_published_file_leaves_out_come_from_transformers():
+    """Google's gemma-3-27b-it config states no max_position_embeddings, sliding_window_pattern or layer_types:
+    transformers' Gemma3TextConfig supplies them (128K context and 5 local : 1 global, as the model card says)."""
+    t = cfg("gemma-3-27b-it")["text_config"]
+    assert not {"max_position_embeddings", "sliding_window_pattern", "layer_types"} & set(t)
+    g = load_model(str(CONFIGS / "gemma-3-27b-it" / "config.json"))
+    assert g.max_context == 131072
+    assert (g.n_layers, g.n_full_layers, g.n_window_layers, g.window) == (62, 62 // 6, 62 - 62 // 6, 1024)
+
+
 @pytest.mark.parametrize("mutate, fragment", [
-    (lambda d: d.pop("num_hidden_layers"), "missing field 'num_hidden_layers'"),
-    (lambda d: d.pop("vocab_size"), "missing field 'vocab_size'"),
-    (lambda d: d.update(model_type="bert"), "model_type 'bert' is not supported; allowed: llama"),
+    (lambda d: d.update(model_type="bert"), "model_type 'bert' is not supported; supported families: llama"),
+    (lambda d: d.pop("model_type"), "model_type (missing) is not supported"),
     (lambda d: d.update(num_key_value_heads=7), "n_heads (64) must be divisible by n_kv_heads (7)"),
-    (lambda d: d.update(num_hidden_layers=-3), "'num_hidden_layers' must be a non-negative integer"),
+    (lambda d: d.update(num_hidden_layers=-3), "field 'num_hidden_layers': must be >= 1"),
+    (lambda d: d.update(num_attention_heads="64"), "field 'num_attention_heads': must be an integer"),
 ])
 def test_a_bad_config_names_the_field(tmp_path, capsys, mutate, fragment):
     d = cfg("llama-3.1-70b")
@@ -151,10 +164,10 @@ def test_a_malformed_config_is_one_line(tmp_path, capsys, text, fragment):
     assert err.count("\n") == 1 and fragment in err and "Traceback" not in err
 
 
-def test_hybrid_missing_ssm_field_is_named(tmp_path):
+def test_a_hybrid_field_of_the_wrong_type_is_named(tmp_path):
     d = cfg("nemotron-h-8b")
-    d.pop("ssm_state_size")
-    with pytest.raises(InputError, match="missing field 'ssm_state_size'"):
+    d["ssm_state_size"] = "128"
+    with pytest.raises(InputError, match="field 'ssm_state_size': must be an integer"):
         load_model(_write(tmp_path, d))
 
 
@@ -167,3 +180,16 @@ def test_context_beyond_the_config_maximum_is_refused(tmp_path):
 def test_a_config_directory_works_too(tmp_path):
     shutil.copytree(CONFIGS / "gpt2", tmp_path / "gpt2")
     assert load_model(str(tmp_path / "gpt2")).kv_bytes_per_token(2) == 2 * 12 * 12 * 64 * 2
+
+
+def test_the_light_path_imports_no_transformers_torch_or_engine():
+    """Bundled ids need neither transformers nor llama_cpp; only a config file imports transformers (lazily)."""
+    import subprocess
+    import sys
+    code = ("import sys; from part1_capacity.cli import main; "
+            "main(['plan', '--model', 'llama-3.1-8b', '--accelerator', 'h100', '--context', '4096', '--json']); "
+            "main(['compare', '--json']); "
+            "heavy = [m for m in ('transformers', 'torch', 'llama_cpp', 'gguf', 'safetensors') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-500:]
