@@ -243,3 +243,53 @@ def cgroup_memory_limit() -> int | None:
             if value != "max" and int(value) < (1 << 62):  # v1 writes "unlimited" as a huge number
                 limits.append(int(value))
     return min(limits) if limits else None
+
+
+# --- the kernel's reclaim: counters and watermarks ----------------------------------------------------------
+
+RECLAIM_COUNTERS = ("pgscan_kswapd", "pgscan_direct", "pgsteal_kswapd", "pgsteal_direct",
+                    "workingset_refault_file", "workingset_activate_file")
+
+
+def vmstat(names: tuple[str, ...] = RECLAIM_COUNTERS, path: str = "/proc/vmstat") -> dict[str, int]:
+    """Counters of ``/proc/vmstat`` (pages or events since boot, as the kernel counts them); absent ones are left out.
+
+    ``pgscan_*``/``pgsteal_*``: pages scanned / reclaimed by kswapd (background) or by an allocating task itself
+    (direct reclaim, which stalls that task); ``workingset_refault_file``: evicted file pages read back soon after.
+    """
+    out = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(" ")
+                if key in names:
+                    out[key] = int(value)
+    except OSError:
+        pass
+    return out
+
+
+def zone_watermarks(path: str = "/proc/zoneinfo") -> list[dict]:
+    """Per memory zone with managed pages: ``zone``, ``managed``, ``free``, ``min``, ``low``, ``high`` in pages.
+
+    kswapd wakes when a zone's free pages fall below ``low`` and reclaims until ``high``; below ``min`` an
+    allocating task reclaims by itself (direct reclaim). ``min`` over all zones is ``vm.min_free_kbytes``.
+    """
+    zones, zone = [], None
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return zones
+    for line in lines:
+        parts = line.split()
+        if line.startswith("Node") and len(parts) >= 4:
+            zone = {"zone": parts[3]}
+            zones.append(zone)
+        elif zone is None or len(parts) < 2:
+            continue
+        elif parts[:2] == ["pages", "free"] and len(parts) >= 3:
+            zone["free"] = int(parts[2])
+        elif parts[0] in ("min", "low", "high", "managed") and parts[1].isdigit() and parts[0] not in zone:
+            zone[parts[0]] = int(parts[1])  # the first of each: per-cpu "high:" lines come later, with a colon
+    return [z for z in zones if z.get("managed")]

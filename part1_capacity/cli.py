@@ -14,6 +14,13 @@ from part1_capacity.errors import InputError
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors and no abbreviations: ``--index 5`` must not be read as ``--index-gb 5``
+    (the sub-commands' parsers are built from this class too, so the rule holds for every command)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
     def error(self, message):  # argparse's own errors: one line, exit 2
         self.exit(2, f"capacity: error: {message}\n")
 

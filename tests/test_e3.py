@@ -12,9 +12,9 @@ import pytest
 
 from course import memstat
 from part1_capacity.page_cache import index as flat_index
-from part1_capacity.page_cache.experiment import TMP_PREFIX, Config, run
+from part1_capacity.page_cache.experiment import TMP_PREFIX, Config, knees, run
 from part1_capacity.page_cache.hog import HogProcess
-from part1_capacity.page_cache.knee import find_knee
+from part1_capacity.page_cache.knee import find_knee, trailing_baseline
 from part1_capacity.page_cache.searcher import Searcher
 from part1_capacity.errors import InputError
 
@@ -147,6 +147,37 @@ def test_knee_only_where_eligible():
         find_knee(series, 3, eligible=[True])
 
 
+def test_trailing_baseline_is_the_median_of_the_last_clean_values_before_each_point():
+    series = [1.0, 2.0, 9.0, 3.0, 100.0, 4.0]
+    clean = [True, True, False, True, False, True]
+    assert trailing_baseline(series, clean, 2) == [None, 1.0, 1.5, 1.5, 2.5, 2.5]
+    with pytest.raises(ValueError, match="clean"):
+        trailing_baseline(series, clean[:2], 2)
+
+
+def _cycles(rows):
+    """Synthetic E3 cycles: (phase, hog GB, p99 µs, p50 µs, major faults)."""
+    return [dict(phase=ph, hog_bytes=int(gb * 1e9), p99_us=p99, p50_us=p50, major_faults=mf,
+                 mem_available_bytes=int((24 - gb) * 1e9), index_resident_bytes=0) for ph, gb, p99, p50, mf in rows]
+
+
+def test_knee_is_measured_against_the_baseline_with_the_hog_in_place():
+    # The saved run of the old rule, in short: 1.2 µs idle; with the hog the no-fault p99 sits near 13 µs; a few
+    # faults at 18.66 GB leave p99 at 13 µs (×10.6 the idle baseline, ×1 the hog-held one); the break is at 19.42.
+    rows = [("baseline", 0, 1.2, 0.7, 0)] * 3 + [("hog_baseline", 12, 13.0, 0.8, 0)] * 3 + [
+        ("step", 18.14, 14.0, 0.8, 0), ("step", 18.40, 12.0, 0.7, 0), ("step", 18.66, 13.1, 0.7, 57),
+        ("step", 18.91, 21.0, 1.0, 210), ("step", 19.42, 3645.8, 1.3, 815), ("step", 19.68, 3373.7, 5.0, 1084)]
+    cycles = _cycles(rows)
+    cfg = Config(baseline_cycles=3, knee_factor=10, knee_confirm=2)
+    k99, k50 = knees(cycles, cfg, 24 * 10**9)
+    assert (k99["cycle"], k99["hog_bytes"], k99["confirmed"]) == (10, 19_420_000_000, True)
+    assert k99["baseline_us"] == 13.0  # median of the last three no-fault cycles (13, 14, 12)
+    assert k50 is None  # p50 at most ×7 of its hog-held baseline (0.8 → 5.0)
+    # Without faults nothing is a knee, however high the latency goes (CPU noise, the hypervisor).
+    quiet = _cycles([r[:4] + (0,) for r in rows])
+    assert knees(quiet, cfg, 24 * 10**9) == (None, None)
+
+
 def test_knee_rejects_bad_arguments():
     with pytest.raises(ValueError, match="n_baseline"):
         find_knee([1.0], n_baseline=2)
@@ -165,6 +196,19 @@ def test_hog_stops_at_its_cap_and_touches_every_page():
     finally:
         hog.close()
     assert hog.proc.returncode is not None
+
+
+def test_hog_sleeps_between_steps():
+    hog = HogProcess(floor_bytes=256 * MIB, cap_bytes=64 * MIB)
+    try:
+        hog.grow(32 * MIB)
+        before = hog.cpu_seconds()
+        time.sleep(0.5)
+        after = hog.cpu_seconds()
+    finally:
+        hog.close()
+    assert before > 0  # it did run (start-up, touching 8192 pages)
+    assert after - before <= 0.02  # two clock ticks at most in half a second: it is blocked, not spinning
 
 
 def test_safety_floor_stops_the_hog():
@@ -218,13 +262,17 @@ def test_run_reports_the_issue_keys_and_stops_at_cap(disk_dir):
     result = run(cfg, command="test")
     assert {"cycles", "knee_p99", "knee_p50", "host_mem_bytes"} <= result.keys()
     assert result["stop_reason"] == "cap"
-    assert [c["hog_bytes"] for c in result["cycles"]] == [0, 0, 32 * MIB, 64 * MIB]
+    # two idle cycles, the first step held for two cycles (the baseline with the hog in place), one more step
+    assert [c["hog_bytes"] for c in result["cycles"]] == [0, 0, 32 * MIB, 32 * MIB, 64 * MIB]
+    assert [c["phase"] for c in result["cycles"]] == ["baseline"] * 2 + ["hog_baseline"] * 2 + ["step"]
     for c in result["cycles"]:
         assert CYCLE_KEYS <= c.keys()
         assert c["index_resident_bytes"] == result["index_bytes"]  # 64 MiB taken from ~20 GiB: nothing evicted
         assert c["p50_us"] <= c["p99_us"] <= c["p999_us"]
     assert result["host_mem_bytes"] == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     assert result["knee_p99"] is None  # nothing evicted: no knee
+    b = result["baselines"]
+    assert b["hog_held_bytes"] == 32 * MIB and b["no_fault_cycles"] == 3
     assert not list(disk_dir.glob(f"{TMP_PREFIX}*"))
 
 
@@ -281,3 +329,53 @@ def test_signal_ends_hog_and_removes_index(disk_dir, sig):
     assert not workdir.exists()
     assert not Path(f"/proc/{hog_pid}").exists()
     assert "Traceback" not in err
+
+
+# --- refused before anything starts ---------------------------------------------------------------------------
+
+@pytest.fixture
+def no_run(monkeypatch):
+    """Any E3 run that gets past the checks fails the test at once (and takes no memory)."""
+    from part1_capacity.page_cache import experiment
+
+    def started(*a, **kw):
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr(experiment, "_prepare", started)
+
+
+@pytest.mark.parametrize("flags, field", [
+    (["--settle-s", "-1"], "settle-s"),
+    (["--settle-s", "nan"], "settle-s"),
+    (["--seed", "-1"], "seed"),
+    (["--cycle-seconds", "inf"], "cycle-seconds"),
+    (["--knee-factor", "inf"], "knee-factor"),
+    (["--index-gb", "inf"], "index-gb"),
+    (["--out", "FOLDER"], "out"),
+])
+def test_cli_refuses_bad_flags_before_starting(disk_dir, no_run, capsys, flags, field):
+    from part1_capacity import cli
+
+    flags = [str(disk_dir) if f == "FOLDER" else f for f in flags]
+    safe = ["--index-gb", "0.016", "--hog-cap-gb", "0.04", "--dir", str(disk_dir)]
+    assert cli.main(["e3", *safe, *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{field}:" in err
+    assert not list(disk_dir.glob(f"{TMP_PREFIX}*"))
+
+
+@pytest.mark.parametrize("argv", [["e3", "--index", "5"], ["page-cache", "--mem-floor", "2"],
+                                  ["e3", "--index-gb", "0.016", "--no-sa"]])
+def test_cli_takes_no_abbreviations(no_run, capsys, argv):
+    from part1_capacity import cli
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_e2_refuses_absurd_repeats(capsys):
+    from part1_capacity import cli
+
+    assert cli.main(["e2", "--repeats", str(10**12)]) == 2
+    assert "--repeats" in capsys.readouterr().err

@@ -13,7 +13,12 @@ Bytes (from FAISS's ``faiss/impl/index_write.cpp`` and ``io_macros.h``; checked 
   centroids: 45 + 4·nlist·d) + the direct map (char + empty vector, 9) + the inverted lists: fourcc, nlist, code
   size (4 + 8 + 8), list type (4) and the list sizes (8 + 8·nlist, "full" layout, when more than half the lists are
   non-empty), then per vector its code (4·d) and its id (int64, 8)
-  →  139 + 4·nlist·d + 8·nlist + n·(4·d + 8).
+  →  139 + 4·nlist·d + 8·nlist + n·(4·d + 8);
+- ``IndexHNSWFlat`` (not built in this lesson; the capacity calculator sizes it): fourcc + header + the graph
+  (``write_HNSW``: level probabilities, cumulative neighbours per level, each vector's level (int32), offsets
+  (uint64, n + 1), the neighbour ids (int32: 2·M slots on level 0 and M on each level above), five int32
+  fields) + its storage, an ``IndexFlat`` of the n vectors. A vector reaches level l with probability M^-l, so
+  it holds on average 2·M + M/(M - 1) neighbour slots; ``hnsw_flat_index_bytes`` is that expectation.
 
 Opening with mmap: ``faiss.IO_FLAG_MMAP`` maps the *inverted lists* of an IVF index, but an ``IndexFlat`` read
 with it alone is still copied into anonymous memory (faiss 1.15); its vectors are mapped only with
@@ -46,6 +51,27 @@ def ivf_flat_index_bytes(n: int, d: int, nlist: int) -> int:
     direct_map = 1 + 8
     invlists = FOURCC + 8 + 8 + 4 + (8 + 8 * nlist) + n * (4 * d + 8)
     return FOURCC + HEADER_BYTES + 8 + 8 + quantizer + direct_map + invlists
+
+
+def hnsw_level_probabilities(m: int) -> list[float]:
+    """FAISS's ``HNSW::set_default_probas(M, 1/ln M)``: P(level = l) = M^-l·(1 - 1/M), for l while it is >= 1e-9."""
+    probas, level = [], 0
+    while (p := math.exp(-level * math.log(m)) * (1 - 1 / m)) >= 1e-9:
+        probas.append(p)
+        level += 1
+    return probas
+
+
+def hnsw_flat_index_bytes(n: int, d: int, m: int = 32) -> int:
+    """Expected bytes of an ``IndexHNSWFlat`` file (M = ``m`` neighbours per level); see the module docstring.
+
+    The levels are drawn at random, so a real file differs by the few upper-level vectors' slots (well under
+    1 % for a thousand vectors or more)."""
+    probas = hnsw_level_probabilities(m)
+    upper_levels = sum(sum(probas[level:]) for level in range(1, len(probas)))  # E[level] of one vector
+    graph = ((8 + 8 * len(probas)) + (8 + 4 * (len(probas) + 1)) + (8 + 4 * n) + (8 + 8 * (n + 1))
+             + 8 + round(4 * n * (2 * m + m * upper_levels)) + 5 * 4)
+    return FOURCC + HEADER_BYTES + graph + flat_index_bytes(n, d)
 
 
 def default_nlist(n: int) -> int:

@@ -6,6 +6,8 @@ is saved (with the host's facts) under part1_capacity/results/ unless --no-save;
 from __future__ import annotations
 
 import json
+import math
+import os
 import shlex
 import sys
 import tempfile
@@ -78,14 +80,25 @@ def _command_line(args) -> str:
     return "capacity e3 " + " ".join(flags)
 
 
+def check_out(out: Path) -> None:
+    """Refuse an --out the result could not be written to, before the run takes minutes and gigabytes."""
+    if out.is_dir():
+        raise InputError(f"out: {out} is a directory; give a file name (e.g. {out / 'e3.json'})")
+    parent = out.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise InputError(f"out: cannot create {out} ({parent} is not a writable directory)")
+
+
 def _run(args) -> int:
     from part1_capacity.page_cache.experiment import Config, run
 
     def size(name, value, unit):
         if value is None:
             return None
-        if not value == value or value < 0:  # NaN or negative
-            raise InputError(f"{name}: must be a number >= 0, got {value}")
+        if not (math.isfinite(value) and value >= 0):  # NaN, infinite or negative
+            raise InputError(f"{name}: must be a finite number >= 0, got {value}")
         return int(value * unit)
 
     cfg = Config(
@@ -101,6 +114,8 @@ def _run(args) -> int:
         settle_seconds=args.settle_s, max_cycles=args.max_cycles, workdir=args.dir, seed=args.seed,
     )
     out = None if args.no_save else Path(args.out) if args.out else default_out(args.index_gb)
+    if out is not None:
+        check_out(out)
     bar = ProgressBar() if not args.quiet else (lambda fraction, text: None)
     command = _command_line(args)
 

@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+MAX_REPEATS = 100
 
 
 def _count(text: str) -> int:
@@ -41,13 +42,14 @@ def register(sub):
 
 
 def main(args) -> int:
+    from part1_capacity.errors import InputError
+
+    if not 2 <= args.repeats <= MAX_REPEATS:  # checked before the engine is even imported
+        raise InputError(f"--repeats: between 2 (a spread needs two runs) and {MAX_REPEATS} (each run takes "
+                         f"seconds to minutes), got {args.repeats}")
     from part1_capacity.engine import quant_ladder
     from part1_capacity.engine.common import run_record, save_result, scratch_dir
     from part1_capacity.engine.progress import Progress
-    from part1_capacity.errors import InputError
-
-    if args.repeats < 2:
-        raise InputError(f"--repeats: at least 2 (a spread needs two runs), got {args.repeats}")
     record = run_record()
     bar = Progress(quant_ladder.total_steps(), "e2")
     with scratch_dir("e2-") as tmp:

@@ -10,21 +10,24 @@ Units: all sizes in bytes, latencies in microseconds, PSI in percent, fractions 
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import os
 import platform
 import shutil
+import resource
 import signal
 import socket
+import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from course import memstat
+from course import memstat, records
 from course.host import cpu_name
 from part1_capacity.page_cache import index as flat_index
 from part1_capacity.page_cache.hog import HogEnded, HogProcess
-from part1_capacity.page_cache.knee import find_knee
+from part1_capacity.page_cache.knee import find_knee, trailing_baseline
 from part1_capacity.page_cache.searcher import Searcher, faiss_query_ms
 from part1_capacity.errors import InputError
 
@@ -43,7 +46,7 @@ class Config:
     cap_bytes: int | None = None      # the hog never holds more; None = 85 % of MemTotal
     reads: int = 20_000               # page reads per cycle (p99.9 needs well over 1,000)
     cycle_seconds: float = 30.0       # ... or fewer if they take longer than this (heavy thrashing)
-    baseline_cycles: int = 3          # cycles with the hog at 0 bytes before any step
+    baseline_cycles: int = 3          # cycles with the hog at 0 bytes, then as many holding its first step
     knee_factor: float = 10.0         # "far above baseline" = at least this × the baseline
     knee_confirm: int = 2             # ... for this many cycles in a row
     past_knee_bytes: int = 2 * 10**9  # stop when the hog is this far past a confirmed p99 knee
@@ -67,20 +70,26 @@ class Config:
 
 def validate(cfg: Config) -> None:
     """Raise InputError (naming the CLI flag) for settings that cannot run or would not be safe."""
+    for name, value in (("settle-s", cfg.settle_seconds), ("cycle-seconds", cfg.cycle_seconds),
+                        ("knee-factor", cfg.knee_factor)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value)):
+            raise InputError(f"{name}: must be a finite number, got {value}")
     checks = [
         (cfg.index_bytes >= 16 * 10**6, "index-gb: must be at least 0.016 (16 MB)"),
         (cfg.step_bytes >= 1 << 20, "step-mb: must be at least 1"),
         (cfg.start_bytes >= 0, "start-gb: must be >= 0"),
         (cfg.floor_bytes >= 256 << 20, "mem-floor-gb: must be at least 0.27 (256 MiB): a lower floor risks the OOM killer"),
         (cfg.cap_bytes is None or cfg.cap_bytes > 0, "hog-cap-gb: must be > 0"),
-        (cfg.reads >= 1000, "reads: must be at least 1000 (p99.9 needs a thousand samples)"),
-        (cfg.cycle_seconds > 0, "cycle-seconds: must be > 0"),
-        (cfg.baseline_cycles >= 1, "baseline-cycles: must be at least 1"),
-        (cfg.knee_factor > 1, "knee-factor: must be > 1"),
-        (cfg.knee_confirm >= 1, "knee-confirm: must be at least 1"),
+        (1000 <= cfg.reads <= 10**7, "reads: must be in 1000..10000000 (p99.9 needs a thousand samples)"),
+        (0 < cfg.cycle_seconds <= 3600, "cycle-seconds: must be in (0, 3600]"),
+        (1 <= cfg.baseline_cycles <= 100, "baseline-cycles: must be in 1..100"),
+        (1 < cfg.knee_factor <= 10**6, "knee-factor: must be in (1, 1000000]"),
+        (1 <= cfg.knee_confirm <= 100, "knee-confirm: must be in 1..100"),
         (cfg.past_knee_bytes >= 0, "past-knee-gb: must be >= 0"),
-        (cfg.faiss_queries >= 0, "faiss-queries: must be >= 0"),
-        (cfg.max_cycles >= cfg.baseline_cycles + 1, "max-cycles: must exceed baseline-cycles"),
+        (0 <= cfg.faiss_queries <= 10_000, "faiss-queries: must be in 0..10000"),
+        (0 <= cfg.settle_seconds <= 600, "settle-s: must be in 0..600 seconds"),
+        (0 <= cfg.seed < 2**63, "seed: must be an integer in 0..2^63-1"),
+        (2 * cfg.baseline_cycles < cfg.max_cycles <= 100_000, "max-cycles: must exceed twice baseline-cycles (and be at most 100000)"),
     ]
     for ok, message in checks:
         if not ok:
@@ -140,6 +149,9 @@ def host_facts(workdir: str) -> dict:
         "transparent_hugepage": read("/sys/kernel/mm/transparent_hugepage/enabled"),
         "vm_swappiness": read("/proc/sys/vm/swappiness"),
         "vm_min_free_kbytes": read("/proc/sys/vm/min_free_kbytes"),
+        "vm_watermark_scale_factor": read("/proc/sys/vm/watermark_scale_factor"),
+        "vm_watermark_boost_factor": read("/proc/sys/vm/watermark_boost_factor"),
+        "zone_watermarks_pages": memstat.zone_watermarks(),
         "loadavg_at_start": read("/proc/loadavg"),
         "mem_available_at_start_bytes": info.available,
         "psi_available": memstat.psi_memory() is not None,
@@ -187,12 +199,12 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def _knee_dict(knee, cycles, offset, host_mem):
+def _knee_dict(knee, cycles, host_mem):
     if knee is None:
         return None
-    c = cycles[offset + knee.index]
+    c = cycles[knee.index]
     return {
-        "cycle": offset + knee.index,
+        "cycle": knee.index,
         "hog_bytes": c["hog_bytes"],
         "hog_fraction": c["hog_bytes"] / host_mem,
         "mem_available_bytes": c["mem_available_bytes"],
@@ -206,30 +218,69 @@ def _knee_dict(knee, cycles, offset, host_mem):
     }
 
 
+def _hog_held_clean(cycles) -> list[bool]:
+    """Cycles that may set the baseline: the hog holds memory and the reads caused no major fault."""
+    return [c["phase"] != "baseline" and c["major_faults"] == 0 for c in cycles]
+
+
 def knees(cycles, cfg: Config, host_mem: int) -> tuple[dict | None, dict | None]:
-    """(knee_p99, knee_p50) of the cycles so far; the baseline is the median of the hog-at-zero cycles.
-    Only cycles whose reads caused major faults can be knees (the page cache giving way, not CPU noise)."""
+    """(knee_p99, knee_p50) of the cycles so far.
+
+    Each cycle is compared with the baseline re-taken with the hog in place: the median of the last
+    ``baseline_cycles`` cycles with the hog holding memory and no major fault (``knee.trailing_baseline``); before
+    the first such cycle, the hog-at-zero baseline. Only cycles whose reads caused major faults can be knees."""
     out = []
     went_to_disk = [c["major_faults"] > 0 for c in cycles]
+    clean = _hog_held_clean(cycles)
     for key in ("p99_us", "p50_us"):
         series = [c[key] for c in cycles]
-        if len(series) < cfg.baseline_cycles:
+        if len(series) <= cfg.baseline_cycles:
             out.append(None)
             continue
-        k = find_knee(series, cfg.baseline_cycles, cfg.knee_factor, cfg.knee_confirm, went_to_disk)
-        out.append(_knee_dict(k, cycles, 0, host_mem))
+        idle = statistics.median(series[:cfg.baseline_cycles])
+        reference = [idle if r is None else r for r in trailing_baseline(series, clean, cfg.baseline_cycles)]
+        k = find_knee(series, cfg.baseline_cycles, cfg.knee_factor, cfg.knee_confirm, went_to_disk, reference)
+        out.append(_knee_dict(k, cycles, host_mem))
     return out[0], out[1]
 
 
-def _measure(searcher, path, hog, cfg, faiss_index, phase):
+def baselines(cycles, cfg: Config) -> dict:
+    """The no-fault latency before and with the hog (p99 and p50, µs), and the hog's CPU time during the reads:
+    what shows whether the hog itself disturbs the searcher."""
+    idle = [c for c in cycles if c["phase"] == "baseline"]
+    held = [c for c, ok in zip(cycles, _hog_held_clean(cycles)) if ok]
+    first_held = [c for c in cycles if c["phase"] == "hog_baseline"]
+
+    def med(rows, key):
+        return statistics.median(c[key] for c in rows) if rows else None
+
+    return {
+        "idle_p99_us": med(idle, "p99_us"), "idle_p50_us": med(idle, "p50_us"),
+        "hog_held_p99_us": med(first_held, "p99_us"), "hog_held_p50_us": med(first_held, "p50_us"),
+        "hog_held_bytes": first_held[0]["hog_bytes"] if first_held else None,
+        "no_fault_cycles": len(held),
+        "no_fault_p99_us_median": med(held, "p99_us"),
+        "no_fault_p99_us_max": max((c["p99_us"] for c in held), default=None),
+        "hog_cpu_seconds_during_reads": sum(c.get("hog_cpu_seconds") or 0.0 for c in cycles),
+    }
+
+
+def _measure(searcher, path, hog, cfg, faiss_index, phase, counters_before):
     """One cycle's record. Memory state is read right after the step (before the reads disturb it), latency and
-    faults during the reads, PSI right after them."""
+    faults during the reads (with the hog's CPU time over the same span), PSI and reclaim counters right after.
+    ``counters_before``: /proc/vmstat reclaim counters taken before the step, so the deltas cover step + reads."""
     info = memstat.meminfo()
+    lru = memstat.read_kib_fields("/proc/meminfo", ("Active(file)", "Inactive(file)"))
     resident = memstat.file_resident_bytes(path)
     rss = memstat.rss_split()
     hog_rss = hog.rss()
+    hog_cpu0 = hog.cpu_seconds()
+    switches0 = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
     stats = searcher.read_pages(cfg.reads, cfg.cycle_seconds)
+    switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw - switches0
+    hog_cpu1 = hog.cpu_seconds()
     psi = memstat.psi_memory()
+    counters = memstat.vmstat()
     record = {
         "phase": phase,
         "hog_bytes": hog.bytes,
@@ -237,6 +288,8 @@ def _measure(searcher, path, hog, cfg, faiss_index, phase):
         "mem_available_bytes": info.available,
         "mem_free_bytes": info.free,
         "cached_bytes": info.cached,
+        "active_file_bytes": lru.get("Active(file)"),
+        "inactive_file_bytes": lru.get("Inactive(file)"),
         "index_resident_bytes": resident,
         "rss_anon_bytes": rss.anon,
         "rss_file_bytes": rss.file,
@@ -249,6 +302,9 @@ def _measure(searcher, path, hog, cfg, faiss_index, phase):
         "max_us": stats.max_us,
         "major_faults": stats.major_faults,
         "minor_faults": stats.minor_faults,
+        "hog_cpu_seconds": None if hog_cpu0 is None or hog_cpu1 is None else hog_cpu1 - hog_cpu0,
+        "searcher_involuntary_switches": switches,
+        "reclaim": {k: counters[k] - counters_before.get(k, counters[k]) for k in counters},
         "psi_some_avg10": psi.some_avg10 if psi else None,
         "psi_full_avg10": psi.full_avg10 if psi else None,
         "time": time.time(),
@@ -258,114 +314,170 @@ def _measure(searcher, path, hog, cfg, faiss_index, phase):
     return record
 
 
-def run(cfg: Config, command: str = "", progress=None, on_start=None) -> dict:
-    """Run E3 and return its result (see the issue for the keys). ``progress(fraction or None, text)`` is called
-    as it goes; ``on_start(hog_pid, workdir)`` once the hog runs. Ctrl-C/SIGTERM end the run early: the result so
-    far is returned with ``stop_reason = "interrupted"`` (after cleanup)."""
-    validate(cfg)
-    progress = progress or (lambda fraction, text: None)
-    host = host_facts(cfg.workdir)
-    host_mem = host["mem_total_bytes"]
-    cap = cfg.resolved_cap(host_mem)
-    started = _dt.datetime.now(_dt.timezone.utc)
-    _remove_stale_workdirs(cfg.workdir)
+class _Stop(Exception):
+    """The step loop ends; ``args[0]`` is the stop reason recorded in the result."""
 
-    cycles: list[dict] = []
-    stop_reason = None
-    hog = searcher = faiss_index = None
+
+@dataclass
+class _Run:
+    """The state of one run while it goes: what the cycles share."""
+
+    cfg: Config
+    cap: int
+    host_mem: int
+    progress: object
+    path: str = ""
+    searcher: Searcher | None = None
+    hog: HogProcess | None = None
+    faiss_index: object = None
+    cycles: list = field(default_factory=list)
+
+    def cycle(self, phase: str, counters_before: dict | None = None) -> dict:
+        c = _measure(self.searcher, self.path, self.hog, self.cfg, self.faiss_index, phase,
+                     counters_before if counters_before is not None else memstat.vmstat())
+        self.cycles.append(c)
+        self._report(c)
+        return c
+
+    def _report(self, c):
+        cfg = self.cfg
+        limit = max(1, min(self.cap, self.host_mem - cfg.floor_bytes) - cfg.start_bytes)
+        frac = min(1.0, max(0.0, (c["hog_bytes"] - cfg.start_bytes) / limit)) if c["phase"] == "step" else 0.0
+        self.progress(frac, f"cycle {len(self.cycles) - 1}: hog {c['hog_bytes'] / 1e9:5.2f} GB | "
+                            f"avail {c['mem_available_bytes'] / 1e9:5.2f} GB | "
+                            f"index {100 * c['index_resident_bytes'] / os.path.getsize(self.path):5.1f}% cached | "
+                            f"p50 {c['p50_us']:.1f} p99 {c['p99_us']:.1f} us | {c['major_faults']} major faults")
+
+    def step(self, n_bytes: int, phase: str) -> dict:
+        """The hog takes ``n_bytes`` more (after the safety checks), the memory settles, one cycle is measured."""
+        cfg, hog = self.cfg, self.hog
+        if len(self.cycles) >= cfg.max_cycles:
+            raise _Stop("max_cycles")
+        # Safety, before each step (the hog re-checks before each 64 MiB chunk of it).
+        if hog.bytes + n_bytes > self.cap:
+            raise _Stop("cap")
+        if memstat.meminfo().available - n_bytes < cfg.floor_bytes:
+            raise _Stop("floor")
+        counters = memstat.vmstat()
+        before = hog.bytes
+        reply = hog.grow(n_bytes)
+        if reply["stopped"] and hog.bytes == before:  # refused outright: nothing new to measure
+            raise _Stop(reply["stopped"])
+        time.sleep(cfg.settle_seconds)
+        c = self.cycle(phase, counters)
+        if reply["stopped"]:
+            raise _Stop(reply["stopped"])
+        return c
+
+    def hold(self, phase: str) -> None:
+        """One more cycle with the hog holding what it has (no step): the baseline with the hog in place."""
+        if len(self.cycles) >= self.cfg.max_cycles:
+            raise _Stop("max_cycles")
+        self.cycle(phase)
+
+    def knee_stop(self) -> None:
+        k99, k50 = knees(self.cycles, self.cfg, self.host_mem)
+        if k99 and k99["confirmed"] and k50 and k50["confirmed"]:
+            raise _Stop("p50_knee_confirmed")
+        if k99 and k99["confirmed"] and self.hog.bytes - k99["hog_bytes"] >= self.cfg.past_knee_bytes:
+            raise _Stop("past_knee_limit")
+
+
+def _prepare(r: _Run, workdir: str, on_start) -> int:
+    """Write the index, map and warm it, start the hog; returns the number of vectors written."""
+    cfg, progress = r.cfg, r.progress
+    r.path = os.path.join(workdir, "flat.index")
+    try:
+        n_vectors = flat_index.write_flat_index(
+            r.path, cfg.index_bytes, cfg.dim, cfg.seed,
+            progress=lambda done, total: progress(done / total, f"writing index {done / 1e9:.2f}/{total / 1e9:.2f} GB"))
+    except OSError as exc:
+        raise InputError(f"dir: cannot write the index in {cfg.workdir}: {exc.strerror}") from None
+    r.searcher = Searcher(r.path, seed=cfg.seed, random_advice=cfg.madvise_random)
+    progress(None, "warming: touching every page of the index")
+    r.searcher.warm()
+    if cfg.faiss_queries:
+        r.faiss_index = flat_index.open_faiss(r.path)
+    r.hog = HogProcess(cfg.floor_bytes, r.cap)
+    r.hog.grow(0)  # wait until the hog is up (its interpreter start-up is not in the baseline cycles)
+    if on_start:
+        on_start(r.hog.pid, workdir)
+    return n_vectors
+
+
+def _cycles(r: _Run) -> None:
+    """Idle baseline, first step, baseline with the hog held, then one step per cycle until a stop (``_Stop``)."""
+    cfg = r.cfg
+    for _ in range(cfg.baseline_cycles):
+        r.hold("baseline")
+    r.step(cfg.start_bytes if cfg.start_bytes > 0 else cfg.step_bytes, "hog_baseline")
+    for _ in range(cfg.baseline_cycles - 1):
+        r.hold("hog_baseline")
+    while True:
+        r.step(cfg.step_bytes, "step")
+        r.knee_stop()
+
+
+def run(cfg: Config, command: str = "", progress=None, on_start=None) -> dict:
+    """Run E3 and return its result (keys: see ``_result``). ``progress(fraction or None, text)`` is called as it
+    goes; ``on_start(hog_pid, workdir)`` once the hog runs. Ctrl-C/SIGTERM end the run early: the result so far is
+    returned with ``stop_reason = "interrupted"`` (after cleanup)."""
+    validate(cfg)
+    host = host_facts(cfg.workdir)
+    r = _Run(cfg, cfg.resolved_cap(host["mem_total_bytes"]), host["mem_total_bytes"],
+             progress or (lambda fraction, text: None))
+    started = _dt.datetime.now(_dt.timezone.utc)
+    record = records.run_record()
+    if command:
+        record["command"] = command
+    _remove_stale_workdirs(cfg.workdir)
+    stop_reason, n_vectors = None, 0
     workdir = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-", dir=cfg.workdir)
     old_handlers = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
-    n_vectors = 0
     try:
-        path = os.path.join(workdir, "flat.index")
-        try:
-            n_vectors = flat_index.write_flat_index(
-                path, cfg.index_bytes, cfg.dim, cfg.seed,
-                progress=lambda done, total: progress(done / total, f"writing index {done / 1e9:.2f}/{total / 1e9:.2f} GB"))
-        except OSError as exc:
-            raise InputError(f"dir: cannot write the index in {cfg.workdir}: {exc.strerror}") from None
-        searcher = Searcher(path, seed=cfg.seed, random_advice=cfg.madvise_random)
-        progress(None, "warming: touching every page of the index")
-        searcher.warm()
-        if cfg.faiss_queries:
-            faiss_index = flat_index.open_faiss(path)
-        hog = HogProcess(cfg.floor_bytes, cap)
-        if on_start:
-            on_start(hog.pid, workdir)
-        limit = max(1, min(cap, host_mem - cfg.floor_bytes) - cfg.start_bytes)
-
-        def report(c):
-            frac = min(1.0, max(0.0, (c["hog_bytes"] - cfg.start_bytes) / limit)) if c["phase"] == "step" else 0.0
-            progress(frac, f"cycle {len(cycles) - 1}: hog {c['hog_bytes'] / 1e9:5.2f} GB | "
-                           f"avail {c['mem_available_bytes'] / 1e9:5.2f} GB | "
-                           f"index {100 * c['index_resident_bytes'] / os.path.getsize(path):5.1f}% cached | "
-                           f"p50 {c['p50_us']:.1f} p99 {c['p99_us']:.1f} us | {c['major_faults']} major faults")
-
-        for _ in range(cfg.baseline_cycles):
-            cycles.append(_measure(searcher, path, hog, cfg, faiss_index, "baseline"))
-            report(cycles[-1])
-        step = cfg.start_bytes if cfg.start_bytes > 0 else cfg.step_bytes
-        while True:
-            if len(cycles) >= cfg.max_cycles:
-                stop_reason = "max_cycles"
-                break
-            # Safety, before each step (the hog re-checks before each 64 MiB chunk of it).
-            if hog.bytes + step > cap:
-                stop_reason = "cap"
-                break
-            if memstat.meminfo().available - step < cfg.floor_bytes:
-                stop_reason = "floor"
-                break
-            before = hog.bytes
-            reply = hog.grow(step)
-            if reply["stopped"] and hog.bytes == before:  # refused outright: nothing new to measure
-                stop_reason = reply["stopped"]
-                break
-            time.sleep(cfg.settle_seconds)
-            cycles.append(_measure(searcher, path, hog, cfg, faiss_index, "step"))
-            report(cycles[-1])
-            if reply["stopped"]:
-                stop_reason = reply["stopped"]
-                break
-            k99, k50 = knees(cycles, cfg, host_mem)
-            if k99 and k99["confirmed"] and k50 and k50["confirmed"]:
-                stop_reason = "p50_knee_confirmed"
-                break
-            if k99 and k99["confirmed"] and hog.bytes - k99["hog_bytes"] >= cfg.past_knee_bytes:
-                stop_reason = "past_knee_limit"
-                break
-            step = cfg.step_bytes
+        n_vectors = _prepare(r, workdir, on_start)
+        _cycles(r)
+    except _Stop as stop:
+        stop_reason = stop.args[0]
     except KeyboardInterrupt:
         stop_reason = "interrupted"
     except HogEnded:
         stop_reason = "hog_ended"
     finally:
-        if hog is not None:
-            hog.close()
-        faiss_index = None
-        if searcher is not None:
-            searcher.close()
+        if r.hog is not None:
+            r.hog.close()
+        r.faiss_index = None
+        if r.searcher is not None:
+            r.searcher.close()
         shutil.rmtree(workdir, ignore_errors=True)
         for s, h in old_handlers.items():
             signal.signal(s, h)
-
-    knee_p99, knee_p50 = knees(cycles, cfg, host_mem) if cycles else (None, None)
     host["loadavg_at_end"] = Path("/proc/loadavg").read_text().strip()
+    return _result(r, host, record, command, started, stop_reason, n_vectors)
+
+
+def _result(r: _Run, host, record, command, started, stop_reason, n_vectors) -> dict:
+    cfg, cycles = r.cfg, r.cycles
+    knee_p99, knee_p50 = knees(cycles, cfg, r.host_mem) if cycles else (None, None)
     config = asdict(cfg)
-    config["cap_bytes"] = cap
+    config["cap_bytes"] = r.cap
     return {
         "experiment": "e3",
         "command": command,
+        "record": record,
         "started_at": started.isoformat(timespec="seconds"),
         "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "host_mem_bytes": host_mem,
+        "host_mem_bytes": r.host_mem,
         "index_bytes": flat_index.file_bytes(n_vectors, cfg.dim) if n_vectors else 0,
         "index_vectors": n_vectors,
         "index_dim": cfg.dim,
         "config": config,
         "stop_reason": stop_reason,
+        "knee_rule": "first of knee_confirm cycles with major faults and latency >= knee_factor x the baseline "
+                     "re-taken with the hog in place (median of the last baseline_cycles no-fault cycles)",
         "knee_p99": knee_p99,
         "knee_p50": knee_p50,
+        "baselines": baselines(cycles, cfg) if cycles else None,
         "cycles": cycles,
         "host": host,
     }

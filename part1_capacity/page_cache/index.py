@@ -8,6 +8,10 @@ Layout of an ``IndexFlatL2`` (faiss/impl/index_write.cpp), little-endian:
 
     b"IxF2" | d:int32 | ntotal:int64 | 2 × int64 dummy (1 << 20) | is_trained:uint8 | metric_type:int32
     | n_floats:uint64 (= ntotal·d) | ntotal·d float32 vectors
+
+The byte counts are lesson 05's (``l05_rag.index.flat_index_bytes``: fourcc 4 + the common header 33 + the vector
+length 8 = 45 bytes before the vectors); this module only writes them. ``_LAYOUT`` packs those 45 bytes, and the
+tests check its size against lesson 05's count and both against a file FAISS itself wrote.
 """
 from __future__ import annotations
 
@@ -16,25 +20,32 @@ import struct
 
 import numpy as np
 
+from part0_foundations.l05_rag.index import flat_index_bytes
+
 DIM = 384  # all-MiniLM-L6-v2 embeddings, the model of lesson 05
 METRIC_L2 = 1  # faiss::METRIC_L2 (METRIC_INNER_PRODUCT is 0)
-_HEADER = struct.Struct("<4siqqqBiQ")
-HEADER_BYTES = _HEADER.size  # 45
+# fourcc, d, ntotal, two dummies, is_trained, metric_type, vector length: flat_index_bytes(0, d) bytes in all
+_LAYOUT = struct.Struct("<4siqqqBiQ")
+
+
+def vectors_offset(d: int = DIM) -> int:
+    """Bytes before the first vector of a flat index file (lesson 05's count for an empty index)."""
+    return flat_index_bytes(0, d)
 
 
 def header(d: int, ntotal: int) -> bytes:
     """The bytes FAISS writes before the vectors of an IndexFlatL2 with ``ntotal`` vectors of dimension ``d``."""
-    return _HEADER.pack(b"IxF2", d, ntotal, 1 << 20, 1 << 20, 1, METRIC_L2, ntotal * d)
+    return _LAYOUT.pack(b"IxF2", d, ntotal, 1 << 20, 1 << 20, 1, METRIC_L2, ntotal * d)
 
 
 def n_vectors_for(n_bytes: int, d: int = DIM) -> int:
     """How many float32 vectors of dimension ``d`` fit in a file of at most ``n_bytes`` bytes (header included)."""
-    return max(0, (n_bytes - HEADER_BYTES) // (4 * d))
+    return max(0, (n_bytes - vectors_offset(d)) // (4 * d))
 
 
 def file_bytes(ntotal: int, d: int = DIM) -> int:
-    """Size in bytes of the index file holding ``ntotal`` vectors."""
-    return HEADER_BYTES + 4 * d * ntotal
+    """Size in bytes of the index file holding ``ntotal`` vectors (lesson 05's formula)."""
+    return flat_index_bytes(ntotal, d)
 
 
 def write_flat_index(path, n_bytes: int, d: int = DIM, seed: int = 0, chunk_bytes: int = 64 << 20,
@@ -68,10 +79,10 @@ def write_flat_index(path, n_bytes: int, d: int = DIM, seed: int = 0, chunk_byte
 def vectors(path, d: int = DIM) -> np.ndarray:
     """The vectors of a flat index file as a read-only memory map, shape (ntotal, d), float32 (no copy)."""
     with open(path, "rb") as f:
-        fourcc, dd, ntotal, *_ = _HEADER.unpack(f.read(HEADER_BYTES))
+        fourcc, dd, ntotal, *_ = _LAYOUT.unpack(f.read(_LAYOUT.size))
     if fourcc != b"IxF2" or dd != d:
         raise ValueError(f"{path}: not an IndexFlatL2 of dimension {d} (found {fourcc!r}, d={dd})")
-    return np.memmap(path, dtype=np.float32, mode="r", offset=HEADER_BYTES, shape=(ntotal, d))
+    return np.memmap(path, dtype=np.float32, mode="r", offset=vectors_offset(d), shape=(ntotal, d))
 
 
 def open_faiss(path):
