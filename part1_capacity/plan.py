@@ -1,22 +1,20 @@
-"""Workload + model + accelerator → a plan: memory, accelerators (with and without the KV cache), roofline of
-prefill and decode, the kind of bottleneck and where an overflowing cache can go.
+"""Workload + model + accelerator → a plan: memory, the deployment (nodes, tensor/pipeline/data/expert
+parallelism, with and without the KV cache), prefill and decode times on it, the bottleneck, a verdict that
+follows from the numbers, and where an overflowing cache can go.
 
-Memory per accelerator (bytes): ``usable = memory × usable_fraction − overhead`` where the overhead is the stated
-allowance for activations and the runtime (CUDA context, graphs, allocator slack). A deployment is
-``tensor × pipeline × data`` accelerators: each of the ``data`` replicas holds the weights split over its
-``tensor × pipeline`` ranks and the caches of its share of the sequences. Tensor parallelism splits K/V heads,
-but a rank holds at least one: with fewer K/V heads than ranks they are **replicated**; the MLA latent has no
-heads to split and is **replicated on every rank**; recurrent state splits by its heads. Pipeline stages split
-layers (weights and caches). The search takes the fewest accelerators (then fewer pipeline stages, then a
-smaller tensor group). Numbers for one replica's tensor group are the ones a `vllm serve` would be given.
+The deployment rules and the search live in ``deploy.py`` (one place: usable memory per accelerator, each rank's
+share of the cache, the split's step times); the weight bytes in ``weights.py``; the roofline in ``roofline.py``.
+This module only assembles them. Units: bytes, seconds.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from part1_capacity import roofline, weights
+from part1_capacity import deploy, roofline, weights
+from part1_capacity.deploy import (  # noqa: F401  (re-exported: the rules' historical home)
+    kv_fraction_per_rank, splits_heads, state_fraction_per_rank, tp_degrees)
 from part1_capacity.dtypes import KV_DTYPES, get_dtype
 from part1_capacity.errors import InputError
 from part1_capacity.hardware import GIB, Accelerator, load_accelerator
@@ -40,6 +38,8 @@ class Workload:
     overhead_bytes: float = DEFAULT_OVERHEAD_BYTES
     prompt: int | None = None             # prefill length; None: the whole context
     tensor_parallel: int | None = None    # pinned tensor-parallel degree; None: the search picks it
+    pipeline_parallel: int | None = None  # pinned pipeline stages; None: the search picks them
+    nodes: int | None = None              # pinned node budget: the best decode on at most this many nodes
 
     def validate(self, model: ModelProfile) -> "Workload":
         for name in ("context", "batch"):
@@ -55,9 +55,11 @@ class Workload:
             raise InputError(f"usable_fraction: must be in (0, 1], got {self.usable_fraction}")
         if self.overhead_bytes < 0:
             raise InputError(f"overhead: must be >= 0, got {self.overhead_bytes}")
+        for name in ("tensor_parallel", "pipeline_parallel", "nodes"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0):
+                raise InputError(f"{name}: must be a positive integer, got {v!r}")
         t = self.tensor_parallel
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t <= 0):
-            raise InputError(f"tensor_parallel: must be a positive integer, got {t!r}")
         if t is not None and not splits_heads(model, t):
             raise InputError(f"tensor_parallel: {t} does not split {model.id}'s {model.n_heads} attention heads and "
                              f"{model.n_kv_heads} K/V heads evenly; allowed: "
@@ -68,107 +70,6 @@ class Workload:
         default_state = (model.ssm.state_dtype if model.ssm else "") or self.kv_dtype
         self.state_dtype = get_dtype(self.state_dtype or default_state, "state_dtype", KV_DTYPES).name
         return self
-
-
-# --- tensor-parallel rules ---------------------------------------------------------------------------------------
-def splits_heads(model: ModelProfile, t: int) -> bool:
-    """vLLM's rule: the query heads divide by ``t``; K/V heads divide by it or are replicated (``t`` a multiple)."""
-    return model.n_heads % t == 0 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)
-
-
-def tp_degrees(model: ModelProfile, acc: Accelerator, pinned: int | None = None) -> list[int]:
-    """Tensor-parallel degrees that fit the accelerator's group and split the heads evenly (as vLLM requires);
-    only ``pinned`` when the workload pins one (refused if the accelerator's group is smaller)."""
-    if pinned is not None:
-        if pinned > acc.max_tp:
-            raise InputError(f"tensor_parallel: {pinned} exceeds the {acc.max_tp} {acc.name} joined by one fast "
-                             f"interconnect; allowed: 1..{acc.max_tp}")
-        return [pinned]
-    out = []
-    t = 1
-    while t <= acc.max_tp:
-        if splits_heads(model, t):
-            out.append(t)
-        t *= 2
-    return out or [1]
-
-
-def kv_fraction_per_rank(model: ModelProfile, tp: int) -> float:
-    """Share of one sequence's attention cache a tensor-parallel rank holds.
-
-    GQA/MHA/MQA: ``max(n_kv_heads/tp, 1) / n_kv_heads`` — at least one K/V head per rank, replicated when
-    ``n_kv_heads < tp``. MLA: 1 — the latent is replicated on every rank."""
-    if model.is_mla:
-        return 1.0
-    return max(model.n_kv_heads / tp, 1) / model.n_kv_heads
-
-
-def state_fraction_per_rank(model: ModelProfile, tp: int) -> float:
-    """Recurrent state splits by its heads across tensor-parallel ranks."""
-    if model.ssm is None:
-        return 0.0
-    return max(model.ssm.n_heads / tp, 1) / model.ssm.n_heads
-
-
-# --- the search, vectorized over any grid of (T, batch) -----------------------------------------------------------
-def search_deployment(model: ModelProfile, acc: Accelerator, wl: Workload, T, batch, with_cache=True):
-    """Fewest accelerators for ``batch`` sequences of ``T`` tokens (numpy arrays broadcast together).
-
-    Returns arrays ``(n, tp, pp, dp)``; ``n`` is ``inf`` where nothing fits (one sequence's cache does not fit a
-    rank even split over every layer). Exact and vectorized. For a tensor degree ``tp`` and ``x`` pipeline
-    stages a replica holds ``g(x) = ⌊(U·x − W/tp) / s⌋`` sequences (``U`` usable bytes per rank, ``W`` weights,
-    ``s`` one sequence's cache on a tensor rank), so ``n(x) = tp · x · ⌈B / g(x)⌉``. Rather than trying every
-    ``x``, the loop runs over the replica count ``d``: the fewest stages giving ``g(x) ≥ ⌈B/d⌉`` is
-    ``x_d = ⌈(⌈B/d⌉ + W/(tp·s)) · s/U⌉``. Since ``n_d ≥ tp · (B + d·W/(tp·s)) · s/U`` grows with ``d``,
-    the loop stops as soon as that bound passes the best found. Ties go to fewer pipeline stages."""
-    T = np.asarray(T, dtype=np.float64)
-    B = np.asarray(batch, dtype=np.float64)
-    shape = np.broadcast(T, B).shape
-    size = int(np.prod(shape))
-    U = acc.memory_bytes * wl.usable_fraction - wl.overhead_bytes
-    L = model.n_layers
-    best_n, best_tp, best_pp, best_dp = (np.full(size, np.inf), np.zeros(size), np.zeros(size), np.zeros(size))
-
-    def update(idx, n, tp, x, d):
-        better = (n < best_n[idx]) | ((n == best_n[idx]) & (x < best_pp[idx]))
-        sel = idx[better]
-        best_n[sel], best_tp[sel], best_pp[sel], best_dp[sel] = n[better], tp, x[better], d[better]
-
-    if U > 0:
-        W = weights_bytes(model, wl)
-        Bf = np.broadcast_to(B, shape).ravel()
-        attn = np.zeros(size)
-        state = 0.0
-        if with_cache:
-            attn = np.broadcast_to(model.attention_cache_bytes(T, get_dtype(wl.kv_dtype).bytes), shape).ravel()
-            state = float(model.state_bytes(get_dtype(wl.state_dtype).bytes))
-        for tp in tp_degrees(model, acc, wl.tensor_parallel):
-            x_free = np.floor(W / (tp * U)) + 1          # fewest stages leaving any room beside the weights
-            if x_free > L:
-                continue
-            s = attn * kv_fraction_per_rank(model, tp) + state * state_fraction_per_rank(model, tp)
-            no_cache = s <= 0
-            if no_cache.any():
-                idx = np.nonzero(no_cache)[0]
-                update(idx, np.full(idx.size, tp * x_free), tp, np.full(idx.size, x_free), np.ones(idx.size))
-            idx = np.nonzero(~no_cache)[0]
-            a = U / np.where(no_cache, 1.0, s)             # sequences per stage-worth of memory
-            c = W / tp / np.where(no_cache, 1.0, s)
-            g_L = np.floor(a * L - c)
-            idx = idx[g_L[idx] >= 1]                       # elsewhere one sequence never fits: n stays inf
-            d = np.ceil(Bf[idx] / g_L[idx])
-            while idx.size:
-                ai, ci, Bi = a[idx], c[idx], Bf[idx]
-                m = np.ceil(Bi / d)
-                x = np.maximum(np.ceil((m + ci) / ai), x_free)
-                x = np.where(np.floor(ai * x - ci) < m, x + 1, x)             # floating-point guard
-                ok = x <= L
-                dp = np.ceil(Bi / np.maximum(np.floor(ai * x - ci), 1))
-                update(idx[ok], (tp * x * dp)[ok], tp, x[ok], dp[ok])
-                d = d + 1
-                keep = (tp * (Bi + ci * d) / ai <= best_n[idx]) & (tp * d * x_free <= best_n[idx]) & (d <= Bi)
-                idx, d = idx[keep], d[keep]
-    return tuple(a.reshape(shape) for a in (best_n, best_tp, best_pp, best_dp))
 
 
 def weights_bytes(model: ModelProfile, wl: Workload) -> float:
@@ -185,6 +86,9 @@ IMPLICATIONS = {
 }
 
 
+NOTHING_TO_PROPOSE = "fits; nothing to propose for memory"
+
+
 @dataclass
 class Plan:
     model: ModelProfile
@@ -195,15 +99,35 @@ class Plan:
     state_bytes_per_sequence: float
     weights_bytes: float
     kv_bytes_total: float
-    accelerators_needed: int | None
-    accelerators_without_kv: int | None
-    parallelism: dict
-    parallelism_without_kv: dict
+    deployment: deploy.Deployment | None
+    deployment_without_kv: deploy.Deployment | None
     kv_bytes_stored: float          # across all ranks, including tensor-parallel replication
     prefill: roofline.Phase | None
     decode: roofline.Phase | None
-    overflow_bytes: float
+    decode_split: deploy.StepTime | None = None
+    prefill_split: deploy.StepTime | None = None
+    overflow: dict = field(default_factory=dict)
     overflow_tiers: list = field(default_factory=list)
+
+    @property
+    def accelerators_needed(self) -> int | None:
+        return self.deployment.accelerators if self.deployment else None
+
+    @property
+    def accelerators_without_kv(self) -> int | None:
+        return self.deployment_without_kv.accelerators if self.deployment_without_kv else None
+
+    @property
+    def parallelism(self) -> dict:
+        return self.deployment.parallelism() if self.deployment else {}
+
+    @property
+    def parallelism_without_kv(self) -> dict:
+        return self.deployment_without_kv.parallelism() if self.deployment_without_kv else {}
+
+    @property
+    def overflow_bytes(self) -> float:
+        return self.overflow.get("bytes", 0.0)
 
     @property
     def kv_to_weights_ratio(self) -> float:
@@ -219,12 +143,31 @@ class Plan:
             return None
         return self.accelerators_needed - self.accelerators_without_kv
 
+    @property
+    def verdict(self) -> str:
+        """What the numbers say about memory: nothing to propose when the cache adds no accelerator."""
+        added = self.accelerators_added_by_kv
+        if self.deployment_without_kv is None:
+            return "does not fit: the weights alone exceed every allowed deployment"
+        if self.deployment is None:
+            return "does not fit: one sequence's cache does not fit beside its share of the weights"
+        if added == 0:
+            n = self.accelerators_without_kv
+            return (f"{NOTHING_TO_PROPOSE}: the KV cache adds no accelerator to the {n:,} the weights need")
+        nodes = self.deployment.nodes - self.deployment_without_kv.nodes
+        adds = (f"the KV cache adds {added:,} accelerator{'s' if added != 1 else ''} "
+                + (f"and {nodes:,} node{'s' if nodes != 1 else ''}" if nodes > 0 else
+                   f"within the same {self.deployment.nodes:,} node{'s' if self.deployment.nodes != 1 else ''}"))
+        return f"{adds}; {IMPLICATIONS[self.bottleneck]}"
+
     def to_dict(self) -> dict:
         wl = self.workload
+        dec = self.decode_split
         return {
             "model": self.model.id, "structure": self.model.structure, "accelerator": self.accelerator.id,
             "workload": {"context": wl.context, "batch": wl.batch, "prompt": wl.prompt or wl.context,
-                         "tensor_parallel": wl.tensor_parallel,
+                         "tensor_parallel": wl.tensor_parallel, "pipeline_parallel": wl.pipeline_parallel,
+                         "nodes": wl.nodes,
                          "weights_dtype": wl.weights_dtype, "kv_dtype": wl.kv_dtype, "state_dtype": wl.state_dtype,
                          "usable_fraction": wl.usable_fraction, "overhead_bytes": wl.overhead_bytes},
             "kv_bytes_per_token": self.kv_bytes_per_token,
@@ -238,94 +181,107 @@ class Plan:
             "accelerators_needed": self.accelerators_needed,
             "accelerators_without_kv": self.accelerators_without_kv,
             "accelerators_added_by_kv": self.accelerators_added_by_kv,
+            "nodes_needed": self.deployment.nodes if self.deployment else None,
+            "nodes_without_kv": self.deployment_without_kv.nodes if self.deployment_without_kv else None,
             "parallelism": self.parallelism,
             "parallelism_without_kv": self.parallelism_without_kv,
-            "prefill": self.prefill.to_dict() if self.prefill else None,
-            "decode": ({**self.decode.to_dict(), "tokens_per_s": wl.batch / self.decode.time_s}
+            "prefill": ({**self.prefill.to_dict(), "communication_s": self.prefill_split.communication_s}
+                        if self.prefill else None),
+            "decode": ({**self.decode.to_dict(), "tokens_per_s": wl.batch / self.decode.time_s,
+                        "communication_s": dec.communication_s, "pipeline_microbatches": dec.microbatches,
+                        "pipeline_bubble_fraction": dec.bubble_fraction}
                        if self.decode else None),
             "bottleneck": self.bottleneck,
-            "implication": IMPLICATIONS[self.bottleneck],
+            "implication": self.verdict if self.accelerators_added_by_kv == 0 else IMPLICATIONS[self.bottleneck],
+            "verdict": self.verdict,
             "overflow_bytes": self.overflow_bytes,
+            "overflow": self.overflow,
             "overflow_tiers": self.overflow_tiers,
         }
 
 
-def _deployment(n, tp, pp, dp):
-    if not np.isfinite(n):
-        return None, {}
-    return int(n), {"tensor": int(tp), "pipeline": int(pp), "data": int(dp)}
+def _overflow(model, acc, wl, dep0: deploy.Deployment) -> tuple[dict, list]:
+    """The cache that does not fit beside the weights on the weights-only deployment ``dep0``, rank by rank, and
+    what a decode step slows to when each rank reads its overflow from a slower tier.
 
-
-def _overflow(model, acc, wl, W, tp, pp, per_seq_rank_attn_state, decode_flops, weights_read):
-    """KV that does not fit the weights-only deployment, and what decode slows to when read from each tier."""
-    usable = acc.memory_bytes * wl.usable_fraction - wl.overhead_bytes
-    w_rank = W / (tp * pp)
-    need = wl.batch * per_seq_rank_attn_state          # cache bytes each rank must hold
-    free = max(usable - w_rank, 0.0)
+    Every rank holds its replica's share of the sequences on its tensor rank: ``⌈B/d⌉ × cache_per_rank / p``.
+    Summed over the ranks this is more than the cache itself when tensor parallelism replicates it (K/V heads
+    fewer than ranks; the MLA latent on every rank) — ``replication`` says by how much."""
+    U = deploy.usable_bytes(acc, wl)
+    T, B = wl.context, wl.batch
+    m = -(-B // dep0.data)
+    need = m * float(deploy.cache_per_rank(model, wl, T, dep0.tensor)) / dep0.pipeline
+    free = max(U - dep0.weights_per_rank, 0.0)
     over = max(need - free, 0.0)
     if over <= 0:
-        return 0.0, []
-    n_ranks = tp * pp
-    # decode reads weights_read/(tp·pp) and all of its cache per rank per step; pipeline stages run in turn
-    flops_rank = decode_flops / n_ranks
+        return {}, []
+    ranks = dep0.accelerators
+    kv_total = B * float(model.cache_bytes(T, get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes))
+    info = {"bytes": over * ranks, "bytes_per_rank": over, "ranks": ranks, "cache_per_rank": need,
+            "free_per_rank": free, "replication": need * ranks / kv_total if kv_total else 1.0,
+            "deployment": dep0.label()}
+    # one decode step of the weights-only deployment, pipeline stages in turn; the overflow read from the tier
+    t, p = dep0.tensor, dep0.pipeline
+    W = weights_bytes(model, wl)
+    f_stage = float(roofline.decode_flops(model, T, m)) / (t * p)
+    w_stage = W * float(roofline.weights_read_fraction(model, m)) / (t * p)
     peak = acc.peak_flops(wl.weights_dtype)
+    t_all_hbm = p * float(roofline.step_time(f_stage, w_stage + need, peak, acc.bandwidth))
     out = []
-    hbm_bytes = weights_read / n_ranks + min(need, free)
-    t_all_hbm = pp * float(roofline.step_time(flops_rank, weights_read / n_ranks + need, peak, acc.bandwidth))
     for tier in tiers_for(acc):
         if tier.id == "hbm":
             continue
-        t_step = pp * float(roofline.step_time(flops_rank, hbm_bytes, peak, acc.bandwidth, over / tier.bandwidth))
+        t_step = p * float(roofline.step_time(f_stage, w_stage + free, peak, acc.bandwidth, over / tier.bandwidth))
         out.append({"tier": tier.id, "name": tier.name, "capacity_bytes_per_accelerator": tier.capacity_bytes,
                     "bandwidth": tier.bandwidth, "fits": bool(tier.capacity_bytes >= over),
-                    "decode_step_s": t_step, "decode_tokens_per_s": wl.batch / t_step,
+                    "decode_step_s": t_step, "decode_tokens_per_s": B / t_step,
                     "slowdown_vs_hbm": t_step / t_all_hbm})
-    return over * n_ranks, out
+    return info, out
+
+
+def _phases(model, acc, wl, dep: deploy.Deployment):
+    """Prefill (one prompt on one replica) and decode (one step of a replica's sequences) on ``dep``: the roofline
+    of the whole pass, with the time the split gives (per-rank roofline + all-reduces + pipeline)."""
+    T = wl.context
+    prompt = wl.prompt or T
+    kvb, sb = get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes
+    W = weights_bytes(model, wl)
+    f_pre = float(roofline.prefill_flops(model, prompt))
+    w_pre = W * float(roofline.weights_read_fraction(model, prompt))
+    c_pre = float(model.cache_bytes(prompt, kvb, sb))
+    pre_split = deploy.rank_step_time(model, acc, wl, prompt, 1, f_pre, w_pre,
+                                      float(deploy.cache_per_rank(model, wl, prompt, dep.tensor)), dep)
+    prefill = replace(roofline.phase(f_pre, w_pre + c_pre, acc, wl.weights_dtype, dep.tensor),
+                      time_s=pre_split.time_s)
+    dec_split = dep.decode or deploy.decode_time(model, acc, wl, dep)
+    m = dep.sequences_per_replica
+    f_dec = float(roofline.decode_flops(model, T, m))
+    b_dec = W * float(roofline.weights_read_fraction(model, m)) + m * float(model.cache_bytes(T, kvb, sb))
+    decode = replace(roofline.phase(f_dec, b_dec, acc, wl.weights_dtype, dep.tensor), time_s=dec_split.time_s)
+    return prefill, pre_split, decode, dec_split
 
 
 def make_plan(model, accelerator, workload: Workload | None = None, **kw) -> Plan:
     """The plan for ``model`` (profile or name/config path) on ``accelerator`` (object, name or JSON path)."""
     model = model if isinstance(model, ModelProfile) else load_model(model)
     acc = accelerator if isinstance(accelerator, Accelerator) else load_accelerator(accelerator)
-    wl = (workload or Workload(**kw)).validate(model)
+    wl = replace(workload or Workload(**kw)).validate(model)       # a copy: the caller's workload is not changed
     T, B = wl.context, wl.batch
     kvb, sb = get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes
-    W = weights_bytes(model, wl)
     per_seq_attn = float(model.attention_cache_bytes(T, kvb))
     per_seq_state = float(model.state_bytes(sb))
     kv_total = B * (per_seq_attn + per_seq_state)
-
-    n, tp, pp, dp = (float(x) for x in search_deployment(model, acc, wl, T, B))
-    n0, tp0, pp0, dp0 = (float(x) for x in search_deployment(model, acc, wl, T, B, with_cache=False))
-    needed, par = _deployment(n, tp, pp, dp)
-    without, par0 = _deployment(n0, tp0, pp0, dp0)
-    stored = 0.0
-    if par:
-        stored = kv_total and B * (per_seq_attn * kv_fraction_per_rank(model, par["tensor"])
-                                   + per_seq_state * state_fraction_per_rank(model, par["tensor"])) * par["tensor"]
-        par["sequences_per_replica"] = int(np.ceil(B / par["data"]))
-    # Roofline, on one replica's tensor group (pipeline stages run one after another for a token).
-    wbytes = get_dtype(wl.weights_dtype).bytes
-    read_params = model.params_total
-    prompt = wl.prompt or T
-    prefill = decode = None
-    replica = par or par0
-    if replica:
-        seqs = par.get("sequences_per_replica", B) if par else B
-        f_pre = float(roofline.prefill_flops(model, prompt))
-        b_pre = read_params * wbytes * float(roofline.weights_read_fraction(model, prompt)) + float(
-            model.cache_bytes(prompt, kvb, sb))
-        prefill = roofline.phase(f_pre, b_pre, acc, wl.weights_dtype, replica["tensor"])
-        f_dec = float(roofline.decode_flops(model, T, seqs))
-        w_read = read_params * wbytes * float(roofline.weights_read_fraction(model, seqs))
-        b_dec = w_read + seqs * (per_seq_attn + per_seq_state)
-        decode = roofline.phase(f_dec, b_dec, acc, wl.weights_dtype, replica["tensor"])
-    over, over_tiers = 0.0, []
-    if par0 and (needed is None or needed > without):
-        per_rank = (per_seq_attn * kv_fraction_per_rank(model, par0["tensor"])
-                    + per_seq_state * state_fraction_per_rank(model, par0["tensor"])) / par0["pipeline"]
-        f_dec = float(roofline.decode_flops(model, T, B))
-        w_read = read_params * wbytes * float(roofline.weights_read_fraction(model, B))
-        over, over_tiers = _overflow(model, acc, wl, W, par0["tensor"], par0["pipeline"], per_rank, f_dec, w_read)
-    return Plan(model, acc, wl, float(model.kv_bytes_per_token(kvb)), per_seq_attn + per_seq_state, per_seq_state,
-                W, kv_total, needed, without, par, par0, float(stored), prefill, decode, over, over_tiers)
+    dep = deploy.choose(model, acc, wl)
+    dep0 = deploy.choose(model, acc, wl, with_cache=False)
+    stored = float(B * deploy.cache_per_rank(model, wl, T, dep.tensor) * dep.tensor) if dep else 0.0
+    prefill = pre_split = decode = dec_split = None
+    if dep or dep0:
+        prefill, pre_split, decode, dec_split = _phases(model, acc, wl, dep or dep0)
+    over, over_tiers = {}, []
+    if dep0 and (dep is None or dep.accelerators > dep0.accelerators):
+        over, over_tiers = _overflow(model, acc, wl, dep0)
+    return Plan(model=model, accelerator=acc, workload=wl, kv_bytes_per_token=float(model.kv_bytes_per_token(kvb)),
+                kv_bytes_per_sequence=per_seq_attn + per_seq_state, state_bytes_per_sequence=per_seq_state,
+                weights_bytes=weights_bytes(model, wl), kv_bytes_total=kv_total, deployment=dep,
+                deployment_without_kv=dep0, kv_bytes_stored=stored, prefill=prefill, decode=decode,
+                decode_split=dec_split, prefill_split=pre_split, overflow=over, overflow_tiers=over_tiers)

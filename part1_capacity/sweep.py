@@ -1,8 +1,8 @@
 """A context × batch grid of plans, vectorized: accelerators needed, without the KV cache, and added by it.
 
-The deployment search of ``plan.search_deployment`` runs once over numpy arrays for the whole grid (a loop over
-tensor-parallel degrees and pipeline stages, never over grid points), so a grid of a million points takes
-seconds. ``bench_sweep.py`` prints the rate.
+The fewest accelerators of ``deploy.fewest_accelerators`` run once over numpy arrays for the whole grid (a loop over
+the allowed tensor/pipeline/expert shapes, never over grid points), so a grid of a million points takes seconds.
+The counts are the plan's (``make_plan`` picks among the deployments with that count by decode time). ``bench_sweep.py`` prints the rate.
 """
 from __future__ import annotations
 
@@ -13,7 +13,11 @@ import numpy as np
 from part1_capacity.dtypes import get_dtype
 from part1_capacity.fmt import fmt_k
 from part1_capacity.hardware import Accelerator, load_accelerator
-from part1_capacity.plan import Workload, search_deployment, weights_bytes
+from dataclasses import replace
+
+from part1_capacity.deploy import fewest_accelerators
+from part1_capacity.errors import InputError
+from part1_capacity.plan import Workload, weights_bytes
 from part1_capacity.loader import load_model
 from part1_capacity.profiles import ModelProfile
 
@@ -64,17 +68,18 @@ def sweep(model, accelerator, contexts, batches, workload: Workload | None = Non
     acc = accelerator if isinstance(accelerator, Accelerator) else load_accelerator(accelerator)
     contexts = np.asarray(contexts, dtype=np.int64)
     batches = np.asarray(batches, dtype=np.int64)
-    wl = workload or Workload(context=int(contexts.max()), batch=int(batches.max()), **kw)
-    wl.context, wl.batch = int(contexts.max()), int(batches.max())
+    if contexts.size == 0 or batches.size == 0:
+        raise InputError("sweep: contexts and batches must not be empty")
+    # a copy sized to the grid: the caller's workload is not changed
+    wl = replace(workload, context=int(contexts.max()), batch=int(batches.max())) if workload else \
+        Workload(context=int(contexts.max()), batch=int(batches.max()), **kw)
     wl.validate(model)                 # refuses a context beyond the model's maximum, bad dtypes, …
     if contexts.min() <= 0 or batches.min() <= 0:
-        from part1_capacity.errors import InputError
-
         raise InputError("sweep: contexts and batches must be positive integers")
     T = contexts[:, None].astype(np.float64)
     B = batches[None, :].astype(np.float64)
-    n, *_ = search_deployment(model, acc, wl, T, B)
-    n0, *_ = search_deployment(model, acc, wl, T, B, with_cache=False)
+    n = fewest_accelerators(model, acc, wl, T, B)
+    n0 = fewest_accelerators(model, acc, wl, T, B, with_cache=False)
     kvb, sb = get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes
     kv_total = B * model.cache_bytes(T, kvb, sb)
     return Sweep(model, acc, wl, contexts, batches, n, np.broadcast_to(n0, n.shape), kv_total,

@@ -111,12 +111,17 @@ def test_more_sequences_never_need_fewer_accelerators():
 
 
 def test_weights_only_count_matches_hand_arithmetic():
-    # Llama-3.1-70B bf16 = 141.1 GB; an H100 offers 80 GB × 0.9 − 2 GiB = 69.85 GB, so ⌈141.1 / 69.85⌉ = 3
-    # (three pipeline stages: any stage count splits the layers, unlike tensor parallelism).
+    # Llama-3.1-70B bf16 = 141.1 GB; an H100 offers 80 GB × 0.9 − 2 GiB = 69.85 GB. Tensor 2 leaves 70.55 GB per
+    # rank (> 69.85): no; tensor 4 leaves 35.3 GB: yes → 4. Three pipeline stages (47 GB each) would hold it on 3,
+    # but inside one node operators split by tensor parallelism: pipeline stages only when pinned or across nodes.
     acc = load_accelerator("h100")
     usable = 80e9 * 0.9 - 2 * GiB
+    assert 70.55e9 * 2 / 2 > usable > 70.55e9 * 2 / 4
     plan = make_plan("llama-3.1-70b", acc, context=1024, batch=1)
-    assert plan.accelerators_without_kv == -(-int(70.55e9 * 2) // int(usable))
+    assert plan.accelerators_without_kv == 4 and plan.parallelism_without_kv["tensor"] == 4
+    pinned = make_plan("llama-3.1-70b", acc, Workload(context=1024, batch=1, tensor_parallel=1))
+    assert pinned.accelerators_without_kv == -(-int(70.55e9 * 2) // int(usable)) == 3
+    assert pinned.parallelism_without_kv["pipeline"] == 3
 
 
 # --- input errors -----------------------------------------------------------------------------------------------------

@@ -25,25 +25,33 @@ def run(capsys, *argv):
 
 
 def brute_force(model, acc, T, B, usable_fraction=0.9, overhead=2 * GIB, weight_bytes=2, kv_bytes=2):
-    """Every tensor degree (power of two ≤ max_tp, dividing the heads) × every pipeline depth; replicas as needed."""
+    """Every allowed deployment, counted: tensor t a power of two ≤ max_tp dividing the heads; pipeline stages
+    only with the largest such t; replicas as needed; for MoE, expert parallelism over t·d ranks (d a power of
+    two), each rank holding the dense weights / t, the experts / (t·d) and its ⌈B/d⌉ sequences."""
     usable = acc.memory_bytes * usable_fraction - overhead
-    W = model.weights_params * weight_bytes
-    best = (math.inf, 0)
-    t = 1
-    while t <= acc.max_tp:
-        if model.n_heads % t == 0 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0):
-            kv_share = 1.0 if model.is_mla else max(model.n_kv_heads / t, 1) / model.n_kv_heads
-            state_share = max(model.ssm.n_heads / t, 1) / model.ssm.n_heads if model.ssm else 0
-            seq = model.attention_cache_bytes(T, kv_bytes) * kv_share + model.state_bytes(kv_bytes) * state_share
-            for pp in range(1, model.n_layers + 1):
-                free = usable - W / (t * pp)
-                if free <= 0:
-                    continue
-                per_replica = math.floor(free / (seq / pp))
-                if per_replica >= 1:
-                    best = min(best, (t * pp * math.ceil(B / per_replica), pp))
-        t *= 2
-    return best[0]
+    W = model.params_total * weight_bytes
+    experts = W * (1 - model.params_active / model.params_total)
+    ts = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= acc.max_tp and model.n_heads % t == 0
+          and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)]
+    best = math.inf
+    for t in ts:
+        kv_share = 1.0 if model.is_mla else max(model.n_kv_heads / t, 1) / model.n_kv_heads
+        state_share = max(model.ssm.n_heads / t, 1) / model.ssm.n_heads if model.ssm else 0
+        seq = model.attention_cache_bytes(T, kv_bytes) * kv_share + model.state_bytes(kv_bytes) * state_share
+        for pp in range(1, (model.n_layers if t == max(ts) else 1) + 1):
+            free = usable - W / (t * pp)
+            per_replica = math.floor(free / (seq / pp)) if free > 0 else 0
+            if per_replica >= 1:
+                best = min(best, t * pp * math.ceil(B / per_replica))
+        d = 1
+        while model.is_moe and "vllm" in acc.engines:
+            if (W - experts) / t + experts / (t * d) + math.ceil(B / d) * seq <= usable:
+                best = min(best, t * d)
+                break
+            if d >= B:
+                break
+            d *= 2
+    return best
 
 
 @pytest.mark.parametrize("model, acc", [("llama-3.1-70b", "h100"), ("deepseek-v3", "h200"), ("gpt-oss-120b", "l4"),
