@@ -12,6 +12,8 @@ import numpy as np
 
 from part1_capacity.fmt import fmt_bytes, fmt_count, fmt_time
 from part1_capacity.compare import DEFAULT_ACCELERATOR, DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_MODELS
+from part1_capacity.dtypes import get_dtype
+from part1_capacity.engine.sitegen import e1_confirmations
 from part1_capacity.hardware import bundled_accelerators
 from part1_capacity.plan import IMPLICATIONS, Workload, make_plan
 from part1_capacity.loader import load_model
@@ -41,27 +43,40 @@ def _cell(x) -> str:
     return str(x).replace("|", "\\|").replace("\n", " ")
 
 
-def structures_table(plans) -> str:
+def engine_check(structure: str, confirmed: dict) -> str:
+    """Whether llama.cpp confirmed this structure's allocation in E1 (links to the row), or "computed only"."""
+    rows = confirmed.get(structure)
+    if not rows:
+        return "computed only"
+    links = ", ".join(f"[`{arch}`](engine_checks.md#{anchor})" for arch, anchor in rows)
+    return f"llama.cpp allocation checked (E1: {links})"
+
+
+def structures_table(plans, confirmed: dict | None = None) -> str:
+    confirmed = e1_confirmations() if confirmed is None else confirmed
     out = ["| structure | model | weights | KV per token (growing) | KV per sequence | KV total | weights size | "
-           "KV / weights | accelerators | for the weights | added by KV | bottleneck |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "KV / weights | accelerators | for the weights | added by KV | bottleneck | checked in an engine |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for d in plans:
         out.append(f"| {d['structure']} | `{d['model']}` | {d['workload']['weights_dtype']} | "
                    f"{fmt_bytes(d['kv_bytes_per_token'])} | {fmt_bytes(d['kv_bytes_per_sequence'])} | "
                    f"{fmt_bytes(d['kv_bytes_total'])} | {fmt_bytes(d['weights_bytes'])} | "
                    f"{d['kv_to_weights_ratio']:.2f} | {fmt_count(d['accelerators_needed'])} | "
                    f"{fmt_count(d['accelerators_without_kv'])} | {fmt_count(d['accelerators_added_by_kv'])} | "
-                   f"**{d['bottleneck']}** |")
+                   f"**{d['bottleneck']}** | {engine_check(d['structure'], confirmed)} |")
     return "\n".join(out) + "\n"
 
 
-def worked_examples() -> str:
-    """Each of the four laws with the model's own numbers plugged in (bf16, 2 bytes), at the comparison's context."""
+def worked_examples(confirmed: dict | None = None) -> str:
+    """Each of the four laws with the model's own numbers plugged in (bf16, 2 bytes; recurrent state at the dtype
+    servers keep it in), at the comparison's context, and whether an engine confirmed the structure."""
+    confirmed = e1_confirmations() if confirmed is None else confirmed
     T = DEFAULT_CONTEXT
     lines = []
     for mid in DEFAULT_MODELS:
         m = load_model(mid)
-        per_tok, total = m.kv_bytes_per_token(2), m.cache_bytes(T, 2)
+        sb = get_dtype(m.ssm.state_dtype or "bf16").bytes if m.ssm else 2
+        per_tok, total = m.kv_bytes_per_token(2), m.cache_bytes(T, 2, sb)
         if m.is_mla:
             law = (rf"\({m.n_full_layers} \times ({m.kv_lora_rank} + {m.qk_rope_head_dim}) \times 2\) "
                    f"= {per_tok:,.0f} B per token")
@@ -76,10 +91,11 @@ def worked_examples() -> str:
                      rf"{m.head_dim} \times 2\) = {fmt_bytes(fixed)}")
         if m.ssm:
             extra = (f"; the {m.ssm.n_layers} {m.ssm.kind} layers add a constant "
-                     rf"\({m.ssm.n_layers} \times {m.ssm.state_elements:,} \times 2\) "
-                     f"= {fmt_bytes(m.state_bytes(2))} per sequence")
+                     rf"\({m.ssm.n_layers} \times {m.ssm.state_elements:,} \times {sb:g}\) "
+                     f"= {fmt_bytes(m.state_bytes(sb))} per sequence"
+                     + (f" (state in {m.ssm.state_dtype}, as vLLM keeps it)" if m.ssm.state_dtype else ""))
         lines.append(f"- **{m.structure}**, {m.name}: {law}{extra}. At {T:,} tokens one sequence holds "
-                     f"**{fmt_bytes(total)}**.")
+                     f"**{fmt_bytes(total)}**. Engine check: {engine_check(m.structure, confirmed)}.")
     return "\n".join(lines) + "\n"
 
 

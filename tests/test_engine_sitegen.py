@@ -47,3 +47,29 @@ def test_build_from_saved_results(tmp_path):
         table = (tmp_path / "e2_table.md").read_text()
         assert all(f"| {lv['type']} |" in table for lv in e2["levels"])
         assert e2["date"] in (tmp_path / "e2_run.md").read_text()
+
+
+def _structure_row(selector, structure, arch, match):
+    case = {"context": 4096, "n_seq": 4}
+    return {"selector": selector, "structure": structure, "architecture": arch, "cases": [case],
+            "reported": {"K": [2 ** 20], "V": [2 ** 20]}, "predicted": {"K": [2 ** 20], "V": [2 ** 20]},
+            "law": {"K": [2 ** 20], "V": [2 ** 20]}, "details": [{**case, "match": match}], "match": match}
+
+
+def test_e1_structures_table_and_confirmations():
+    r = {"structures": [_structure_row("swa", "sliding_window", "gemma3", True),
+                        _structure_row("ssm", "ssm_hybrid", "nemotron_h", False)]}
+    table = sitegen.e1_structures_table(r)
+    assert '<a id="e1-swa-gemma3"></a>' in table and "| 1/1 |" in table and "| 0/1 |" in table
+    # only a structure whose every buffer matched counts as confirmed
+    assert sitegen.e1_confirmations(r) == {"sliding_window": [("gemma3", "e1-swa-gemma3")]}
+
+
+def test_calculator_page_says_confirmed_or_computed_only():
+    from part1_capacity import sitegen as calc
+
+    confirmed = {"mla": [("deepseek2", "e1-mla-deepseek2")]}
+    assert calc.engine_check("mla", confirmed).endswith("(E1: [`deepseek2`](engine_checks.md#e1-mla-deepseek2))")
+    assert calc.engine_check("gqa", confirmed) == "computed only"
+    text = calc.worked_examples(confirmed)
+    assert text.count("computed only") == 3 and text.count("engine_checks.md#e1-mla-deepseek2") == 1

@@ -1,5 +1,5 @@
 """Tables, charts and findings for site/part1/engine_checks.md, from the saved runs in part1_capacity/results/
-(e1.json, e2.json, host_accelerator.json). Nothing is measured here: the site builds in seconds.
+(e1.json, e1_structures.json, e2.json, host_accelerator.json). Nothing is measured here: the site builds in seconds.
 """
 from __future__ import annotations
 
@@ -24,6 +24,53 @@ def _run_info(r) -> str:
     return (f"Run on {r.get('date_utc') or r['date']}, host `{h['node']}`: {h['cpu']}, {h['cpus']} CPUs, "
             f"{h['memory_bytes'] / 2 ** 30:.0f} GiB, llama-cpp-python {r['llama_cpp_python']}{load}{note}. "
             f"Command: `{r['command']}`\n")
+
+
+# --- E1 for every structure -----------------------------------------------------------------------------------------
+COMPONENTS = {"K": "K (full layers)", "V": "V (full layers)", "K_swa": "K (window cache)",
+              "V_swa": "V (window cache)", "R": "R (conv state)", "S": "S (SSM / delta-net state)"}
+
+
+def e1_anchor(row) -> str:
+    """The HTML id of a tiny model's row in the structures table (the calculator page links to it)."""
+    return f"e1-{row['selector']}-{row['architecture']}".replace("_", "-").replace(".", "-")
+
+
+def _fmt(n) -> str:
+    from part1_capacity.fmt import fmt_bytes
+
+    return fmt_bytes(n)
+
+
+def e1_structures_table(r, context=4096, n_seq=4) -> str:
+    """One row per buffer of each tiny model at ``context`` tokens over ``n_seq`` sequences: the law, what
+    llama.cpp's log reports and what its rules predict; the last column counts the matching cases."""
+    rows = [f"| structure | model (GGUF) | buffer | law, {context:,} tokens × {n_seq} seq | llama.cpp's log "
+            "(±0.005 MiB) | llama.cpp rule | cases matching |", "|---|---|---|---:|---:|---:|---|"]
+    for row in r["structures"]:
+        cases = [(c["context"], c["n_seq"]) for c in row["cases"]]
+        i = cases.index((context, n_seq)) if (context, n_seq) in cases else len(cases) - 1
+        ok = sum(c["match"] for c in row["details"])
+        first = True
+        for comp in row["predicted"]:
+            name = (f'<a id="{e1_anchor(row)}"></a>`{row["architecture"]}`' if first
+                    else "")
+            rows.append(f"| {row['structure'] if first else ''} | {name} | {COMPONENTS.get(comp, comp)} | "
+                        f"{_fmt(row['law'][comp][i])} | {_fmt(row['reported'][comp][i])} | "
+                        f"{_fmt(row['predicted'][comp][i])} | {f'{ok}/{len(cases)}' if first else ''} |")
+            first = False
+    return "\n".join(rows) + "\n"
+
+
+def e1_confirmations(r=None) -> dict:
+    """structure id → [(GGUF architecture, row anchor)] of the tiny models whose every buffer matched llama.cpp in
+    the saved structures run."""
+    r = r if r is not None else load_result("e1_structures")
+    out = {}
+    for row in (r or {}).get("structures", []):
+        if row["match"]:
+            out.setdefault(row["structure"], []).append((row["architecture"], e1_anchor(row)))
+    return out
 
 
 # --- E1 ------------------------------------------------------------------------------------------------------------
@@ -180,6 +227,12 @@ def build(out):
         (out / "e1_run.md").write_text(_run_info(e1r))
     else:
         _missing(out, ("e1_table.md", "e1_summary.md", "e1_model.md", "e1_run.md"), "e1")
+    sr = load_result("e1_structures")
+    if sr:
+        (out / "e1_structures.md").write_text(e1_structures_table(sr))
+        (out / "e1_structures_run.md").write_text(_run_info(sr))
+    else:
+        _missing(out, ("e1_structures.md", "e1_structures_run.md"), "e1 --structure all")
     if e2r:
         (out / "e2_table.md").write_text(e2_table(e2r))
         (out / "e2_model.md").write_text(e2_model(e2r))
