@@ -107,6 +107,26 @@ def parse_float(text: str, field: str, lo=None, hi=None, lo_open=False) -> float
 
 
 # --- files --------------------------------------------------------------------------------------------------------
+def regular_file(path, field: str) -> Path:
+    """``path`` if it names a regular file; otherwise a one-line error saying what it is (for files that a
+    library maps or opens itself, such as GGUF)."""
+    p = Path(path)
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        raise InputError(f"{field}: no file at {p}") from None
+    except OSError as exc:
+        raise InputError(f"{field}: cannot open {p}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{field}: {p} is {_kind(mode)}; expected a regular file")
+    return p
+
+
+def _kind(mode) -> str:
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+
+
 def read_bytes(path, field: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     """The bytes of a regular file, at most ``max_bytes``. Opened non-blocking so a FIFO cannot hang the
     call; directories, devices (``/dev/zero``) and files that fail to read (``/proc/self/mem``) are refused."""
@@ -120,9 +140,7 @@ def read_bytes(path, field: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
-                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
-            raise InputError(f"{field}: {p} is {kind}; expected a regular file")
+            raise InputError(f"{field}: {p} is {_kind(st.st_mode)}; expected a regular file")
         chunks, size = [], 0
         while True:
             chunk = os.read(fd, min(MIB, max_bytes + 1 - size))
