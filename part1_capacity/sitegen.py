@@ -67,6 +67,24 @@ def structures_table(plans, confirmed: dict | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
+def engines_table() -> str:
+    """The comparison's workload as the law, llama.cpp and vLLM allocate it (``capacity compare --engines``), with
+    the rules that moved each engine's figure."""
+    from part1_capacity.engine_alloc import compare_engines
+
+    rows = compare_engines(DEFAULT_MODELS, DEFAULT_ACCELERATOR, Workload(context=DEFAULT_CONTEXT, batch=DEFAULT_BATCH))
+    out = ["| structure | model | tensor-parallel ranks | law | llama.cpp | vLLM |", "|---|---|---:|---:|---:|---:|"]
+    notes = []
+    for d in rows:
+        law, cpp, vl = d["engines"]
+        out.append(f"| {d['structure']} | `{d['model']}` | {law['tensor_parallel']} | "
+                   f"{fmt_bytes(law['kv_bytes_total'])} | {fmt_bytes(cpp['kv_bytes_total'])} | "
+                   f"{fmt_bytes(vl['kv_bytes_total'])} |")
+        for e in (cpp, vl):
+            notes += [f"- `{d['model']}`, {e['engine']}: {n}" for n in e["notes"]]
+    return "\n".join(out) + "\n\n" + "\n".join(notes) + "\n"
+
+
 def worked_examples(confirmed: dict | None = None) -> str:
     """Each of the four laws with the model's own numbers plugged in (bf16, 2 bytes; recurrent state at the dtype
     servers keep it in), at the comparison's context, and whether an engine confirmed the structure."""
@@ -243,6 +261,7 @@ def build(out):
         f"weights at each model's native precision (`capacity compare`):\n\n" + structures_table(plans))
     (out / "roofline.md").write_text(roofline_table(plans))
     (out / "worked.md").write_text(worked_examples())
+    (out / "engines.md").write_text(engines_table())
     growth_figure(out, plt)
     real_models_figure(out, plt)
     added = []

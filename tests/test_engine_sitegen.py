@@ -73,3 +73,12 @@ def test_calculator_page_says_confirmed_or_computed_only():
     assert calc.engine_check("gqa", confirmed) == "computed only"
     text = calc.worked_examples(confirmed)
     assert text.count("computed only") == 3 and text.count("engine_checks.md#e1-mla-deepseek2") == 1
+
+
+def test_calculator_page_engines_table_has_law_llama_cpp_and_vllm():
+    from part1_capacity import sitegen as calc
+
+    text = calc.engines_table()
+    assert "| structure | model | tensor-parallel ranks | law | llama.cpp | vLLM |" in text
+    assert text.count("\n| ") == 5                      # header + the four structures
+    assert "768 cells" in text and "2,096 tokens" in text   # the window cache and the hybrid block size

@@ -143,9 +143,9 @@ def reservation(profile, max_model_len: int, tp: int = 1, kv_bytes: float = 2, c
              "sliding": cdiv(min(profile.window - 1 + batched_tokens, max_model_len), block) + 1,
              "state": 1}
     if "sliding" in counts:
-        notes.append(f"sliding-window layers reserve {pages['sliding']} blocks of {block}: window − 1 + "
-                     f"{batched_tokens:,} batched tokens, capped at the context, + 1 (kv_cache_interface.py "
-                     "SlidingWindowSpec)")
+        notes.append(f"sliding-window layers budget {pages['sliding']} blocks of {block} per request: window − 1 + "
+                     f"{batched_tokens:,} tokens of a chunked-prefill step, capped at the context, + 1 "
+                     "(kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes)")
     total = group_size * page * sum(groups[k] * pages[k] for k in groups)
     slope = group_size * groups.get("full", 0) * page_tok
     if cdiv(max_model_len, block) * block != max_model_len:
