@@ -136,3 +136,15 @@ def test_bad_engine_is_one_line_exit_2():
         assert out.returncode == 2, (args, out.stderr)
         assert field in out.stderr and "Traceback" not in out.stderr
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_mamba_ssm_cache_dtype_flag_only_when_the_plan_differs_from_vllm():
+    # vllm/model_executor/models/config.py: Nemotron-H defaults to float32; other hybrids follow the model dtype.
+    nemo, qwen, dense = (load_model(m) for m in ("nemotron-3-nano-30b-a3b", "qwen3-next-80b-a3b", "llama-3.1-8b"))
+    assert vllm.mamba_ssm_cache_dtype_args(nemo, "fp32") == []
+    assert vllm.mamba_ssm_cache_dtype_args(nemo, "bf16") == ["--mamba-ssm-cache-dtype", "bfloat16"]
+    assert vllm.mamba_ssm_cache_dtype_args(qwen, "bf16") == []
+    assert vllm.mamba_ssm_cache_dtype_args(qwen, "fp32") == ["--mamba-ssm-cache-dtype", "float32"]
+    assert vllm.mamba_ssm_cache_dtype_args(dense, "fp32") == []
+    with pytest.raises(InputError, match="state_dtype"):
+        vllm.mamba_ssm_cache_dtype_args(nemo, "fp8")

@@ -48,8 +48,17 @@ def check_engine(engine: str) -> str:
 
 
 def allocate(profile, workload, tensor_parallel: int = 1, engine: str = "law", accelerator=None,
-             hybrid_manager: bool = True) -> EngineAllocation:
-    """The cache ``engine`` allocates for ``workload`` (validated) of ``profile`` on ``tensor_parallel`` ranks."""
+             hybrid_manager: bool = True, pipeline: int = 1) -> EngineAllocation:
+    """The cache ``engine`` allocates for ``workload`` (validated) of ``profile`` on ``tensor_parallel`` ranks;
+    with ``pipeline`` stages each rank holds its stage's share of the layers (per-token figure divided by it)."""
+    a = _allocate(profile, workload, tensor_parallel, engine, accelerator, hybrid_manager)
+    if pipeline > 1:
+        a.kv_bytes_per_token /= pipeline
+        a.notes.append(f"per rank: {pipeline} pipeline stages split the layers, each rank holds about 1/{pipeline}")
+    return a
+
+
+def _allocate(profile, workload, tensor_parallel, engine, accelerator, hybrid_manager) -> EngineAllocation:
     check_engine(engine)
     tp = int(tensor_parallel or 1)
     T, B = workload.context, workload.batch
@@ -98,7 +107,8 @@ def for_plan(plan, engine: str, hybrid_manager: bool = True) -> EngineAllocation
     """``allocate`` for a ``plan.Plan``: its workload, on its tensor-parallel degree (pinned, else the search's)."""
     tp = (plan.workload.tensor_parallel or plan.parallelism.get("tensor")
           or plan.parallelism_without_kv.get("tensor") or 1)
-    return allocate(plan.model, plan.workload, tp, engine, plan.accelerator, hybrid_manager)
+    pipeline = plan.parallelism.get("pipeline") or plan.parallelism_without_kv.get("pipeline") or 1
+    return allocate(plan.model, plan.workload, tp, engine, plan.accelerator, hybrid_manager, pipeline)
 
 
 def compare_engines(models, accelerator, workload) -> list[dict]:

@@ -152,3 +152,25 @@ def reservation(profile, max_model_len: int, tp: int = 1, kv_bytes: float = 2, c
         notes.append(f"context rounded up to whole blocks of {block} tokens")
     return Reservation(float(total), float(slope), float(group_size * groups.get("state", 0) * page), block,
                        float(page), group_size, groups, notes)
+
+
+TORCH_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def default_ssm_state_dtype(profile) -> str:
+    """The SSM state dtype vLLM picks by itself (``--mamba-ssm-cache-dtype auto``): the checkpoint's
+    ``mamba_ssm_cache_dtype`` or the family's default — float32 for Nemotron-H
+    (vllm/model_executor/models/config.py, NemotronHForCausalLMConfig) — recorded as ``SSM.state_dtype``; else
+    the model dtype (mamba_utils.py ``_mamba_state_dtype``: "auto" follows the conv state, the model dtype)."""
+    return profile.ssm.state_dtype or profile.native_dtype
+
+
+def mamba_ssm_cache_dtype_args(profile, state_dtype: str) -> list[str]:
+    """``["--mamba-ssm-cache-dtype", X]`` for ``vllm serve`` when the plan keeps the SSM state in another dtype
+    than vLLM would pick by itself; ``[]`` when they agree or the model has no recurrent layers."""
+    if profile.ssm is None or state_dtype == default_ssm_state_dtype(profile):
+        return []
+    if state_dtype not in TORCH_DTYPE:
+        raise InputError(f"state_dtype: vLLM's --mamba-ssm-cache-dtype takes {', '.join(TORCH_DTYPE)}, "
+                         f"not {state_dtype}")
+    return ["--mamba-ssm-cache-dtype", TORCH_DTYPE[state_dtype]]
