@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from part1_capacity import roofline
+from part1_capacity import roofline, validate
 from part1_capacity.dtypes import closest, get_dtype
 from part1_capacity.errors import InputError
 
@@ -78,10 +78,8 @@ def _num(d, key, where, required=True, positive=True):
         if required:
             raise InputError(f"{where}: missing field '{key}'")
         return 0.0
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (positive and v == 0):
-        raise InputError(f"{where}: field '{key}' must be a {'positive' if positive else 'non-negative'} number, "
-                         f"got {v!r}")
-    return float(v)
+    # finite, in range, checked before use (validate.py): GB, GB/s and TFLOP/s up to 10^9 (an exabyte)
+    return float(validate.number(v, f"{where}: field '{key}'", lo=0, lo_open=positive, hi=1e9))
 
 
 def accelerator_from_dict(d: dict, where: str = "accelerator") -> Accelerator:
@@ -132,12 +130,7 @@ def load_accelerator(name_or_path) -> Accelerator:
     s = str(name_or_path).strip()
     if s.endswith(".json") or "/" in s:
         p = Path(s)
-        if not p.is_file():
-            raise InputError(f"accelerator: file not found: {s}")
-        try:
-            d = json.loads(p.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"accelerator: {s} is not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})")
+        d = validate.load_json(p, "accelerator", max_bytes=validate.MIB)    # strict: no NaN/Infinity, capped
         if isinstance(d, dict) and "accelerators" in d and isinstance(d["accelerators"], list) and d["accelerators"]:
             d = d["accelerators"][0]
         return accelerator_from_dict(d, f"accelerator file {p.name}")

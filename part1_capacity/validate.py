@@ -53,15 +53,16 @@ def number(v, field: str, *, lo=None, hi=None, integer=False, lo_open=False):
             if not v.is_integer():
                 raise InputError(f"{field}: must be an integer, got {show(v)}")
             v = int(v)
-    if lo is not None and (v < lo or (lo_open and v == lo)):
-        raise InputError(f"{field}: must be {'>' if lo_open else '>='} {_fmt(lo)}{_upto(hi)}, got {show(v)}")
-    if hi is not None and v > hi:
-        raise InputError(f"{field}: must be <= {_fmt(hi)}, got {show(v)}")
+    if (lo is not None and (v < lo or (lo_open and v == lo))) or (hi is not None and v > hi):
+        raise InputError(f"{field}: must be {_range(lo, hi, lo_open)}, got {show(v)}")
     return v
 
 
-def _upto(hi) -> str:
-    return f" and <= {_fmt(hi)}" if hi is not None else ""
+def _range(lo, hi, lo_open=False) -> str:
+    """``>= 1 and <= 512``: the allowed range, as every message states it."""
+    parts = ([f"{'>' if lo_open else '>='} {_fmt(lo)}"] if lo is not None else []) + (
+        [f"<= {_fmt(hi)}"] if hi is not None else [])
+    return " and ".join(parts)
 
 
 def _fmt(x) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from part1_capacity.archetypes.ledger import DATA, QUANTITY, Ledger, load_ledger
+from part1_capacity import validate
 from part1_capacity.errors import InputError
 
 DEFAULT_ARCHETYPES = DATA / "archetypes.toml"
@@ -145,10 +146,13 @@ def load_archetypes(path=None, ledger: Ledger | None = None) -> dict[str, Archet
     """The archetypes by id, checked against the ledger (the bundled files by default)."""
     path = Path(path) if path else DEFAULT_ARCHETYPES
     ledger = ledger if ledger is not None else load_ledger()
+    text = validate.read_text(path, "archetypes", max_bytes=4 * validate.MIB)
     try:
-        doc = tomllib.loads(path.read_text())
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"archetypes {path.name}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise InputError(f"archetypes {path.name}: not valid TOML here (nested too deeply)") from None
     return parse_archetypes(doc, ledger, f"archetypes {path.name}")
 
 

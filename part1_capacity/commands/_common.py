@@ -2,27 +2,35 @@
 from __future__ import annotations
 
 import argparse
-import math
 
+from part1_capacity import validate
+from part1_capacity.errors import InputError
 from part1_capacity.hardware import GIB
 from part1_capacity.plan import DEFAULT_OVERHEAD_BYTES, DEFAULT_USABLE_FRACTION, Workload
 
+MAX_INT = 2 ** 53         # every count stays exact as a float (the search is vectorized in float64)
+MAX_CONTEXT = 2 ** 30     # a billion tokens per sequence: beyond any published model's maximum
+MAX_BATCH = 2 ** 20       # a million concurrent sequences: beyond any deployment's scheduler
+MAX_OVERHEAD_GIB = 1e6    # a pebibyte per accelerator: beyond any device
 
-def positive_int(text: str) -> int:
-    """argparse type: a positive integer; ``128K``/``1M`` suffixes mean ×1024 / ×1024²."""
-    s = str(text).strip().lower().replace("_", "").replace(",", "")
-    mult = 1
-    if s.endswith("k"):
-        s, mult = s[:-1], 1024
-    elif s.endswith("m"):
-        s, mult = s[:-1], 1024 ** 2
+
+def positive_int(text: str, hi: int = MAX_INT) -> int:
+    """argparse type: a positive integer up to ``hi``; ``128K``/``1M`` suffixes mean ×1024 / ×1024²
+    (``validate.parse_int``: a 400-digit argument is refused before any arithmetic)."""
     try:
-        v = int(s) * mult
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer (e.g. 131072 or 128K), got '{text}'")
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got '{text}'")
-    return v
+        return validate.parse_int(text, "value", lo=1, hi=hi)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
+
+
+def context_int(text: str) -> int:
+    """argparse type of --context: 1 to MAX_CONTEXT tokens."""
+    return positive_int(text, MAX_CONTEXT)
+
+
+def batch_int(text: str) -> int:
+    """argparse type of --batch: 1 to MAX_BATCH sequences."""
+    return positive_int(text, MAX_BATCH)
 
 
 def fraction(text: str) -> float:
@@ -36,22 +44,20 @@ def fraction(text: str) -> float:
 
 
 def non_negative(text: str) -> float:
+    """argparse type: a finite number from 0 to MAX_OVERHEAD_GIB (``nan``, ``inf``, ``1e300`` refused)."""
     try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got '{text}'")
-    if v < 0 or not math.isfinite(v):
-        raise argparse.ArgumentTypeError(f"must be >= 0, got '{text}'")
-    return v
+        return validate.parse_float(text, "value", lo=0, hi=MAX_OVERHEAD_GIB)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
 
 
 def add_workload_flags(p: argparse.ArgumentParser, context_default=None, batch_default=1, dtype_flags=True,
                        grid=False):
     """The workload flags; ``grid=True`` leaves out --context/--batch (a sweep takes lists instead)."""
     if not grid:
-        p.add_argument("--context", type=positive_int, required=context_default is None, default=context_default,
+        p.add_argument("--context", type=context_int, required=context_default is None, default=context_default,
                        help="tokens per sequence, prompt + output (e.g. 131072 or 128K)")
-        p.add_argument("--batch", type=positive_int, default=batch_default, help="concurrent sequences")
+        p.add_argument("--batch", type=batch_int, default=batch_default, help="concurrent sequences")
     if dtype_flags:
         p.add_argument("--weights-dtype", default=None,
                        help="fp32 bf16 fp16 fp8 int8 int4 mxfp4 q8_0 q5_0 q4_k_m (default: the model's native)")

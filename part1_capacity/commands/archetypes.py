@@ -5,8 +5,8 @@ inputs; an archetype without quantitative evidence lists none (and no numbers at
 """
 from __future__ import annotations
 
-import json
 
+from part1_capacity import validate
 from part1_capacity.archetypes.catalog import get_archetype, load_archetypes
 from part1_capacity.archetypes.ledger import load_ledger
 
@@ -36,7 +36,7 @@ def run(args) -> int:
     archetypes = load_archetypes(ledger=load_ledger())
     chosen = [get_archetype(args.name, archetypes)] if args.name else list(archetypes.values())
     if args.json:
-        print(json.dumps({"archetypes": [_record(a) for a in chosen]}, indent=2))
+        print(validate.dumps_json({"archetypes": [_record(a) for a in chosen]}, indent=2))
         return 0
     if not args.name:
         print(f"{'archetype':<21}{'who signs off':<60}workload (calculator inputs)")

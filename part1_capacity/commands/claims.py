@@ -6,8 +6,8 @@ lists the quarantine for editors: claims whose source could not be checked, with
 """
 from __future__ import annotations
 
-import json
 
+from part1_capacity import validate
 from part1_capacity.archetypes import catalog
 from part1_capacity.archetypes.ledger import load_ledger
 
@@ -32,7 +32,8 @@ def run(args) -> int:
             if c.verified:
                 row["checked"] = c.checked
             rows.append(row)
-        print(json.dumps({"status": "unverified" if args.unverified else "verified", "claims": rows}, indent=2))
+        print(validate.dumps_json({"status": "unverified" if args.unverified else "verified", "claims": rows},
+                                  indent=2))
         return 0
     if args.unverified:
         print(f"Quarantined claims ({led.origin}): their source could not be checked, so no other output shows "

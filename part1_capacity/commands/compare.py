@@ -7,8 +7,8 @@ for each.
 """
 from __future__ import annotations
 
-import json
 
+from part1_capacity import validate
 from part1_capacity.commands._common import add_workload_flags, workload_from_args
 from part1_capacity.compare import DEFAULT_ACCELERATOR, DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_MODELS, compare
 from part1_capacity.errors import InputError
@@ -36,7 +36,7 @@ def run(a) -> int:
         return run_engines(names, a)
     plans = compare(names, a.accelerator, workload_from_args(a))
     if a.json:
-        print(json.dumps(plans, indent=2))
+        print(validate.dumps_json(plans, indent=2))
         return 0
     first = plans[0]
     print(f"{len(plans)} models on {first['accelerator']}: {a.batch:,} sequences × {a.context:,} tokens, "
@@ -60,7 +60,7 @@ def run_engines(names, a) -> int:
 
     out = compare_engines(names, a.accelerator, workload_from_args(a))
     if a.json:
-        print(json.dumps(out, indent=2))
+        print(validate.dumps_json(out, indent=2))
         return 0
     print(f"what engines allocate: {a.batch:,} sequences × {a.context:,} tokens on {out[0]['accelerator']}")
     for d in out:

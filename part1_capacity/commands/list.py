@@ -1,8 +1,8 @@
 """`capacity list models|accelerators|tiers`: the bundled data, with sources."""
 from __future__ import annotations
 
-import json
 
+from part1_capacity import validate
 from part1_capacity.fmt import fmt_bytes, table
 from part1_capacity.hardware import bundled_accelerators
 from part1_capacity.profiles import bundled_models
@@ -21,7 +21,7 @@ def run(a) -> int:
     if a.what == "models":
         items = list(bundled_models().values())
         if a.json:
-            print(json.dumps([m.to_dict() for m in items], indent=2))
+            print(validate.dumps_json([m.to_dict() for m in items], indent=2))
             return 0
         rows = [[m.id, m.structure, f"{m.params_total / 1e9:,.4g}B" + (f" / {m.params_active / 1e9:,.3g}B"
                                                                           if m.is_moe else ""),
@@ -31,7 +31,7 @@ def run(a) -> int:
     elif a.what == "accelerators":
         items = list(bundled_accelerators().values())
         if a.json:
-            print(json.dumps([x.to_dict() for x in items], indent=2))
+            print(validate.dumps_json([x.to_dict() for x in items], indent=2))
             return 0
         rows = [[x.id, x.kind, f"{x.memory_bytes / 1e9:,.0f} GB", f"{x.bandwidth / 1e9:,.0f} GB/s",
                  f"{x.flops_16 / 1e12:,.0f}", f"{max(x.flops_fp8, x.flops_int8) / 1e12:,.0f}" if
@@ -43,7 +43,7 @@ def run(a) -> int:
     else:
         items = tier_table()
         if a.json:
-            print(json.dumps(items, indent=2))
+            print(validate.dumps_json(items, indent=2))
             return 0
         rows = [[t["id"], t["name"], str(t["capacity_gb"]) + ("" if isinstance(t["capacity_gb"], str) else " GB"),
                  str(t["bandwidth_gb_s"]) + ("" if isinstance(t["bandwidth_gb_s"], str) else " GB/s"),

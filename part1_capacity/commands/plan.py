@@ -1,8 +1,8 @@
 """`capacity plan`: one model on one accelerator for one workload → memory, accelerators, roofline, bottleneck."""
 from __future__ import annotations
 
-import json
 
+from part1_capacity import validate
 from part1_capacity.commands._common import add_workload_flags, positive_int, workload_from_args
 from part1_capacity import engine_alloc
 from part1_capacity.errors import InputError
@@ -34,7 +34,7 @@ def run(a) -> int:
     if a.emit == "vllm":
         print(vllm_command(plan))
     elif a.json:
-        print(json.dumps({**plan.to_dict(), **alloc.to_fields()}, indent=2))
+        print(validate.dumps_json({**plan.to_dict(), **alloc.to_fields()}, indent=2))
     else:
         print(render(plan))
         if a.engine != "law":

@@ -6,8 +6,8 @@ support it. Unverified claims never appear; an archetype without quantitative ev
 """
 from __future__ import annotations
 
-import json
 
+from part1_capacity import validate
 from part1_capacity.archetypes.catalog import get_archetype, load_archetypes
 from part1_capacity.archetypes.ledger import load_ledger
 from part1_capacity.archetypes.propose import propose, render
@@ -26,5 +26,5 @@ def run(args) -> int:
     ledger = load_ledger()
     arch = get_archetype(args.archetype, load_archetypes(ledger=ledger))
     result = propose(arch, ledger, model=args.model)
-    print(json.dumps(result, indent=2) if args.json else render(result))
+    print(validate.dumps_json(result, indent=2) if args.json else render(result))
     return 0

@@ -2,10 +2,11 @@
 as tables, JSON or heatmap PNGs. Vectorized: see part1_capacity/bench_sweep.py for the rate."""
 from __future__ import annotations
 
-import json
+import argparse
 
 import numpy as np
 
+from part1_capacity import validate
 from part1_capacity.commands._common import add_workload_flags, positive_int, workload_from_args
 from part1_capacity.fmt import fmt_k, table
 from part1_capacity.errors import InputError
@@ -13,8 +14,14 @@ from part1_capacity.loader import load_model
 from part1_capacity.sweep import heatmaps, pow2_grid, sweep
 
 
+MAX_GRID = 128      # values per axis: 128 × 128 cells stay a table a reader can scan, and quick to compute
+
+
 def _int_list(text: str) -> list[int]:
-    return [positive_int(x) for x in text.split(",") if x.strip()]
+    items = [x for x in text.split(",") if x.strip()]
+    if len(items) > MAX_GRID:      # refused before any parsing: a 5000-value list is not a table anyone reads
+        raise argparse.ArgumentTypeError(f"at most {MAX_GRID} values, got {len(items)}")
+    return [positive_int(x) for x in items]
 
 
 def register(sub):
@@ -44,7 +51,7 @@ def run(a) -> int:
             raise InputError(f"heatmap: expected a .png path, got '{a.heatmap}'")
         heatmaps(s, a.heatmap)
     if a.json:
-        print(json.dumps(s.to_dict(), indent=2))
+        print(validate.dumps_json(s.to_dict(), indent=2))
         return 0
     print(f"{model.name} on {s.accelerator.name}: weights {s.workload.weights_dtype}, KV {s.workload.kv_dtype}; "
           f"cells: accelerators needed (of which added by the KV cache); × = one sequence does not fit")
