@@ -74,8 +74,9 @@ def structures_main(args) -> int:
     from part1_capacity.engine.progress import Progress
 
     selector = args.structure or "all"
-    n_models = 1 if args.gguf else len(tiny_models.specs_for(selector))
-    bar = Progress(n_models * len(structures.CONTEXTS) * len(structures.N_SEQ), "e1")
+    specs = [] if args.gguf else tiny_models.specs_for(selector)
+    n_runs = len(structures.CONTEXTS) * (len(structures.N_SEQ) + 1)   # + the swa_full runs of window models
+    bar = Progress(max(len(specs), 1) * n_runs, "e1")
     record = run_record()
     if args.gguf:
         row = structures.check(args.gguf, args.structure or "gguf", progress=bar)
@@ -100,7 +101,8 @@ def render_structures(result) -> str:
     for r in result["structures"]:
         for i, case in enumerate(r["cases"]):
             for comp, reported in r["reported"].items():
-                rows.append([r["architecture"], f"{case['context']:,} × {case['n_seq']}", comp,
+                rows.append([r["architecture"], f"{case['context']:,} × {case['n_seq']}"
+                             + (" swa_full" if case.get("swa_full") else ""), comp,
                              fmt_bytes(r["law"][comp][i]), fmt_bytes(r["predicted"][comp][i]),
                              fmt_bytes(reported[i]) if reported[i] is not None else "—",
                              "yes" if r["details"][i]["match"] else "NO"])

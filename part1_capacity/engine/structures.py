@@ -50,24 +50,25 @@ def parse_buffers(lines) -> tuple[dict, dict]:
     return sizes, cells
 
 
-def predicted_cells(profile, n_ctx, n_seq) -> dict:
+def predicted_cells(profile, n_ctx, n_seq, swa_full=False) -> dict:
     """Cells per stream llama.cpp logs for each component (engine_alloc.llama_cpp rules)."""
     ctx = rules.context(n_ctx, n_seq)
     out = {"K": ctx.n_ctx_seq, "V": ctx.n_ctx_seq}
     if profile.n_window_layers:
-        out["K_swa"] = out["V_swa"] = rules.swa_cells(ctx, profile.window)
+        out["K_swa"] = out["V_swa"] = rules.swa_cells(ctx, profile.window, swa_full)
     if profile.ssm is not None:
         out["R"] = out["S"] = rules.recurrent_cells(n_seq)
     return out
 
 
-def open_context(model: llama.Model, n_ctx, n_seq, threads=2) -> list[str]:
-    """Create (and free) a context as llama.cpp's own tools do (``swa_full`` off), return its creation log."""
+def open_context(model: llama.Model, n_ctx, n_seq, threads=2, swa_full=False) -> list[str]:
+    """Create (and free) a context, return its creation log. ``swa_full`` off is what llama.cpp's own tools do;
+    ``llama_context_default_params()`` (and so llama-cpp-python) turns it on."""
     import llama_cpp
 
     p = llama.context_params(n_ctx, threads)
     p.n_seq_max = n_seq
-    p.swa_full = False
+    p.swa_full = swa_full
     with llama.captured_log() as log:
         ctx = llama_cpp.llama_init_from_model(model.ptr, p)
     if not ctx:
@@ -81,29 +82,32 @@ def check(gguf_path, selector, contexts=CONTEXTS, n_seqs=N_SEQ, threads=2, progr
     """One structure row: every (context, n_seq) case, reported vs predicted, component by component."""
     profile = calculator_profile(gguf_path)
     arch = profile.extra["_architecture"]
+    runs = [(n_ctx, n_seq, False) for n_seq in n_seqs for n_ctx in contexts]
+    if profile.n_window_layers:     # --swa-full: every window layer at the whole context, one sequence
+        runs += [(n_ctx, 1, True) for n_ctx in contexts]
     cases = []
     with llama.Model(gguf_path) as model:
-        for n_seq in n_seqs:
-            for n_ctx in contexts:
-                log = open_context(model, n_ctx, n_seq, threads)
-                sizes, cells = parse_buffers(log)
-                pred = rules.components(profile, n_ctx, n_seq, KV_BYTES["f16"])
-                law = rules.law_components(profile, n_ctx, n_seq, KV_BYTES["f16"], KV_BYTES["f16"])
-                pcells = predicted_cells(profile, n_ctx, n_seq)
-                ok = (set(sizes) == set(pred) and cells == pcells
-                      and all(abs(sizes[k] - pred[k]) <= PRINT_HALF_STEP_BYTES + 1 for k in pred))
-                cases.append({"context": n_ctx, "n_seq": n_seq, "reported": sizes, "predicted": pred, "law": law,
-                              "reported_cells": cells, "predicted_cells": pcells, "match": bool(ok),
-                              "log_lines": [ln.strip() for ln in log if "size =" in ln and "MiB (" in ln]})
-                if progress:
-                    progress.step(f"{arch}: {n_ctx} tokens, {n_seq} seq")
+        for n_ctx, n_seq, swa_full in runs:
+            log = open_context(model, n_ctx, n_seq, threads, swa_full)
+            sizes, cells = parse_buffers(log)
+            pred = rules.components(profile, n_ctx, n_seq, KV_BYTES["f16"], swa_full=swa_full)
+            law = rules.law_components(profile, n_ctx, n_seq, KV_BYTES["f16"], KV_BYTES["f16"])
+            pcells = predicted_cells(profile, n_ctx, n_seq, swa_full)
+            ok = (set(sizes) == set(pred) and cells == pcells
+                  and all(abs(sizes[k] - pred[k]) <= PRINT_HALF_STEP_BYTES + 1 for k in pred))
+            cases.append({"context": n_ctx, "n_seq": n_seq, "swa_full": swa_full, "reported": sizes,
+                          "predicted": pred, "law": law, "reported_cells": cells, "predicted_cells": pcells,
+                          "match": bool(ok), "log_lines": [ln.strip() for ln in log if "size =" in ln and "MiB (" in ln]})
+            if progress:
+                progress.step(f"{arch}: {n_ctx} tokens, {n_seq} seq{', swa_full' if swa_full else ''}")
     comps = list(cases[0]["predicted"])
 
     def by_component(key):
         return {c: [case[key].get(c) for case in cases] for c in comps}
 
-    return {"selector": selector, "structure": profile.structure, "architecture": arch, "contexts": list(contexts), "n_seq": list(n_seqs),
-            "cases": [{"context": c["context"], "n_seq": c["n_seq"]} for c in cases],
+    return {"selector": selector, "structure": profile.structure, "architecture": arch, "contexts": list(contexts),
+            "n_seq": list(n_seqs),
+            "cases": [{"context": c["context"], "n_seq": c["n_seq"], "swa_full": c["swa_full"]} for c in cases],
             "reported": by_component("reported"), "predicted": by_component("predicted"), "law": by_component("law"),
             "match": all(c["match"] for c in cases), "details": cases,
             "profile": {"n_layers": profile.n_layers, "n_full_layers": profile.n_full_layers,
