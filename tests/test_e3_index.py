@@ -1,6 +1,5 @@
 """`capacity index`: index bytes from lesson 05's formulas (checked against files FAISS writes), E3's law applied."""
 import json
-import math
 
 import numpy as np
 import pytest
@@ -41,26 +40,34 @@ def test_hnsw_formula_against_a_real_file(n, d, m):
 def _save(tmp_path, name, index_bytes, avail_at_knee, confirmed=True, baselines=True):
     run = {"stop_reason": "past_knee_limit", "index_bytes": index_bytes,
            "knee_p99": {"confirmed": confirmed, "mem_available_bytes": avail_at_knee, "hog_bytes": 10 * GB},
-           "host": {"mem_available_at_start_bytes": 22 * GB}}
+           "cycles": [{"mem_available_bytes": 22 * GB}]}
     if baselines:
         run["baselines"] = {"idle_p99_us": 1.0}
     (tmp_path / name).write_text(json.dumps(run))
 
 
-def test_law_is_the_largest_ratio_of_the_runs_measured_with_the_hog_in_place(tmp_path):
-    _save(tmp_path, "e3_index5gb.json", 5 * GB, 6 * GB)         # 1.2
-    _save(tmp_path, "e3_index2.5gb.json", 2.5 * GB, 3.5 * GB)   # 1.4
+def test_law_is_index_plus_the_largest_hot_cache_of_the_runs_measured_with_the_hog_in_place(tmp_path):
+    _save(tmp_path, "e3_index5gb.json", 5 * GB, 6 * GB)         # 1.0 GB above the index
+    _save(tmp_path, "e3_index2.5gb.json", 2.5 * GB, 3.7 * GB)   # 1.2 GB above
     _save(tmp_path, "e3_index1gb.json", 1 * GB, 9 * GB, confirmed=False)        # unconfirmed: left out
     _save(tmp_path, "e3_index0.5gb.json", 0.5 * GB, 9 * GB, baselines=False)    # the old rule: left out
     runs = im.knee_runs(tmp_path)
     assert [r.file for r in runs] == ["e3_index2.5gb.json", "e3_index5gb.json"]
+    assert runs[1].ratio == 1.2 and runs[0].hot_cache_bytes == 1.2 * GB
     plan = im.plan_index("flat", vectors=1_000_000, dim=384, host_memory_bytes=8 * GB, results_dir=tmp_path)
     assert plan.index_bytes == 45 + 4 * 1_000_000 * 384                       # 1,536,000,045 bytes
-    assert plan.knee_ratio == pytest.approx(1.4)
-    assert plan.host_memory_needed_bytes == pytest.approx(1.4 * 1_536_000_045, abs=1)
-    assert plan.headroom_bytes == 8 * GB - plan.host_memory_needed_bytes and plan.p99_flat
-    small_host = im.plan_index("flat", 1_000_000, 384, host_memory_bytes=2 * GB, ratio=1.33)
-    assert small_host.headroom_bytes == 2 * GB - math.ceil(1.33 * 1_536_000_045) and not small_host.p99_flat
+    assert plan.hot_cache_bytes == 1.2 * GB
+    assert plan.host_memory_needed_bytes == 1_536_000_045 + 1_200_000_000
+    assert plan.knee_ratio == pytest.approx(2_736_000_045 / 1_536_000_045)
+    assert plan.headroom_bytes == 8 * GB - 2_736_000_045 and plan.p99_flat
+    # The original study's host: 6.67 GB available at the knee of a 5 GB index → 1.67 GB of other hot cache.
+    study_host = im.plan_index("flat", 1_000_000, 384, host_memory_bytes=3 * GB, hot_cache=1.67 * GB)
+    assert study_host.headroom_bytes == 3 * GB - 1_536_000_045 - 1_670_000_000 and not study_host.p99_flat
+
+
+def test_a_knee_below_the_index_size_gives_no_negative_hot_cache(tmp_path):
+    _save(tmp_path, "e3_index2.5gb.json", 2.5 * GB, 2.38 * GB)
+    assert im.plan_index("flat", 1000, 8, results_dir=tmp_path).hot_cache_bytes == 0
 
 
 def test_ivf_and_hnsw_use_lesson_05s_formulas(tmp_path):
@@ -77,7 +84,8 @@ def test_ivf_and_hnsw_use_lesson_05s_formulas(tmp_path):
     (dict(kind="flat", vectors=10, dim=10**6), "dim"),
     (dict(kind="ivf", vectors=10, dim=4, nlist=11), "nlist"),
     (dict(kind="flat", vectors=10, dim=4, host_memory_bytes=float("nan")), "host-memory-gb"),
-    (dict(kind="flat", vectors=10, dim=4, ratio=float("inf")), "knee-ratio"),
+    (dict(kind="flat", vectors=10, dim=4, hot_cache=float("inf")), "hot-cache-gb"),
+    (dict(kind="flat", vectors=10, dim=4, hot_cache=-1e9), "hot-cache-gb"),
 ])
 def test_bad_input_names_the_field(kwargs, field):
     with pytest.raises(InputError, match=f"^{field}:"):
@@ -92,7 +100,9 @@ def test_cli_index_json_keys(capsys, tmp_path, monkeypatch):
     assert cli.main(["index", "--vectors", "1000000", "--dim", "384", "--type", "flat",
                      "--host-memory-gb", "8", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert {"index_bytes", "host_memory_needed_bytes", "headroom_bytes", "knee_ratio", "p99_flat"} <= out.keys()
-    assert out["host_memory_needed_bytes"] == math.ceil(1.2 * 1_536_000_045)
+    assert {"index_bytes", "hot_cache_bytes", "host_memory_needed_bytes", "headroom_bytes", "knee_ratio",
+            "p99_flat"} <= out.keys()
+    assert out["host_memory_needed_bytes"] == 1_536_000_045 + 1 * GB
+    assert out["headroom_bytes"] == 8 * GB - 1_536_000_045 - 1 * GB
     assert cli.main(["index", "--vectors", "-5", "--dim", "384", "--type", "flat"]) == 2
     assert "vectors:" in capsys.readouterr().err

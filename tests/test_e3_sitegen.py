@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from part1_capacity.page_cache import sitegen
-from part1_capacity.page_cache.experiment import Config, knees
+from part1_capacity.page_cache.experiment import Config, baselines, knees
 
 GB = 10**9
 SAVED = Path(sitegen.RESULTS)
@@ -21,7 +21,10 @@ def _synthetic_run():
     cycles = []
     for i, taken in enumerate([0, 0, 0] + [x * GB // 4 for x in range(8, 16)]):
         evicted = max(0.0, (taken - 2.75 * GB) / GB)  # fraction of the index gone
-        cycles.append(dict(run["cycles"][0], hog_bytes=taken, mem_available_bytes=host - taken - 2 * GB,
+        phase = "baseline" if i < 3 else "hog_baseline" if i < 6 else "step"
+        cycles.append(dict(run["cycles"][0], phase=phase, hog_bytes=taken, mem_available_bytes=host - taken - 2 * GB,
+                           cached_bytes=int(run["index_bytes"] * (1 - min(evicted, 1))) + GB,
+                           hog_cpu_seconds=0.0, searcher_involuntary_switches=3,
                            p50_us=1.0 if evicted <= 0.5 else 900.0, p99_us=1.0 if evicted == 0 else 3000.0,
                            p999_us=2.0 if evicted == 0 else 5000.0, mean_us=1.0 + 3000 * evicted,
                            major_faults=int(20000 * min(evicted, 1)),
@@ -29,6 +32,8 @@ def _synthetic_run():
     run.update(cycles=cycles, stop_reason="p50_knee_confirmed", started_at="2026-12-02T10:00:00+00:00")
     run["config"]["baseline_cycles"] = 3
     run["knee_p99"], run["knee_p50"] = knees(cycles, cfg, host)
+    run["baselines"] = baselines(cycles, cfg)
+    run["index_vectors"], run["index_dim"] = 9 * GB // (4 * 384), 384
     return run
 
 
@@ -58,10 +63,19 @@ def test_page_shows_runs_with_a_knee_and_the_study(tmp_path, monkeypatch):
     runs_md = (out / "runs.md").read_text()
     assert "e3_index9gb.png" in runs_md and "Validation run" not in runs_md
     knees_md = (out / "knees.md").read_text()
-    assert "| 3.00 GB (" in knees_md and "+0.50 GB after p99" in knees_md  # p50 knee 0.5 GB after the p99 knee
+    assert "| 9.00 GB | 3.00 GB |" in knees_md and "3.50 GB (+0.50 GB)" in knees_md  # p50 knee 0.5 GB later
     assert "original study, 5 GB index" in knees_md and "e3_index8gb" not in runs_md
     monitoring = (out / "monitoring.md").read_text()
     assert "×3,000" in monitoring  # p99: 1 µs → 3000 µs
+    # The law's row for the 9 GB run: MemAvailable at its knee = host − 3 GB taken − 2 GB, minus the 9 GB index.
+    law = (out / "law.md").read_text()
+    hot = (run["host_mem_bytes"] - 5 * GB - 9 * GB) / GB
+    assert f"| 9.00 GB | {(run['host_mem_bytes'] - 5 * GB) / GB:.2f} GB | {hot:+.2f} GB |" in law
+    assert "+1.67 GB" in law  # the study's 5 GB index: 6.67 GB available at the knee
+    study = (out / "study.md").read_text()
+    assert "15.7 GB desktop" in study and "42%" in study and "(1.33 ×)" in study
+    assert "set_recommended_min_free_kbytes" in (out / "kernel.md").read_text()
+    assert '"headroom_bytes"' in (out / "calculator.md").read_text()
 
 
 def test_page_builds_without_any_saved_run(tmp_path, monkeypatch):

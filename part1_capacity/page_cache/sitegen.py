@@ -1,13 +1,17 @@
 """Figures and tables for site/part1/e3_page_cache.md, from the saved runs in part1_capacity/results/e3_*.json.
 
-Nothing is measured here (the site builds in seconds): every number on the page comes from a saved run or from
-the original study's figures in study_reference.json. Runs that found a p99 knee are plotted; when none did (the
-small validation run committed before the full experiment), the largest saved run is plotted and labelled so.
+Nothing is measured here (the site builds in seconds): every number on the page comes from a saved run, from the
+original study's figures in study_reference.json, or from the calculator (``part1_capacity.index_memory``, the law
+applied to each run's index). Runs that found a p99 knee are plotted; when none did, the largest saved run is.
 """
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
+
+from part1_capacity import index_memory
+from part1_capacity.page_cache.knee import trailing_baseline
 
 NAME = "e3"
 HERE = Path(__file__).resolve().parent
@@ -61,6 +65,10 @@ def plot_run(run, path):
     for key, label, style in (("p999_us", "p99.9", ":"), ("p99_us", "p99", "-"), ("p50_us", "p50", "--")):
         ax_lat.plot(x, [c[key] for c in cycles], style, marker="o", ms=3, label=label)
     ax_lat.plot(x, [c["mean_us"] for c in cycles], "-.", color="grey", lw=1, label="mean")
+    threshold = knee_threshold(run)
+    if threshold:
+        ax_lat.plot(x, threshold, color="black", lw=0.8, alpha=0.5,
+                    label=f"{run['config']['knee_factor']:g} × baseline with the hog in place (p99)")
     ax_lat.set_yscale("log")
     ax_lat.set_ylabel("page read latency (µs)")
     ax_lat.set_title(f"{_gb(run['index_bytes'])} index on a {_gb(run['host_mem_bytes'])} host — "
@@ -97,6 +105,17 @@ def plot_run(run, path):
     plt.close(fig)
 
 
+def knee_threshold(run) -> list[float | None] | None:
+    """Per cycle, knee_factor × the p99 baseline re-taken with the hog in place (None for runs of the old rule)."""
+    if "baselines" not in run:
+        return None
+    cycles, cfg = run["cycles"], run["config"]
+    clean = [c["phase"] != "baseline" and c["major_faults"] == 0 for c in cycles]
+    idle = statistics.median(c["p99_us"] for c in cycles[:cfg["baseline_cycles"]])
+    ref = trailing_baseline([c["p99_us"] for c in cycles], clean, cfg["baseline_cycles"])
+    return [cfg["knee_factor"] * (idle if b is None else b) for b in ref]
+
+
 def _step_gb(run):
     return run["config"]["step_bytes"] / 1e9
 
@@ -111,9 +130,12 @@ def _run_facts(run) -> str:
     if dev.get("read_ahead_kb") is not None:
         disk += f", read-ahead {dev['read_ahead_kb']:,} KiB"
     advice = "MADV_RANDOM" if run["config"].get("madvise_random") else "the default (read-around)"
+    load = f"load average at start {h['loadavg_at_start'].split()[0]}"
+    if h.get("loadavg_at_end"):
+        load += f", at end {h['loadavg_at_end'].split()[0]} (2 cores, shared with other work)"
     return (f"Run of {run['started_at'].replace('T', ' ')[:16]} UTC on host `{h['hostname']}` ({h['cpus']} × "
             f"{h['cpu']}, {_gb(run['host_mem_bytes'])} RAM, {swap}, Linux {h['kernel']}, index on "
-            f"{disk}; mapping advice {advice}); load average at start {h['loadavg_at_start'].split()[0]}. Command: "
+            f"{disk}; mapping advice {advice}); {load}. Command: "
             f"`{run['command']}`. Stopped because {STOP_REASONS.get(run['stop_reason'], run['stop_reason'])} "
             f"after {len(run['cycles'])} cycles of {run['config']['reads']:,} page reads. "
             f"Saved in `part1_capacity/results/{run['file']}`.")
@@ -145,37 +167,174 @@ def runs_md(runs, plotted) -> str:
 
 
 def knees_md(runs, study) -> str:
-    rows = ["| run | index | host RAM | p99 knee: memory taken | MemAvailable at p99 knee | p99 before → at knee "
-            "| p50 knee: memory taken | MemAvailable at p50 knee |",
+    """The p99 and p50 knees of every run, and the original study's, in memory taken and in MemAvailable."""
+    rows = ["| run | index | p99 knee: memory taken | MemAvailable at the knee | MemAvailable ÷ index "
+            "| p99: baseline with the hog → at the knee | major faults in that cycle | p50 knee: memory taken |",
             "|---|---|---|---|---|---|---|---|"]
     for r in runs:
-        k99, k50, host = r["knee_p99"], r["knee_p50"], r["host_mem_bytes"]
-        name = f"{r['started_at'][:10]} `{r['host']['hostname']}`"
+        k99, k50 = r["knee_p99"], r["knee_p50"]
+        name = f"{r['started_at'][:16].replace('T', ' ')} `{r['host']['hostname']}`"
         if k99:
             flag = "" if k99["confirmed"] else " (unconfirmed)"
-            c99 = (f"{_gb(k99['hog_bytes'])} ({_pct(k99['hog_fraction'])}){flag}",
-                   f"{_gb(k99['mem_available_bytes'])} ({_pct(k99['mem_available_fraction'])})",
-                   f"{k99['baseline_us']:.1f} → {k99['value_us']:,.0f} µs (×{k99['ratio']:,.0f})")
+            c99 = (f"{_gb(k99['hog_bytes'])}{flag}",
+                   f"{_gb(k99['mem_available_bytes'])} ({_pct(k99['mem_available_fraction'])} of "
+                   f"{_gb(r['host_mem_bytes'])})",
+                   f"{k99['mem_available_bytes'] / r['index_bytes']:.2f}",
+                   f"{k99['baseline_us']:.1f} → {k99['value_us']:,.0f} µs (×{k99['ratio']:,.0f})",
+                   f"{k99['major_faults']:,}")
         else:
-            c99 = (f"none up to {_gb(max(c['hog_bytes'] for c in r['cycles']))}", "—", "—")
-        if k50:
-            after = f", +{_gb(k50['hog_bytes'] - k99['hog_bytes'])} after p99" if k99 else ""
-            c50 = (f"{_gb(k50['hog_bytes'])} ({_pct(k50['hog_fraction'])}){after}",
-                   f"{_gb(k50['mem_available_bytes'])} ({_pct(k50['mem_available_fraction'])})")
-        else:
-            c50 = ("none", "—")
-        rows.append(f"| {name} | {_gb(r['index_bytes'])} | {_gb(host)} | " + " | ".join(c99 + c50) + " |")
+            c99 = (f"none up to {_gb(max(c['hog_bytes'] for c in r['cycles']))}", "—", "—", "—", "—")
+        c50 = f"{_gb(k50['hog_bytes'])} (+{_gb(k50['hog_bytes'] - k99['hog_bytes'])})" if k50 and k99 else "none"
+        rows.append(f"| {name} | {_gb(r['index_bytes'])} | " + " | ".join(c99) + f" | {c50} |")
     for s in study["runs"]:
         taken = f"{s['p99_knee_taken_gb']:.2f} GB" if "p99_knee_taken_gb" in s else "—"
-        if "p99_knee_taken_gb" in s:
-            taken += f" ({_pct(s['p99_knee_taken_gb'] / s['host_gb'])})"
         lat = (f"{s['p99_baseline_us']:g} → {s['p99_knee_us']:,} µs (×{s['p99_knee_ratio']:,})"
                if "p99_knee_us" in s else "—")
-        p50 = f"+{s['p50_knee_after_p99_knee_gb']:.2f} GB after p99" if "p50_knee_after_p99_knee_gb" in s else "—"
-        rows.append(f"| {s['label']} | {s['index_gb']:g} GB | {s['host_gb']:g} GB | {taken} | "
-                    f"{s['available_at_p99_knee_gb']:.2f} GB ({_pct(s['available_at_p99_knee_fraction'])}) | "
-                    f"{lat} | {p50} | — |")
+        p50 = f"(+{s['p50_knee_after_p99_knee_gb']:.2f} GB)" if "p50_knee_after_p99_knee_gb" in s else "—"
+        rows.append(f"| {s['label']} | {s['index_gb']:g} GB | {taken} | {s['available_at_p99_knee_gb']:.2f} GB "
+                    f"({_pct(s['available_at_p99_knee_fraction'])} of {s['host_gb']:g} GB) | "
+                    f"{s['available_at_p99_knee_gb'] / s['index_gb']:.2f} | {lat} | — | {p50} |")
     return "\n".join(rows) + f"\n\nOriginal study figures: {study['source']}\n"
+
+
+def baseline_md(runs) -> str:
+    """Does the hog disturb the searcher? The no-fault p99 before and with the hog, and the hog's CPU time."""
+    new = [r for r in runs if r.get("baselines")]
+    if not new:
+        return "No saved run records its baselines yet.\n"
+    rows = ["| run | index | p99, hog at 0 | p99, hog holding its first step | p99 of all no-fault cycles with "
+            "the hog: median (max) | hog CPU time during all reads | searcher preempted per cycle, median: "
+            "hog at 0 → with the hog |",
+            "|---|---|---|---|---|---|---|"]
+    for r in new:
+        b = r["baselines"]
+        idle = statistics.median(c["searcher_involuntary_switches"] for c in r["cycles"] if c["phase"] == "baseline")
+        held = statistics.median(c["searcher_involuntary_switches"] for c in r["cycles"] if c["phase"] != "baseline")
+        switches = f"{idle:g} → {held:g}"
+        rows.append(f"| `{r['file']}` | {_gb(r['index_bytes'])} | {b['idle_p99_us']:.1f} µs | "
+                    f"{b['hog_held_p99_us']:.1f} µs (hog {_gb(b['hog_held_bytes'])}) | "
+                    f"{b['no_fault_p99_us_median']:.1f} µs ({b['no_fault_p99_us_max']:.0f} µs), "
+                    f"{b['no_fault_cycles']} cycles | {b['hog_cpu_seconds_during_reads']:.2f} s | {switches} |")
+    return "\n".join(rows) + "\n"
+
+
+def law_runs(runs) -> list[dict]:
+    """Each run the law is read from, with the calculator's prediction for it from the *other* runs."""
+    kr = {k.file: k for k in index_memory.knee_runs(RESULTS)}
+    out = []
+    for r in runs:
+        k = kr.get(r["file"])
+        if k is None:
+            continue
+        c = r["cycles"][r["knee_p99"]["cycle"]]
+        others = [o for f, o in kr.items() if f != r["file"]]
+        plan = index_memory.plan_index("flat", r["index_vectors"], r["index_dim"],
+                                       host_memory_bytes=k.mem_available_before_hog_bytes,
+                                       hot_cache=index_memory.hot_cache_bytes(others) if others else None,
+                                       results_dir=RESULTS)
+        out.append({"run": r, "knee": k, "cycle": c, "plan": plan, "from_others": bool(others)})
+    return out
+
+
+def law_md(runs, study) -> str:
+    rows_in = law_runs(runs)
+    if not rows_in:
+        return "No saved run has a confirmed knee measured with the hog in place yet.\n"
+    rows = ["| index | MemAvailable at the knee | − index = hot cache | of which: other files cached | free "
+            "| predicted MemAvailable at the knee (other runs' law) | memory taken at the knee: predicted → measured |",
+            "|---|---|---|---|---|---|---|"]
+    for x in rows_in:
+        r, k, c, plan = x["run"], x["knee"], x["cycle"], x["plan"]
+        other_files = c["cached_bytes"] - c["index_resident_bytes"]
+        note = "" if x["from_others"] else " (its own run: only one saved)"
+        rows.append(f"| {_gb(k.index_bytes)} | {_gb(k.mem_available_at_knee_bytes)} | "
+                    f"{k.hot_cache_bytes / 1e9:+.2f} GB | {_gb(other_files)} | {_gb(c['mem_free_bytes'])} | "
+                    f"{_gb(plan.host_memory_needed_bytes)}{note} | "
+                    f"{_gb(plan.headroom_bytes)} → {_gb(k.hog_at_knee_bytes)} |")
+    for s in study["runs"]:
+        rows.append(f"| {s['index_gb']:g} GB ({s['label']}) | {s['available_at_p99_knee_gb']:.2f} GB | "
+                    f"{s['available_at_p99_knee_gb'] - s['index_gb']:+.2f} GB | — | — | — | — |")
+    law = index_memory.plan_index("flat", rows_in[0]["run"]["index_vectors"], rows_in[0]["run"]["index_dim"],
+                                  results_dir=RESULTS)
+    ratios = ", ".join(f"{x['knee'].ratio:.2f}" for x in rows_in)
+    return ("\n".join(rows) + "\n\n"
+            f"The law for this host, as the calculator uses it: **p99 stays flat while MemAvailable ≥ index + "
+            f"{law.hot_cache_bytes / 1e9:.2f} GB** (the largest hot cache of the runs above). In ratios, the knees "
+            f"fell at MemAvailable = {ratios} × the index here, against "
+            + ", ".join(f"{s['available_at_p99_knee_gb'] / s['index_gb']:.2f}" for s in study["runs"])
+            + " in the original study.\n")
+
+
+def calculator_md(runs) -> str:
+    """`capacity index` for the largest saved index on this host, as the page shows it (command and JSON)."""
+    rows_in = law_runs(runs)
+    if not rows_in:
+        return "No saved run to apply the law to yet.\n"
+    x = max(rows_in, key=lambda x: x["knee"].index_bytes)
+    r, k = x["run"], x["knee"]
+    host_gb = round(k.mem_available_before_hog_bytes / 1e9, 2)  # as typed on the command line shown
+    plan = index_memory.plan_index("flat", r["index_vectors"], r["index_dim"], host_memory_bytes=host_gb * 1e9,
+                                   results_dir=RESULTS)
+    keys = {key: value for key, value in plan.to_dict().items() if key != "hot_cache_source"}
+    return (f"```console\n$ capacity index --vectors {r['index_vectors']} --dim {r['index_dim']} --type flat "
+            f"--host-memory-gb {host_gb:.2f} --json\n{json.dumps(keys, indent=1)}\n```\n\n"
+            f"The host had {host_gb:.2f} GB available with the index cached and the hog at 0; the calculator "
+            f"says other processes may take {_gb(plan.headroom_bytes)} before p99 leaves its baseline. The run "
+            f"measured its p99 knee with {_gb(k.hog_at_knee_bytes)} taken, MemAvailable then "
+            f"{_gb(k.mem_available_at_knee_bytes)} against {_gb(plan.host_memory_needed_bytes)} predicted "
+            f"(the law takes the largest hot cache of all runs, so it errs on the safe side).\n")
+
+
+def study_md(runs, study) -> str:
+    """The original study's host against this one, in their own numbers."""
+    s5, s25 = study["runs"]
+    ours = law_runs(runs)
+    hot5, hot25 = s5["available_at_p99_knee_gb"] - s5["index_gb"], s25["available_at_p99_knee_gb"] - s25["index_gb"]
+    text = (f"The study's host was a {s5['host_gb']:g} GB desktop. At its p99 knee ({s5['p99_knee_taken_gb']:g} GB "
+            f"taken) it still showed {s5['available_at_p99_knee_gb']:.2f} GB available, "
+            f"{_pct(s5['available_at_p99_knee_fraction'])} of its memory: {hot5:.2f} GB more than its "
+            f"{s5['index_gb']:g} GB index ({s5['available_at_p99_knee_gb'] / s5['index_gb']:.2f} ×). Its "
+            f"{s25['index_gb']:g} GB index on a {s25['host_gb']:g} GB host broke with {hot25:.2f} GB more than the "
+            f"index available ({s25['available_at_p99_knee_gb'] / s25['index_gb']:.2f} ×): the ratio moved by "
+            f"{abs(s25['available_at_p99_knee_gb'] / s25['index_gb'] - s5['available_at_p99_knee_gb'] / s5['index_gb']):.2f}, "
+            f"the excess by {abs(hot5 - hot25):.2f} GB. Those gigabytes are the files a desktop keeps hot — the "
+            "browser, the desktop session, the libraries of everything running — which the kernel keeps as readily "
+            "as the index's pages.")
+    if ours:
+        hot = [x["knee"].hot_cache_bytes / 1e9 for x in ours]
+        text += (f" This host, a virtual machine shared with other work, broke with "
+                 + ", ".join(f"{h:+.2f} GB" for h in hot) + " beyond the index.")
+    return text + "\n"
+
+
+def kernel_md(runs) -> str:
+    """This host's reclaim settings, in numbers, from the host facts saved with the newest run."""
+    r = max((r for r in runs if r["host"].get("zone_watermarks_pages")), key=lambda r: r["started_at"], default=None)
+    if r is None:
+        return "No saved run records the kernel's watermarks yet.\n"
+    h, page = r["host"], r["host"]["page_size_bytes"]
+    zones = h["zone_watermarks_pages"]
+    mb = lambda pages: f"{pages * page / 1e6:,.0f} MB"  # noqa: E731
+    rows = ["| zone | managed | min | low | high |", "|---|---|---|---|---|"]
+    for z in zones:
+        rows.append(f"| {z['zone']} | {_gb(z['managed'] * page)} | {mb(z['min'])} | {mb(z['low'])} | {mb(z['high'])} |")
+    total = {key: sum(z[key] for z in zones) for key in ("min", "low", "high")}
+    rows.append(f"| **all** | {_gb(sum(z['managed'] for z in zones) * page)} | {mb(total['min'])} | "
+                f"{mb(total['low'])} | {mb(total['high'])} |")
+    n_zones = len(zones)
+    block = (2 << 20) // page  # a pageblock: one 2 MiB huge page
+    thp = int(h["vm_min_free_kbytes"]) == block * n_zones * (2 + 9) * page // 1024
+    ra = (h.get("index_block_device") or {}).get("read_ahead_kb")
+    return ("\n".join(rows) + "\n\n"
+            f"`vm.min_free_kbytes` = {int(h['vm_min_free_kbytes']):,} KiB"
+            + (f" = {block} pages × {n_zones} zones × (2 + 3²) × 4 KiB, the floor the kernel sets for transparent "
+               "huge pages (`set_recommended_min_free_kbytes`, mm/khugepaged.c)" if thp else "")
+            + f"; `vm.watermark_scale_factor` = {h['vm_watermark_scale_factor']} (low and high sit "
+            f"{int(h['vm_watermark_scale_factor']) / 100:g} % of each zone above min); "
+            f"`vm.watermark_boost_factor` = {h['vm_watermark_boost_factor']}; `vm.swappiness` = {h['vm_swappiness']} "
+            f"with {'no swap' if not h['swap_total_bytes'] else _gb(h['swap_total_bytes']) + ' swap'}; read-ahead "
+            f"of the index's disk {ra if ra is not None else '?'} KiB; transparent huge pages "
+            f"`{h['transparent_hugepage']}`. Run `{r['file']}`.\n")
 
 
 def monitoring_md(plotted, study) -> str:
@@ -233,5 +392,10 @@ def build(out):
     for r in plotted:
         plot_run(r, out / f"{r['slug']}.png")
     (out / "runs.md").write_text(runs_md(runs, plotted))
-    (out / "knees.md").write_text(knees_md(plotted, study))
+    (out / "knees.md").write_text(knees_md(runs, study))
+    (out / "baseline.md").write_text(baseline_md(runs))
+    (out / "law.md").write_text(law_md(runs, study))
+    (out / "kernel.md").write_text(kernel_md(runs))
+    (out / "calculator.md").write_text(calculator_md(runs))
+    (out / "study.md").write_text(study_md(runs, study))
     (out / "monitoring.md").write_text(monitoring_md(plotted, study))
