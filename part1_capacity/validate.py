@@ -54,12 +54,14 @@ def number(v, field: str, *, lo=None, hi=None, integer=False, lo_open=False):
                 raise InputError(f"{field}: must be an integer, got {show(v)}")
             v = int(v)
     if (lo is not None and (v < lo or (lo_open and v == lo))) or (hi is not None and v > hi):
-        raise InputError(f"{field}: must be {_range(lo, hi, lo_open)}, got {show(v)}")
+        raise InputError(f"{field}: must be {_range(lo, hi, lo_open, integer)}, got {show(v)}")
     return v
 
 
-def _range(lo, hi, lo_open=False) -> str:
-    """``>= 1 and <= 512``: the allowed range, as every message states it."""
+def _range(lo, hi, lo_open=False, integer=False) -> str:
+    """``>= 0 and <= 512`` or ``a positive integer <= 512``: the allowed range, as every message states it."""
+    if integer and lo == 1 and not lo_open:
+        return "a positive integer" + (f" <= {_fmt(hi)}" if hi is not None else "")
     parts = ([f"{'>' if lo_open else '>='} {_fmt(lo)}"] if lo is not None else []) + (
         [f"<= {_fmt(hi)}"] if hi is not None else [])
     return " and ".join(parts)

@@ -141,7 +141,7 @@ def test_defaults_a_published_file_leaves_out_come_from_transformers():
     (lambda d: d.update(model_type="bert"), "model_type 'bert' is not supported; supported families: llama"),
     (lambda d: d.pop("model_type"), "model_type (missing) is not supported"),
     (lambda d: d.update(num_key_value_heads=7), "n_heads (64) must be divisible by n_kv_heads (7)"),
-    (lambda d: d.update(num_hidden_layers=-3), "field 'num_hidden_layers': must be >= 1"),
+    (lambda d: d.update(num_hidden_layers=-3), "field 'num_hidden_layers': must be a positive integer"),
     (lambda d: d.update(num_attention_heads="64"), "field 'num_attention_heads': must be an integer"),
 ])
 def test_a_bad_config_names_the_field(tmp_path, capsys, mutate, fragment):

@@ -64,18 +64,18 @@ def test_config_numbers_json_does_not_allow(tmp_path, capsys, text, fragment):
 
 
 @pytest.mark.parametrize("mt, field, value, fragment", [
-    ("llama", "num_hidden_layers", 10 ** 12, "field 'num_hidden_layers': must be >= 1 and <= 512"),
+    ("llama", "num_hidden_layers", 10 ** 12, "field 'num_hidden_layers': must be a positive integer <= 512"),
     ("llama", "hidden_size", 2.5, "field 'hidden_size': must be an integer"),
     ("llama", "num_attention_heads", True, "field 'num_attention_heads': must be an integer"),
     ("llama", "layer_types", 5, "field 'layer_types' must be a list"),
     ("llama", "quantization_config", "fp8", "field 'quantization_config' must be a JSON object"),
     ("llama", "quantization_config", {"quant_method": "hqq"}, "quant_method 'hqq' is not supported"),
     ("nemotron_h", "hybrid_override_pattern", 123, "field 'hybrid_override_pattern' must be a string"),
-    ("gemma3_text", "sliding_window_pattern", 0, "field 'sliding_window_pattern': must be >= 1"),
-    ("jamba", "attn_layer_period", 0, "field 'attn_layer_period': must be >= 1"),
-    ("jamba", "expert_layer_period", 0, "field 'expert_layer_period': must be >= 1"),
-    ("qwen3_next", "full_attention_interval", 0, "field 'full_attention_interval': must be >= 1"),
-    ("gemma2", "sliding_window", 0, "field 'sliding_window': must be >= 1"),
+    ("gemma3_text", "sliding_window_pattern", 0, "field 'sliding_window_pattern': must be a positive integer"),
+    ("jamba", "attn_layer_period", 0, "field 'attn_layer_period': must be a positive integer"),
+    ("jamba", "expert_layer_period", 0, "field 'expert_layer_period': must be a positive integer"),
+    ("qwen3_next", "full_attention_interval", 0, "field 'full_attention_interval': must be a positive integer"),
+    ("gemma2", "sliding_window", 0, "field 'sliding_window': must be a positive integer"),
     ("llama", "text_config", [1], "field 'text_config' must be a JSON object"),
 ])
 def test_config_fields_out_of_range_or_of_the_wrong_type(tmp_path, capsys, mt, field, value, fragment):
@@ -103,10 +103,10 @@ def test_a_config_that_is_not_a_small_utf8_file(tmp_path, capsys, what):
 
 # --- flags ---------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("flag, value, fragment", [
-    ("--batch", "1099511627776", "argument --batch: must be >= 1 and <= 1,048,576"),
+    ("--batch", "1099511627776", "argument --batch: must be a positive integer <= 1,048,576"),
     ("--batch", "9" * 400, "argument --batch: 400 digits"),
     ("--context", "9" * 400, "argument --context: 400 digits"),
-    ("--batch", "0", "argument --batch: must be >= 1"),
+    ("--batch", "0", "argument --batch: must be a positive integer"),
     ("--overhead-gib", "1e300", "argument --overhead-gib: must be >= 0 and <= 1,000,000"),
     ("--overhead-gib", "nan", "argument --overhead-gib: must be a finite number"),
     ("--overhead-gib", "inf", "argument --overhead-gib: must be a finite number"),
