@@ -69,7 +69,9 @@ def attention_page_per_token(profile, tp: int, kv_bytes: float) -> float:
 
 def state_page(profile, tp: int, conv_bytes: float, ssm_bytes: float) -> float:
     """One sequence's state of one recurrent layer on one rank (MambaSpec.page_size_bytes): convolution state in
-    ``conv_bytes``, SSM / delta-net state in ``ssm_bytes``, both split over ``tp`` ranks (mamba_utils.py)."""
+    ``conv_bytes``, SSM / delta-net state in ``ssm_bytes``, both split over ``tp`` ranks (mamba_utils.py). Not
+    modelled: the B/C groups vLLM replicates when ``n_groups`` does not divide by ``tp``
+    (``MambaStateShapeCalculator.extra_groups_for_head_shards``), a few percent of the convolution state."""
     s = profile.ssm
     split = min(tp, s.n_heads)
     return (s.conv_elements * conv_bytes + (s.state_elements - s.conv_elements) * ssm_bytes) / split
