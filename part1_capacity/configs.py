@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -294,6 +295,9 @@ def _profile(text: str, where: str, model_id: str) -> ModelProfile:
             "n_kv_heads": n_kv, "head_dim": head_dim, "hidden_size": hidden,
             "n_full_layers": sum(k in ("full", "both") for k in kinds),
             "max_context": _get(cfg, "max_position_embeddings", where), "source": f"{where} (model_type {mt})"}
+    repo = d.get("_name_or_path")
+    if isinstance(repo, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", repo) and not repo.startswith("."):
+        prof["hf_repo"] = repo          # the repository the config was saved from: what `vllm serve` loads
     if "window" in kinds:
         prof["n_window_layers"] = kinds.count("window")
         prof["window"] = _get(cfg, "sliding_window", where)

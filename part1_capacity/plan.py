@@ -108,10 +108,13 @@ class Plan:
     prefill_split: deploy.StepTime | None = None
     overflow: dict = field(default_factory=dict)
     overflow_tiers: list = field(default_factory=list)
+    fewest: deploy.Deployment | None = None    # the fewest-accelerator deployment (differs under a node budget)
 
     @property
     def accelerators_needed(self) -> int | None:
-        return self.deployment.accelerators if self.deployment else None
+        """Fewest accelerators that hold the workload (the deployment under a ``--nodes`` budget may use more)."""
+        dep = self.fewest or self.deployment
+        return dep.accelerators if dep else None
 
     @property
     def accelerators_without_kv(self) -> int | None:
@@ -154,11 +157,16 @@ class Plan:
         if added == 0:
             n = self.accelerators_without_kv
             return (f"{NOTHING_TO_PROPOSE}: the KV cache adds no accelerator to the {n:,} the weights need")
-        nodes = self.deployment.nodes - self.deployment_without_kv.nodes
+        with_kv = self.fewest or self.deployment
+        nodes = with_kv.nodes - self.deployment_without_kv.nodes
+        same = with_kv.nodes
         adds = (f"the KV cache adds {added:,} accelerator{'s' if added != 1 else ''} "
                 + (f"and {nodes:,} node{'s' if nodes != 1 else ''}" if nodes > 0 else
-                   f"within the same {self.deployment.nodes:,} node{'s' if self.deployment.nodes != 1 else ''}"))
-        return f"{adds}; {IMPLICATIONS[self.bottleneck]}"
+                   "within the same node" if same == 1 else f"within the same {same:,} nodes"))
+        if self.bottleneck == "kv_cache":
+            return f"{adds}; {IMPLICATIONS['kv_cache']}"
+        return (f"{adds}, though the weights are the larger share of memory: for those accelerators propose KV "
+                f"quantization (fp8) or a slower tier for the cache; for the rest, {IMPLICATIONS['weights']}")
 
     def to_dict(self) -> dict:
         wl = self.workload
@@ -181,7 +189,7 @@ class Plan:
             "accelerators_needed": self.accelerators_needed,
             "accelerators_without_kv": self.accelerators_without_kv,
             "accelerators_added_by_kv": self.accelerators_added_by_kv,
-            "nodes_needed": self.deployment.nodes if self.deployment else None,
+            "nodes_needed": (self.fewest or self.deployment).nodes if self.deployment else None,
             "nodes_without_kv": self.deployment_without_kv.nodes if self.deployment_without_kv else None,
             "parallelism": self.parallelism,
             "parallelism_without_kv": self.parallelism_without_kv,
@@ -272,16 +280,19 @@ def make_plan(model, accelerator, workload: Workload | None = None, **kw) -> Pla
     per_seq_state = float(model.state_bytes(sb))
     kv_total = B * (per_seq_attn + per_seq_state)
     dep = deploy.choose(model, acc, wl)
-    dep0 = deploy.choose(model, acc, wl, with_cache=False)
+    unpinned = replace(wl, nodes=None)           # memory answers: the fewest nodes, whatever the budget
+    fewest = deploy.choose(model, acc, unpinned) if wl.nodes else dep
+    dep0 = deploy.choose(model, acc, unpinned, with_cache=False)
     stored = float(B * deploy.cache_per_rank(model, wl, T, dep.tensor) * dep.tensor) if dep else 0.0
     prefill = pre_split = decode = dec_split = None
     if dep or dep0:
         prefill, pre_split, decode, dec_split = _phases(model, acc, wl, dep or dep0)
     over, over_tiers = {}, []
-    if dep0 and (dep is None or dep.accelerators > dep0.accelerators):
+    if dep0 and (fewest is None or fewest.accelerators > dep0.accelerators):
         over, over_tiers = _overflow(model, acc, wl, dep0)
     return Plan(model=model, accelerator=acc, workload=wl, kv_bytes_per_token=float(model.kv_bytes_per_token(kvb)),
                 kv_bytes_per_sequence=per_seq_attn + per_seq_state, state_bytes_per_sequence=per_seq_state,
                 weights_bytes=weights_bytes(model, wl), kv_bytes_total=kv_total, deployment=dep,
                 deployment_without_kv=dep0, kv_bytes_stored=stored, prefill=prefill, decode=decode,
-                decode_split=dec_split, prefill_split=pre_split, overflow=over, overflow_tiers=over_tiers)
+                decode_split=dec_split, prefill_split=pre_split, overflow=over, overflow_tiers=over_tiers,
+                fewest=fewest)

@@ -41,3 +41,103 @@ def test_bad_tensor_parallel_is_one_line_exit_2(capsys, tp, fragment):
 def test_tensor_parallel_in_the_workload_is_validated():
     with pytest.raises(InputError, match="tensor_parallel"):
         make_plan("llama-3.1-8b", "h100", Workload(context=1024, tensor_parallel=True))
+
+
+# --- hand-worked deployments -------------------------------------------------------------------------------------
+H100_USABLE = 80e9 * 0.9 - 2 * GIB       # 69.85 GB per H100
+H200_USABLE = 141e9 * 0.9 - 2 * GIB      # 124.75 GB per H200
+
+
+def test_llama70b_h100_32k_x16_is_tensor_8_in_one_node():
+    # Weights 141.1 GB; one 32K sequence 10 GiB of K/V (8 K/V heads: a quarter per rank at TP 4, an eighth at 8).
+    # TP 2: 70.55 GB of weights per rank > 69.85: no. TP 4: 12 sequences per group (test above) → 2 groups = 8.
+    # TP 8: 17.6 GB weights + 16 × 1.34 GB = 39.1 GB per rank: one group = 8. Pipeline stages inside the node are not
+    # used while tensor parallelism can grow. Both use 8 H100s of one node; decode (memory-bound) reads per rank
+    # 17.6 + 21.5 = 39.1 GB at TP 8 against 35.3 + 8 × 2.68 = 56.8 GB at TP 4: TP 8 is faster.
+    assert 70.55e9 > H100_USABLE
+    plan = make_plan("llama-3.1-70b", "h100", Workload(context=32768, batch=16))
+    par = plan.parallelism
+    assert (par["tensor"], par["pipeline"], par["data"], par["nodes"]) == (8, 1, 1, 1)
+    assert plan.accelerators_needed == 8 and plan.accelerators_without_kv == 4    # weights alone: TP 4
+    assert "fewest nodes" in par["reason"] and "decodes fastest" in par["reason"]
+    assert par["expert"] == 1
+
+
+def test_llama405b_h100_pipeline_goes_across_nodes():
+    # 405.85e9 × 2 B = 811.7 GB; one node of 8 H100 holds 8 × 69.85 = 558.8 GB: no. Tensor 8 (the most the node
+    # allows) × 2 pipeline stages = 16 H100 on 2 nodes: 811.7 / 16 = 50.7 GB per rank.
+    assert 405.85e9 * 2 > 8 * H100_USABLE and 405.85e9 * 2 / 16 < H100_USABLE
+    plan = make_plan("llama-3.1-405b", "h100", Workload(context=8192, batch=1))
+    par = plan.parallelism
+    assert (par["tensor"], par["pipeline"], par["data"], par["nodes"]) == (8, 2, 1, 2)
+    # one sequence, two stages: one micro-batch, so each stage waits half the step
+    assert plan.decode_split.microbatches == 1 and plan.decode_split.bubble_fraction == pytest.approx(0.5)
+
+
+def test_deepseek_v3_h200_128k_x32_uses_expert_parallelism():
+    # fp8 weights 671 GB: experts ≈ 671 × (1 − 37/671) = 634 GB, the rest ≤ 37 GB. The MLA latent of one 128K
+    # sequence: 61 layers × 576 × 2 B × 131,072 = 9.21 GB, whole on every tensor rank.
+    # Tensor 8 alone: 83.9 GB weights + 9.21 GB per sequence → 4 sequences per 8 ranks → 64 H200; 4 pipeline
+    # stages: 21 GB + 32 × 2.3 GB fits → 32. Expert parallelism, tensor 1: 8 ranks give 37 + 79.3 + 4 × 9.21 =
+    # 153 GB > 124.75; 16 give 37 + 39.6 + 2 × 9.21 = 95 GB: fits → 16 H200 on 2 nodes.
+    latent = 61 * 576 * 2 * 131072
+    assert 37e9 + 634e9 / 8 + 4 * latent > H200_USABLE > 37e9 + 634e9 / 16 + 2 * latent
+    plan = make_plan("deepseek-v3", "h200", Workload(context=131072, batch=32))
+    par = plan.parallelism
+    assert plan.accelerators_needed == 16 and par["nodes"] == 2
+    assert par["expert"] == 16 and par["tensor"] * par["data"] == 16 and par["pipeline"] == 1
+
+
+def test_gpt_oss_120b_h100_128k_x16_four_in_one_node():
+    # Weights (model card groups): experts 114.71e9 × 4.25 bits + 2.12e9 bf16 = 60.94 + 4.24 = 65.18 GB (< 69.85:
+    # one H100 holds the weights alone). A 128K sequence: 18 full layers × 8 K/V heads × 64 × 2 × 2 B × 131,072 =
+    # 4.83 GB (+ the 128-token windows). One H100 leaves 4.7 GB: not one sequence. Tensor 2: 32.6 GB weights +
+    # 2.42 GB per sequence → 15 per pair → 2 pairs = 4; tensor 4: 16.3 + 16 × 1.21 = 35.6 GB → 4. Nothing on 3.
+    W = 114.71e9 * 4.25 / 8 + 2.12e9 * 2
+    seq = 18 * 8 * 64 * 2 * 2 * 131072
+    assert W < H100_USABLE and W + seq > H100_USABLE
+    plan = make_plan("gpt-oss-120b", "h100", Workload(context=131072, batch=16))
+    assert plan.accelerators_without_kv == 1
+    assert plan.accelerators_needed == 4 and plan.parallelism["nodes"] == 1
+
+
+def test_qwen25_7b_tpu_v5e_heads_limit_the_tensor_degree():
+    # 28 query heads: tensor 8 does not divide them, so 1, 2 or 4. Weights 15.24 GB; a v5e offers
+    # 16 × 0.9 − 2 GiB = 12.25 GB. Tensor 2: 7.62 GB + 0.94 GB per 32K sequence → 4 per pair → 2 pairs = 4;
+    # tensor 4: 3.81 + 8 × 0.47 GB fits → 4. Same count; tensor 4 reads less per chip per step.
+    plan = make_plan("qwen2.5-7b", "tpu-v5e", Workload(context=32768, batch=8))
+    assert plan.accelerators_needed == 4 and plan.parallelism["tensor"] == 4 and plan.parallelism["nodes"] == 1
+
+
+def test_pinned_pipeline_and_nodes():
+    plan = make_plan("llama-3.1-70b", "h100", Workload(context=32768, batch=16, pipeline_parallel=2))
+    assert plan.parallelism["pipeline"] == 2
+    budget = make_plan("llama-3.1-70b", "h100", Workload(context=32768, batch=16, nodes=2))
+    assert budget.parallelism["nodes"] <= 2 and "nodes pinned to 2" in budget.parallelism["reason"]
+    assert budget.accelerators_needed == 8                    # what the workload needs, whatever the budget
+    assert budget.decode.time_s <= make_plan("llama-3.1-70b", "h100", Workload(context=32768, batch=16)).decode.time_s
+
+
+# --- verdicts that follow from the numbers -----------------------------------------------------------------------
+def test_nothing_added_by_kv_means_nothing_to_propose(capsys):
+    plan = make_plan("llama-3.1-8b", "h100", Workload(context=4096, batch=1))
+    assert plan.accelerators_added_by_kv == 0
+    assert plan.to_dict()["verdict"].startswith("fits; nothing to propose for memory")
+    code, out, _ = run(capsys, "plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "4096")
+    assert code == 0 and "nothing to propose for memory" in out and "tiered KV" not in out
+
+
+def test_overflow_larger_than_the_cache_says_why(capsys):
+    # DeepSeek-V3, tensor 8 pinned: the weights-only deployment is 8 H200 (83.9 GB each, 40.9 GB free). Each rank
+    # holds the whole latent of all 32 sequences (294.7 GB) — 8 copies — so the overflow (8 × 253.9 GB) exceeds
+    # the 294.7 GB cache; the line must say so.
+    argv = ["plan", "--model", "deepseek-v3", "--accelerator", "h200", "--context", "128K", "--batch", "32",
+            "--tensor-parallel", "8"]
+    plan = make_plan("deepseek-v3", "h200", Workload(context=131072, batch=32, tensor_parallel=8))
+    o = plan.overflow
+    assert o["ranks"] == 8 and o["replication"] == pytest.approx(8)
+    assert plan.overflow_bytes == pytest.approx(8 * (o["cache_per_rank"] - o["free_per_rank"]))
+    assert plan.overflow_bytes > plan.kv_bytes_total
+    code, out, _ = run(capsys, *argv)
+    line = next(x for x in out.splitlines() if x.startswith("KV overflow"))
+    assert "× 8 =" in line and "more than the" in line and "every tensor rank holds all of it" in line

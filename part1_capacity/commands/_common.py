@@ -74,6 +74,7 @@ def workload_from_args(a, **over) -> Workload:
               weights_dtype=getattr(a, "weights_dtype", None),
               kv_dtype=getattr(a, "kv_dtype", "bf16"), state_dtype=getattr(a, "state_dtype", None),
               usable_fraction=a.usable_fraction, overhead_bytes=a.overhead_gib * GIB,
-              tensor_parallel=getattr(a, "tensor_parallel", None))
+              tensor_parallel=getattr(a, "tensor_parallel", None),
+              pipeline_parallel=getattr(a, "pipeline_parallel", None), nodes=getattr(a, "nodes", None))
     kw.update(over)
     return Workload(**kw)

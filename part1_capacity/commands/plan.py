@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from part1_capacity import validate
 from part1_capacity.commands._common import add_workload_flags, positive_int, workload_from_args
-from part1_capacity import engine_alloc
+from part1_capacity import emit, engine_alloc
 from part1_capacity.errors import InputError
 from part1_capacity.fmt import fmt_bytes, fmt_count, fmt_time, table
 from part1_capacity.plan import Plan, make_plan
@@ -17,13 +17,22 @@ def register(sub):
     add_workload_flags(p)
     p.add_argument("--tensor-parallel", type=positive_int, default=None, metavar="N",
                    help="pin the tensor-parallel degree (default: the search picks it)")
+    p.add_argument("--pipeline-parallel", type=positive_int, default=None, metavar="N",
+                   help="pin the pipeline stages (default: the search picks them; stages go across nodes)")
+    p.add_argument("--nodes", type=positive_int, default=None, metavar="N",
+                   help="a node budget: the deployment with the best decode step on at most N nodes "
+                        "(default: the fewest nodes)")
+    p.add_argument("--hf-repo", default=None, metavar="ORG/NAME",
+                   help="the repository --emit vllm serves (default: the profile's, or the config's _name_or_path)")
     p.add_argument("--engine", default="law", metavar="ENGINE",
                    help="whose allocation to report beside the plan: law (the textbook law, default), llama.cpp or "
                         "vllm (block rounding, head replication, window and hybrid rules; part1_capacity/engine_alloc)")
     p.add_argument("--disable-hybrid-kv-cache-manager", action="store_true",
                    help="with --engine vllm: every sliding-window layer at full length, as vLLM's flag of that name")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    p.add_argument("--emit", choices=["vllm"], help="print the matching `vllm serve` command instead")
+    p.add_argument("--emit", choices=list(emit.ENGINES),
+                   help="print the command that serves the plan instead: `vllm serve` (accelerators vLLM runs on) "
+                        "or `llama-server` (llama.cpp: laptops, phones, edge modules, one machine)")
     p.set_defaults(func=run)
 
 
@@ -31,8 +40,8 @@ def run(a) -> int:
     engine_alloc.check_engine(a.engine)
     plan = make_plan(a.model, a.accelerator, workload_from_args(a))
     alloc = engine_alloc.for_plan(plan, a.engine, not a.disable_hybrid_kv_cache_manager)
-    if a.emit == "vllm":
-        print(vllm_command(plan))
+    if a.emit:
+        print(emit.command(plan, a.emit, a.hf_repo))
     elif a.json:
         print(validate.dumps_json({**plan.to_dict(), **alloc.to_fields()}, indent=2))
     else:
@@ -56,7 +65,8 @@ def render(plan: Plan) -> str:
     head = (f"{m.name} ({m.structure}) on {acc.name}: {wl.batch:,} × {wl.context:,} tokens, "
             f"weights {wl.weights_dtype}, KV {wl.kv_dtype}")
     par = d["parallelism"]
-    par_s = (f"tensor {par['tensor']} × pipeline {par['pipeline']} × data {par['data']}" if par else
+    fewest = plan.fewest or plan.deployment
+    par_s = (f"{fewest.label()}, {fewest.nodes} node{'s' if fewest.nodes != 1 else ''}" if fewest else
              why_not(plan))
     rows = [
         ["weights", fmt_bytes(d["weights_bytes"])],
@@ -69,9 +79,19 @@ def render(plan: Plan) -> str:
         ["  without the KV cache", fmt_count(d["accelerators_without_kv"])],
         ["  added by the KV cache", fmt_count(d["accelerators_added_by_kv"])],
     ]
+
     if d["kv_bytes_stored"] > d["kv_bytes_total"] * 1.0001:
-        rows.append(["KV stored incl. TP replication", fmt_bytes(d["kv_bytes_stored"])])
+        rows.append(["KV stored incl. TP replication", fmt_bytes(d["kv_bytes_stored"])
+                     + f" ({d['kv_bytes_stored'] / d['kv_bytes_total']:.2g}× the cache: "
+                     + ("the MLA latent on every tensor rank)" if m.is_mla else
+                        "K/V heads fewer than tensor ranks are copied)")])
     out = [head, "", table(rows, ["quantity", "value"], left=(0, 1))]
+    if par and plan.deployment is not fewest:
+        dep = plan.deployment
+        out.append(f"deployment on the node budget: {dep.accelerators:,} accelerators, {dep.label()}, "
+                   f"{dep.nodes} node{'s' if dep.nodes != 1 else ''}")
+    if par:
+        out.append(f"why this deployment: {par['reason']}")
     phases = []
     for name in ("prefill", "decode"):
         ph = d[name]
@@ -81,17 +101,22 @@ def render(plan: Plan) -> str:
                            fmt_time(ph["time_s"]), rate])
     if phases:
         out += ["", table(phases, ["phase", "FLOP/byte", "ridge", "bound", "time", ""], left=(0, 3, 5))]
-    out += ["", f"bottleneck: {d['bottleneck']} — {d['implication']}"]
+    dec = d["decode"]
+    if dec and (dec["communication_s"] > 0 or dec["pipeline_microbatches"] < (par or d["parallelism_without_kv"])
+                .get("pipeline", 1)):
+        out.append(f"decode step includes {fmt_time(dec['communication_s'])} of all-reduce over the interconnect"
+                   + (f"; {dec['pipeline_bubble_fraction']:.0%} pipeline bubble ({dec['pipeline_microbatches']} "
+                      f"micro-batch(es) for {(par or d['parallelism_without_kv'])['pipeline']} stages)"
+                      if dec["pipeline_bubble_fraction"] > 0 else ""))
+    out += ["", f"bottleneck: {d['bottleneck']} — {d['verdict']}"]
     if d["overflow_tiers"]:
-        n0 = d["accelerators_without_kv"]
-        out += ["", f"KV overflow beyond the weights-only deployment ({fmt_count(n0)} "
-                    f"accelerator{'' if n0 == 1 else 's'}): {fmt_bytes(d['overflow_bytes'])}"]
+        out += ["", overflow_line(plan)]
         rows = [[t["name"], "yes" if t["fits"] else "no", f"{t['decode_tokens_per_s']:,.1f}",
                  f"{t['slowdown_vs_hbm']:,.1f}×"] for t in d["overflow_tiers"]]
         out.append(table(rows, ["tier", "holds it", "decode tok/s", "slower than HBM"]))
     elif d["overflow_bytes"] > 0:
-        out += ["", f"KV overflow beyond the weights-only deployment: {fmt_bytes(d['overflow_bytes'])}; the tier table "
-                    f"describes server nodes, not a {acc.kind}, so no tier is proposed"]
+        out += ["", overflow_line(plan) + f"; the tier table describes server nodes, not a {acc.kind}, so no tier "
+                                          f"is proposed"]
     return "\n".join(out)
 
 
@@ -103,31 +128,16 @@ def why_not(plan: Plan) -> str:
     return "one sequence's cache does not fit beside its share of the weights, even split over every layer"
 
 
-VLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8": "fp8"}
-
-
-def vllm_command(plan: Plan) -> str:
-    """The `vllm serve` arguments matching the plan (one replica's tensor group, its share of sequences)."""
-    d, m, wl = plan.to_dict(), plan.model, plan.workload
-    if not d["parallelism"]:
-        raise InputError(f"plan: nothing to emit, the workload does not fit: {why_not(plan)}")
-    if wl.kv_dtype not in VLLM_KV:
-        raise InputError(f"kv_dtype: vLLM's --kv-cache-dtype takes auto (bf16/fp16) or fp8, not {wl.kv_dtype}")
-    par = d["parallelism"]
-    args = [f"vllm serve {m.hf_repo or m.id}", f"--tensor-parallel-size {par['tensor']}"]
-    if par["pipeline"] > 1:
-        args.append(f"--pipeline-parallel-size {par['pipeline']}")
-    if par["data"] > 1:
-        args.append(f"--data-parallel-size {par['data']}")
-    args += [f"--max-model-len {wl.context}", f"--max-num-seqs {par['sequences_per_replica']}",
-             f"--kv-cache-dtype {VLLM_KV[wl.kv_dtype]}", f"--gpu-memory-utilization {wl.usable_fraction:g}"]
-    notes = []
-    if wl.weights_dtype != m.native_dtype:
-        if wl.weights_dtype == "fp8":
-            args.append("--quantization fp8")
-        elif wl.weights_dtype in ("bf16", "fp16", "fp32"):
-            args.append(f"--dtype {dict(bf16='bfloat16', fp16='float16', fp32='float32')[wl.weights_dtype]}")
-        else:
-            notes.append(f"# {wl.weights_dtype} weights: serve a checkpoint already quantized to it "
-                         f"(AWQ/GPTQ for int4/int8, a GGUF file for q8_0/q5_0/q4_k_m)")
-    return " \\\n  ".join(args) + ("\n" + "\n".join(notes) if notes else "")
+def overflow_line(plan: Plan) -> str:
+    """The overflow and its arithmetic, rank by rank; says why when it exceeds the cache itself."""
+    o = plan.overflow
+    line = (f"KV overflow beyond the weights-only deployment ({o['deployment']}): each of its {o['ranks']:,} "
+            f"ranks must hold {fmt_bytes(o['cache_per_rank'])} of cache beside its weights and has "
+            f"{fmt_bytes(o['free_per_rank'])} free, so {fmt_bytes(o['bytes_per_rank'])} per rank × {o['ranks']:,} = "
+            f"{fmt_bytes(o['bytes'])}")
+    if o["bytes"] > plan.kv_bytes_total:
+        why = ("the MLA latent has no heads to split, so every tensor rank holds all of it" if plan.model.is_mla
+               else "K/V heads fewer than the tensor ranks are copied to each")
+        line += (f" — more than the {fmt_bytes(plan.kv_bytes_total)} cache itself because the ranks together "
+                 f"store {o['replication']:.2g}× it ({why})")
+    return line
