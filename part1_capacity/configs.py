@@ -38,7 +38,7 @@ FAMILIES = {
     "deepseek_v3": ("MLA, MoE, FP8", "deepseek-ai/DeepSeek-R1"),
     "gemma2": ("sliding window, alternating", "google/gemma-2-9b"),
     "gemma3": ("sliding window, 5 local : 1 global (multimodal: text_config)", "google/gemma-3-27b-it"),
-    "gemma3_text": ("sliding window, 5 local : 1 global", "text_config of google/gemma-3-27b-it"),
+    "gemma3_text": ("sliding window, 5 local : 1 global", "google/gemma-3-27b-it (its text_config)"),
     "gpt_oss": ("sliding window, MoE, MXFP4 experts", "openai/gpt-oss-20b"),
     "jamba": ("Mamba-1 hybrid, MoE", "ai21labs/AI21-Jamba-1.5-Mini"),
     "nemotron_h": ("Mamba-2 hybrid (MoE in Nemotron 3)", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"),

@@ -180,6 +180,18 @@ def overflow_table(plan: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def families_table() -> str:
+    """The config.json families the calculator reads (configs.FAMILIES), each with the published file its tests
+    read, and the GGUF architectures (checkpoints.GGUF_ARCHITECTURES)."""
+    from part1_capacity.checkpoints import GGUF_ARCHITECTURES
+    from part1_capacity.configs import FAMILIES
+
+    rows = ["| `model_type` | what decides its cache | published config.json the tests read |", "|---|---|---|"]
+    rows += [f"| `{mt}` | {_cell(what)} | `{_cell(repo)}` |" for mt, (what, repo) in FAMILIES.items()]
+    return ("\n".join(rows) + "\n\nGGUF architectures: " + ", ".join(f"`{a}`" for a in GGUF_ARCHITECTURES)
+            + ".\n")
+
+
 def data_tables() -> tuple[str, str, str]:
     models = ["| id | structure | layers (attention / window / recurrent) | params total / active | native | "
               "KV per token (bf16) | max context | source |", "|---|---|---|---|---|---|---|---|"]
@@ -283,5 +295,6 @@ def build(out):
         + overflow_table(overflow_plan))
     models, accs, tiers = data_tables()
     (out / "models.md").write_text(models)
+    (out / "families.md").write_text(families_table())
     (out / "accelerators.md").write_text(accs)
     (out / "tiers.md").write_text(tiers)

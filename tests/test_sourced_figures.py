@@ -9,7 +9,9 @@ from typing import Callable
 
 import pytest
 
+from part1_capacity import weights
 from part1_capacity.hardware import load_accelerator
+from part1_capacity.loader import load_model
 from part1_capacity.tiers import tiers_for
 
 GB = 1e9
@@ -27,6 +29,10 @@ class Figure:
 
 def acc(aid, attr, scale=1.0):
     return lambda: getattr(load_accelerator(aid), attr) / scale
+
+
+def weights_gib(mid):
+    return lambda: weights.weights_bytes(load_model(mid)) / 2 ** 30
 
 
 def tier(aid, tid, attr="bandwidth", scale=GB):
@@ -108,6 +114,21 @@ ROWS = [
            "NVIDIA GB200 NVL72 specifications: FP16/BF16 360 PFLOPS with sparsity per rack", "2026-12-02"),
     Figure("PCIe Gen5 x16 host link, GB/s one direction", tier("h100", "host-dram"), 32 * 16 * 128 / 130 / 8,
            "PCI-SIG PCIe 5.0: 32 GT/s per lane, 128b/130b encoding", "2026-12-02", rel=2e-2),
+    # --- weights (weights.py) ---------------------------------------------------------------------------------
+    # gpt-oss was every parameter at MXFP4's 4.25 bits: 10.3 GiB (20b) and 57.8 GiB (120b).
+    Figure("gpt-oss-20b: checkpoint, GiB (MXFP4 experts + bf16 rest)", weights_gib("gpt-oss-20b"), 12.8,
+           "gpt-oss model card (arXiv 2508.10925), Table 1: MLP 19.12B, attention 0.64B, embed+unembed 1.16B; "
+           "checkpoint 12.8 GiB; only the MoE weights are MXFP4", "2026-12-02", rel=0.005),
+    Figure("gpt-oss-120b: checkpoint, GiB (MXFP4 experts + bf16 rest)", weights_gib("gpt-oss-120b"), 60.8,
+           "gpt-oss model card (arXiv 2508.10925), Table 1: MLP 114.71B, attention 0.96B, embed+unembed 1.16B; "
+           "checkpoint 60.8 GiB", "2026-12-02", rel=0.005),
+    # DeepSeek-V3 was 685 B loaded (638 GiB): the checkpoint with its 14 B MTP module, which vLLM skips.
+    Figure("DeepSeek-V3: FP8 weights a server loads, GB", lambda: weights.weights_bytes(load_model("deepseek-v3")) / GB,
+           671, "deepseek-ai/DeepSeek-V3 README: 671B total (685B on the hub = 671B main + 14B MTP module); vLLM "
+           "vllm/model_executor/models/deepseek_v2.py load_weights skips the spec-decode (MTP) layers", "2026-12-02"),
+    Figure("DeepSeek-V3: FP8 weights with MTP speculative decoding, GB",
+           lambda: weights.weights_bytes(load_model("deepseek-v3"), mtp=True) / GB, 685,
+           "same README: 685B including the MTP module", "2026-12-02"),
 ]
 
 
