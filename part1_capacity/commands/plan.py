@@ -69,7 +69,10 @@ def render(plan: Plan) -> str:
     par_s = (f"{fewest.label()}, {fewest.nodes} node{'s' if fewest.nodes != 1 else ''}" if fewest else
              why_not(plan))
     rows = [
-        ["weights", fmt_bytes(d["weights_bytes"])],
+        ["weights", f"{fmt_bytes(d['weights_bytes'])} ({d['weights_bytes_source']})"],
+        *([["  with the MTP module", f"{fmt_bytes(d['weights_bytes_with_mtp'])} (loaded only for MTP speculative "
+                                     f"decoding; KV / weights {d['kv_to_weights_ratio_with_mtp']:.3g})"]]
+          if "weights_bytes_with_mtp" in d else []),
         ["KV per token (growing)", fmt_bytes(d["kv_bytes_per_token"])],
         ["KV per sequence", fmt_bytes(d["kv_bytes_per_sequence"])
          + (f" (incl. {fmt_bytes(d['state_bytes_per_sequence'])} recurrent state)" if m.ssm else "")],
