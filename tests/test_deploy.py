@@ -141,3 +141,15 @@ def test_overflow_larger_than_the_cache_says_why(capsys):
     code, out, _ = run(capsys, *argv)
     line = next(x for x in out.splitlines() if x.startswith("KV overflow"))
     assert "× 8 =" in line and "more than the" in line and "every tensor rank holds all of it" in line
+
+
+def test_sweep_leaves_the_callers_workload_alone():
+    from part1_capacity.sweep import sweep
+
+    wl = Workload(context=1024, batch=1, kv_dtype="fp8")
+    s = sweep("llama-3.1-8b", "h100", [1024, 8192], [1, 4], wl)
+    assert (wl.context, wl.batch, wl.weights_dtype) == (1024, 1, None)      # not resized nor validated in place
+    assert s.workload.context == 8192 and s.workload.batch == 4
+    plan_wl = Workload(context=4096)
+    make_plan("llama-3.1-8b", "h100", plan_wl)
+    assert plan_wl.weights_dtype is None

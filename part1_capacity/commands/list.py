@@ -36,9 +36,9 @@ def run(a) -> int:
         rows = [[x.id, x.kind, f"{x.memory_bytes / 1e9:,.0f} GB", f"{x.bandwidth / 1e9:,.0f} GB/s",
                  f"{x.flops_16 / 1e12:,.0f}", f"{max(x.flops_fp8, x.flops_int8) / 1e12:,.0f}" if
                  max(x.flops_fp8, x.flops_int8) else "—", f"{x.interconnect / 1e9:,.0f} GB/s" if x.interconnect
-                 else "—", x.status] for x in items]
-        print(table(rows, ["id", "kind", "memory", "bandwidth", "16-bit TFLOP/s", "8-bit", "interconnect", "status"],
-                    left=(0, 1, 7)))
+                 else "—", f"{x.node_size} / {x.max_tp}", ", ".join(x.engines), x.status] for x in items]
+        print(table(rows, ["id", "kind", "memory", "bandwidth", "16-bit TFLOP/s", "8-bit", "interconnect",
+                           "per node / scale-up", "engines", "status"], left=(0, 1, 8, 9)))
         items = [x.to_dict() for x in items]
     else:
         items = tier_table()
