@@ -13,7 +13,8 @@ REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "tests" / "data" / "configs"
 
 # vLLM's flags as its parser defines them (vllm/engine/arg_utils.py, EngineArgs.add_cli_args; vLLM is not
-# installed here, so the documented list stands in for the parser), with the values each accepts.
+# installed here, so the documented list stands in for the parser), with the values each accepts
+# (--kv-cache-dtype: a subset of vllm/config/cache.py CacheDType; --dtype: vllm/config/model.py ModelDType).
 VLLM_FLAGS = {
     "--tensor-parallel-size": int, "--pipeline-parallel-size": int, "--data-parallel-size": int,
     "--enable-expert-parallel": None, "--max-model-len": int, "--max-num-seqs": int,
