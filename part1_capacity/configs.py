@@ -30,8 +30,8 @@ from part1_capacity.weights import WeightGroup
 # model_type → (what decides its cache, a published config.json the tests read: tests/data/configs/README.md).
 FAMILIES = {
     "llama": ("GQA", "meta-llama/Llama-3.1-70B-Instruct"),
-    "mistral": ("GQA, optional sliding window", "mistralai/Mistral-Nemo-Instruct-2407"),
-    "qwen2": ("GQA, optional sliding window", "Qwen/Qwen2.5-0.5B-Instruct"),
+    "mistral": ("GQA; sliding window on every layer when set", "mistralai/Mistral-7B-v0.1"),
+    "qwen2": ("GQA", "Qwen/Qwen2.5-0.5B-Instruct"),
     "qwen3": ("GQA", "Qwen/Qwen3-8B"),
     "gpt2": ("MHA", "openai-community/gpt2"),
     "deepseek_v2": ("MLA, MoE", "deepseek-ai/DeepSeek-V2.5"),

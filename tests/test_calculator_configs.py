@@ -21,6 +21,7 @@ ALL = sorted(p.parent.name for p in CONFIGS.glob("*/config.json"))
 # config folder -> (bundled profile it must agree with or None, published parameter count or None)
 PUBLISHED = {
     "llama-3.1-70b": ("llama-3.1-70b", 70.55e9), "mistral-nemo-12b": ("mistral-nemo-12b", 12.25e9),
+    "mistral-7b-v0.1": (None, 7.3e9),
     "qwen2.5-0.5b": ("qwen2.5-0.5b", 0.494e9), "qwen3-8b": ("qwen3-8b", 8.19e9), "gpt2": ("gpt2", 124.44e6),
     "deepseek-v2.5": (None, 236e9), "deepseek-r1": ("deepseek-v3", 671e9), "gemma-2-9b": ("gemma-2-9b", 9.24e9),
     "gemma-3-12b-it": (None, None), "gemma-3-27b-it": ("gemma-3-27b", None), "gpt-oss-20b": ("gpt-oss-20b", 20.9e9),
@@ -52,6 +53,8 @@ def _hand_attention_layers(c):
     if "layer_types" in t:
         full = sum(x in ("full_attention", "attention") for x in t["layer_types"])
         return full, sum(x == "sliding_attention" for x in t["layer_types"])
+    if mt == "mistral" and t.get("sliding_window"):      # Mistral-7B-v0.1: every layer windowed
+        return 0, L
     if mt == "gemma2":
         return L // 2, L - L // 2
     if mt == "gemma3":
