@@ -97,7 +97,12 @@ def usable_bytes(acc, wl) -> float:
 
 def cache_per_rank(model, wl, T, tp: int):
     """Bytes of ONE sequence's cache (all layers) that one tensor-parallel rank holds at ``T`` tokens: attention
-    K/V (or the MLA latent) × ``kv_fraction_per_rank`` + recurrent state × ``state_fraction_per_rank``."""
+    K/V (or the MLA latent) × ``kv_fraction_per_rank`` + recurrent state × ``state_fraction_per_rank``. With
+    ``wl.engine`` llama.cpp or vllm, what that engine allocates instead (``engine_alloc``)."""
+    if getattr(wl, "engine", "law") != "law":
+        from part1_capacity.engine_alloc import sequence_bytes_per_rank
+
+        return sequence_bytes_per_rank(model, wl, T, tp)
     kvb, sb = get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes
     return (model.attention_cache_bytes(T, kvb) * kv_fraction_per_rank(model, tp)
             + model.state_bytes(sb) * state_fraction_per_rank(model, tp))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from part1_capacity import deploy, roofline, weights
+from part1_capacity import deploy, engine_alloc, roofline, weights
 from part1_capacity.deploy import (  # noqa: F401  (re-exported: the rules' historical home)
     kv_fraction_per_rank, splits_heads, state_fraction_per_rank, tp_degrees)
 from part1_capacity.dtypes import KV_DTYPES, get_dtype
@@ -40,6 +40,8 @@ class Workload:
     tensor_parallel: int | None = None    # pinned tensor-parallel degree; None: the search picks it
     pipeline_parallel: int | None = None  # pinned pipeline stages; None: the search picks them
     nodes: int | None = None              # pinned node budget: the best decode on at most this many nodes
+    engine: str = "law"                   # whose allocation sizes the cache: law, llama.cpp, vllm (engine_alloc)
+    hybrid_kv_cache_manager: bool = True  # vLLM's hybrid manager (False: --disable-hybrid-kv-cache-manager)
 
     def validate(self, model: ModelProfile) -> "Workload":
         for name in ("context", "batch"):
@@ -64,6 +66,7 @@ class Workload:
             raise InputError(f"tensor_parallel: {t} does not split {model.id}'s {model.n_heads} attention heads and "
                              f"{model.n_kv_heads} K/V heads evenly; allowed: "
                              f"{', '.join(str(d) for d in range(1, model.n_heads + 1) if splits_heads(model, d))}")
+        engine_alloc.check_engine(self.engine)
         self.weights_dtype = get_dtype(self.weights_dtype or model.native_dtype, "weights_dtype").name
         self.kv_dtype = get_dtype(self.kv_dtype, "kv_dtype", KV_DTYPES).name
         # Servers keep some hybrids' state wider than the KV cache (vLLM: Nemotron-H SSM state in float32).
@@ -175,7 +178,7 @@ class Plan:
             "model": self.model.id, "structure": self.model.structure, "accelerator": self.accelerator.id,
             "workload": {"context": wl.context, "batch": wl.batch, "prompt": wl.prompt or wl.context,
                          "tensor_parallel": wl.tensor_parallel, "pipeline_parallel": wl.pipeline_parallel,
-                         "nodes": wl.nodes,
+                         "nodes": wl.nodes, "engine": wl.engine,
                          "weights_dtype": wl.weights_dtype, "kv_dtype": wl.kv_dtype, "state_dtype": wl.state_dtype,
                          "usable_fraction": wl.usable_fraction, "overhead_bytes": wl.overhead_bytes},
             "kv_bytes_per_token": self.kv_bytes_per_token,

@@ -101,8 +101,9 @@ def test_plan_engine_keys_and_law_unchanged():
         assert key in d
     assert d["engine"] == "vllm" and d["engine_kv_bytes_total"] == 63 * 16 * 128 * KIB
     assert base["engine"] == "law" and base["engine_kv_bytes_total"] == base["kv_bytes_total"] == 1000 * 128 * KIB
-    assert {k: v for k, v in d.items() if not k.startswith("engine")} == \
-        {k: v for k, v in base.items() if not k.startswith("engine")}
+    for key in ("kv_bytes_per_token", "kv_bytes_per_sequence", "kv_bytes_total", "weights_bytes"):
+        assert d[key] == base[key]                                     # the law's own figures stay the law's
+    assert base["workload"]["engine"] == "law" and d["workload"]["engine"] == "vllm"
 
 
 def test_llama_cpp_engine_pads_the_window_cache():
@@ -160,3 +161,17 @@ def test_fp8_kv_helps_a_mamba_hybrid_less_than_the_law_says():
     assert fp8.block_size == 4176
     assert bf16.bytes_per_request == 6 * 2096 * 1024 * 6 and fp8.bytes_per_request == 6 * 4176 * 512 * 5
     assert 0.15 < 1 - fp8.bytes_per_request / bf16.bytes_per_request < 0.20
+
+
+def test_engine_sizes_the_deployment():
+    # gpt-oss-120b, 64 × 128K on H100s: with vLLM's hybrid manager disabled every sliding layer holds the whole
+    # context — the cache doubles (18 → 36 layers at full length) and the plan needs more accelerators.
+    base = dict(context=131072, batch=64)
+    law = make_plan("gpt-oss-120b", "h100", Workload(**base))
+    on = make_plan("gpt-oss-120b", "h100", Workload(**base, engine="vllm"))
+    off = make_plan("gpt-oss-120b", "h100", Workload(**base, engine="vllm", hybrid_kv_cache_manager=False))
+    assert law.accelerators_needed <= on.accelerators_needed < off.accelerators_needed
+    a = engine_alloc.for_plan(off, "vllm", hybrid_manager=False)
+    assert a.kv_bytes_total == 64 * 36 * 8 * 2 * 64 * 2 * 131072     # every layer, every token, bf16
+    with pytest.raises(InputError, match="--engine"):
+        make_plan("gpt-oss-120b", "h100", Workload(**base, engine="tgi"))

@@ -75,6 +75,8 @@ def workload_from_args(a, **over) -> Workload:
               kv_dtype=getattr(a, "kv_dtype", "bf16"), state_dtype=getattr(a, "state_dtype", None),
               usable_fraction=a.usable_fraction, overhead_bytes=a.overhead_gib * GIB,
               tensor_parallel=getattr(a, "tensor_parallel", None),
-              pipeline_parallel=getattr(a, "pipeline_parallel", None), nodes=getattr(a, "nodes", None))
+              pipeline_parallel=getattr(a, "pipeline_parallel", None), nodes=getattr(a, "nodes", None),
+              engine=getattr(a, "engine", None) or "law",
+              hybrid_kv_cache_manager=not getattr(a, "disable_hybrid_kv_cache_manager", False))
     kw.update(over)
     return Workload(**kw)

@@ -97,7 +97,8 @@ def check(gguf_path, selector, contexts=CONTEXTS, n_seqs=N_SEQ, threads=2, progr
                   and all(abs(sizes[k] - pred[k]) <= PRINT_HALF_STEP_BYTES + 1 for k in pred))
             cases.append({"context": n_ctx, "n_seq": n_seq, "swa_full": swa_full, "reported": sizes,
                           "predicted": pred, "law": law, "reported_cells": cells, "predicted_cells": pcells,
-                          "match": bool(ok), "log_lines": [ln.strip() for ln in log if "size =" in ln and "MiB (" in ln]})
+                          "match": bool(ok),
+                          "log_lines": [ln.strip() for ln in log if "size =" in ln and "MiB (" in ln]})
             if progress:
                 progress.step(f"{arch}: {n_ctx} tokens, {n_seq} seq{', swa_full' if swa_full else ''}")
     comps = list(cases[0]["predicted"])

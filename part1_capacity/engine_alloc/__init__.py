@@ -65,7 +65,7 @@ def _allocate(profile, workload, tensor_parallel, engine, accelerator, hybrid_ma
     kvb = get_dtype(workload.kv_dtype).bytes
     sb = get_dtype(workload.state_dtype).bytes
     if engine == "law":
-        from part1_capacity.plan import kv_fraction_per_rank, state_fraction_per_rank
+        from part1_capacity.deploy import kv_fraction_per_rank, state_fraction_per_rank
 
         attn, state = float(profile.attention_cache_bytes(T, kvb)), float(profile.state_bytes(sb))
         per_tok = float(profile.kv_bytes_per_token(kvb)) * kv_fraction_per_rank(profile, tp)
@@ -101,6 +101,30 @@ def _allocate(profile, workload, tensor_parallel, engine, accelerator, hybrid_ma
                      f"{workload.state_dtype} (vllm/model_executor/layers/mamba/mamba_utils.py)")
     return EngineAllocation(engine, r.bytes_per_token, r.bytes_per_request * B * tp, r.state_bytes * B * tp, tp,
                             notes)
+
+
+def sequence_bytes_per_rank(profile, workload, T, tp: int):
+    """Bytes of ONE sequence of ``T`` tokens on one of ``tp`` tensor-parallel ranks (all layers) as
+    ``workload.engine`` allocates it — what the deployment search sizes ranks with under ``--engine``. ``T`` may be
+    a numpy array. llama.cpp: one sequence's padded cells and fp32 state, its layers split over the ranks; vLLM:
+    one request's reservation on one rank."""
+    import numpy as np
+
+    kvb = get_dtype(workload.kv_dtype).bytes
+    sb = get_dtype(workload.state_dtype).bytes
+    if workload.engine == "llama.cpp":
+        def one(t):
+            return sum(llama_cpp.components(profile, int(t), 1, kvb).values()) / tp
+    else:
+        conv = get_dtype(profile.native_dtype).bytes
+
+        def one(t):
+            return vllm.reservation(profile, int(t), tp, kvb, conv, sb,
+                                    hybrid_manager=workload.hybrid_kv_cache_manager).bytes_per_request
+    T = np.asarray(T)
+    if T.ndim == 0:
+        return float(one(T))
+    return np.vectorize(one, otypes=[float])(T)
 
 
 def for_plan(plan, engine: str, hybrid_manager: bool = True) -> EngineAllocation:

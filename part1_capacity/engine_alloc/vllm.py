@@ -139,7 +139,8 @@ def reservation(profile, max_model_len: int, tp: int = 1, kv_bytes: float = 2, c
         groups = {k: cdiv(n, group_size) for k, n in counts.items()}
         padded = {k: groups[k] * group_size - n for k, n in counts.items() if groups[k] * group_size != n}
         if padded:
-            notes.append(f"layers grouped by {group_size}: {', '.join(f'{n} empty {k} layer(s)' for k, n in padded.items())}"
+            empty = ", ".join(f"{n} empty {k} layer(s)" for k, n in padded.items())
+            notes.append(f"layers grouped by {group_size}: {empty}"
                          " padded in (kv_cache_utils.py _get_kv_cache_groups_uniform_page_size)")
     pages = {"full": cdiv(max_model_len, block),
              "sliding": cdiv(min(profile.window - 1 + batched_tokens, max_model_len), block) + 1,
