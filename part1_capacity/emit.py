@@ -6,9 +6,10 @@ Each flag is the engine's own, as its argument parser spells it:
 - vLLM: ``vllm/engine/arg_utils.py`` (``EngineArgs.add_cli_args``): ``--tensor-parallel-size``,
   ``--pipeline-parallel-size``, ``--data-parallel-size``, ``--enable-expert-parallel``, ``--max-model-len``,
   ``--max-num-seqs``, ``--kv-cache-dtype``, ``--gpu-memory-utilization``, ``--dtype``, ``--quantization``,
-  ``--trust-remote-code``. vLLM reads a checkpoint's ``quantization_config`` before any flag: an FP8 or MXFP4
-  checkpoint is served in its own format whatever ``--dtype`` says (``--dtype`` sets the activations), so for a
-  quantized checkpoint the command says so instead of pretending to change the weights.
+  ``--trust-remote-code``, ``--mamba-ssm-cache-dtype``, ``--disable-hybrid-kv-cache-manager``. vLLM reads a
+  checkpoint's ``quantization_config`` before any flag: an FP8 or MXFP4 checkpoint is served in its own format
+  whatever ``--dtype`` says (``--dtype`` sets the activations), so for a quantized checkpoint the command says so
+  instead of pretending to change the weights.
 - llama.cpp: ``common/arg.cpp`` of the pinned llama.cpp: ``-m``, ``-c`` (the context of ALL slots: each of the
   ``-np`` slots gets ``c / np`` — ``src/llama-context.cpp``, ``n_ctx_seq = n_ctx / n_seq_max`` when the KV
   buffer is not unified), ``-np``, ``-ctk``/``-ctv`` (``kv_cache_types``: f32, f16, bf16, q8_0, …), ``-fa on``
@@ -17,6 +18,7 @@ Each flag is the engine's own, as its argument parser spells it:
 """
 from __future__ import annotations
 
+from part1_capacity.engine_alloc import vllm as vllm_rules
 from part1_capacity.errors import InputError
 
 ENGINES = ("vllm", "llama.cpp")
@@ -69,6 +71,13 @@ def vllm_command(plan, hf_repo: str | None = None) -> str:
              f"--kv-cache-dtype {VLLM_KV[wl.kv_dtype]}", f"--gpu-memory-utilization {wl.usable_fraction:g}"]
     if repo in TRUST_REMOTE_CODE:
         args.append("--trust-remote-code")
+    # The SSM state dtype the plan sized, when vLLM would keep another by itself (engine_alloc/vllm.py;
+    # vllm/config/cache.py MambaDType), and the hybrid manager switched off when the plan assumed it.
+    ssm = vllm_rules.mamba_ssm_cache_dtype_args(m, wl.state_dtype)
+    if ssm:
+        args.append(" ".join(ssm))
+    if not getattr(wl, "hybrid_kv_cache_manager", True):
+        args.append("--disable-hybrid-kv-cache-manager")
     notes = []
     if wl.weights_dtype != m.native_dtype:
         if m.native_dtype in QUANTIZED_CHECKPOINTS:

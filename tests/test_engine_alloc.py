@@ -175,3 +175,16 @@ def test_engine_sizes_the_deployment():
     assert a.kv_bytes_total == 64 * 36 * 8 * 2 * 64 * 2 * 131072     # every layer, every token, bf16
     with pytest.raises(InputError, match="--engine"):
         make_plan("gpt-oss-120b", "h100", Workload(**base, engine="tgi"))
+
+
+def test_emit_vllm_says_the_state_dtype_and_the_disabled_manager():
+    def emit(*extra):
+        out = capacity("plan", "--accelerator", "h100", "--context", "32768", "--batch", "8", "--emit", "vllm", *extra)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    assert "--mamba-ssm-cache-dtype" not in emit("--model", "nemotron-3-nano-30b-a3b")      # fp32 both sides
+    assert "--mamba-ssm-cache-dtype bfloat16" in emit("--model", "nemotron-3-nano-30b-a3b", "--state-dtype", "bf16")
+    assert "--mamba-ssm-cache-dtype float32" in emit("--model", "qwen3-next-80b-a3b", "--state-dtype", "fp32")
+    assert "--disable-hybrid-kv-cache-manager" in emit("--model", "gpt-oss-120b", "--engine", "vllm",
+                                                       "--disable-hybrid-kv-cache-manager")
