@@ -55,3 +55,17 @@ def test_weight_groups_in_a_data_file_are_validated():
         weights.groups_from_list([{"name": "x", "params": float("nan"), "dtype": "bf16"}], "model 'm'")
     with pytest.raises(InputError, match="unknown dtype 'fp3'"):
         weights.groups_from_list([{"name": "x", "params": 1, "dtype": "fp3"}], "model 'm'")
+
+
+def test_gpt_oss_config_json_splits_its_parameters_the_way_the_checkpoint_stores_them():
+    """From the published config.json alone: quantization_config mxfp4 → the routed-expert matrices in MXFP4 and
+    the rest (attention, embeddings, router, norms, expert biases) in bf16, as the model card's Table 1 counts
+    them (MLP 19.12 B incl. the router; attention 0.64 B + embed/unembed 1.16 B) → 12.8 GiB."""
+    from pathlib import Path
+    path = Path(__file__).resolve().parent / "data" / "configs" / "gpt-oss-20b" / "config.json"
+    m = load_model(str(path))
+    rep = weights.weights_report(m)
+    by_dtype = {g["dtype"]: g["params"] for g in rep["weights_groups"]}
+    assert by_dtype["mxfp4"] == pytest.approx(19.12e9, rel=0.002)
+    assert by_dtype["bf16"] == pytest.approx(0.64e9 + 1.16e9, rel=0.01)
+    assert rep["weights_bytes"] / GiB == pytest.approx(12.8, rel=0.005)
