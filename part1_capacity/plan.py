@@ -286,6 +286,9 @@ def make_plan(model, accelerator, workload: Workload | None = None, **kw) -> Pla
     unpinned = replace(wl, nodes=None)           # memory answers: the fewest nodes, whatever the budget
     fewest = deploy.choose(model, acc, unpinned) if wl.nodes else dep
     dep0 = deploy.choose(model, acc, unpinned, with_cache=False)
+    if wl.nodes and dep is None and fewest is not None:
+        raise InputError(f"nodes: nothing fits on {wl.nodes} node{'s' if wl.nodes > 1 else ''} of "
+                         f"{acc.node_size} {acc.name}; the fewest is {fewest.label()} on {fewest.nodes} nodes")
     stored = float(B * deploy.cache_per_rank(model, wl, T, dep.tensor) * dep.tensor) if dep else 0.0
     prefill = pre_split = decode = dec_split = None
     if dep or dep0:

@@ -153,3 +153,10 @@ def test_sweep_leaves_the_callers_workload_alone():
     plan_wl = Workload(context=4096)
     make_plan("llama-3.1-8b", "h100", plan_wl)
     assert plan_wl.weights_dtype is None
+
+
+def test_a_node_budget_too_small_is_one_line_exit_2(capsys):
+    # 811.7 GB of Llama-3.1-405B weights need more than one node of 8 H100 (558.8 GB usable)
+    code, _, err = run(capsys, "plan", "--model", "llama-3.1-405b", "--accelerator", "h100", "--context", "8K",
+                       "--nodes", "1")
+    assert code == 2 and err.count("\n") == 1 and "nodes: nothing fits on 1 node" in err and "2 nodes" in err

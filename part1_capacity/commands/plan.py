@@ -125,10 +125,10 @@ def render(plan: Plan) -> str:
 
 def why_not(plan: Plan) -> str:
     """Why no deployment was found: the weights themselves, or one sequence's cache beside them."""
+    where = f"{plan.model.n_layers} pipeline stages of {plan.accelerator.max_tp} tensor rank(s)"
     if plan.accelerators_without_kv is None:
-        return (f"the weights do not fit even split over {plan.model.n_layers} pipeline stages of "
-                f"{plan.accelerator.max_tp} tensor rank(s)")
-    return "one sequence's cache does not fit beside its share of the weights, even split over every layer"
+        return f"the weights do not fit even split over {where}"
+    return f"one sequence's cache does not fit beside its share of the weights on {where}"
 
 
 def overflow_line(plan: Plan) -> str:
