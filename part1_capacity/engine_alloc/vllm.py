@@ -128,6 +128,9 @@ def reservation(profile, max_model_len: int, tp: int = 1, kv_bytes: float = 2, c
         notes.append(f"attention block size raised to {block:,} tokens so a page holds one sequence's state of a "
                      f"recurrent layer ({mamba_page / 2 ** 20:.2f} MiB, padded to {block * page_tok / 2 ** 20:.2f} "
                      "MiB) (vllm/platforms/interface.py _align_hybrid_block_size)")
+        notes.append("one state page per recurrent layer and request: mamba_cache_mode 'none', prefix caching off "
+                     "(vllm/model_executor/models/config.py MambaModelConfig); with prefix caching vLLM keeps 2 "
+                     "('align') or one per block ('all') (kv_cache_interface.py MambaSpec.max_memory_usage_bytes)")
         state = mamba_page
     page = block * page_tok
     if len(counts) == 1:
