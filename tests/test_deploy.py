@@ -160,3 +160,17 @@ def test_a_node_budget_too_small_is_one_line_exit_2(capsys):
     code, _, err = run(capsys, "plan", "--model", "llama-3.1-405b", "--accelerator", "h100", "--context", "8K",
                        "--nodes", "1")
     assert code == 2 and err.count("\n") == 1 and "nodes: nothing fits on 1 node" in err and "2 nodes" in err
+
+
+def test_decode_step_counts_the_tensor_parallel_all_reduces():
+    # Llama-3.1-70B at tensor 8, 16 sequences: per layer two all-reduces of 16 tokens × 8,192 × 2 B = 262,144 B;
+    # a ring moves 2·7/8 of it over NVLink's 450 GB/s each way (1.02 µs) plus the stated 8 µs per collective;
+    # × 2 × 80 layers = 1.44 ms on top of the ranks' roofline time.
+    from part1_capacity import deploy
+
+    plan = make_plan("llama-3.1-70b", "h100", Workload(context=32768, batch=16))
+    per = 2 * 7 / 8 * 16 * 8192 * 2 / 450e9 + deploy.ALLREDUCE_LATENCY_S
+    assert plan.decode_split.communication_s == pytest.approx(2 * 80 * per)
+    assert plan.decode.time_s == pytest.approx(plan.decode_split.rank_s + plan.decode_split.communication_s)
+    one = make_plan("llama-3.1-8b", "h100", Workload(context=4096))
+    assert one.parallelism["tensor"] == 1 and one.decode_split.communication_s == 0

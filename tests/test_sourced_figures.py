@@ -165,3 +165,10 @@ def test_every_tier_latency_is_from_the_accelerator():
     assert all(t.measured_from for t in ts)
     assert min(lat.values()) == lat["hbm"]
     assert lat["cxl"] > lat["host-dram"]          # the expander sits behind the same PCIe hop as host DRAM
+
+
+def test_snapdragon_bandwidth_derivation_moves_8_bytes_per_transfer():
+    """The old derivation read '5300 MT/s × 16 B (64-bit)': the right figure for the wrong reasons (a 64-bit bus
+    moves 8 B per transfer; 5,300 MHz is the clock of a double-data-rate bus, 10,600 MT/s)."""
+    src = load_accelerator("snapdragon-8-elite").source
+    assert "16 B" not in src and "10,600 MT/s x 8 B" in src
