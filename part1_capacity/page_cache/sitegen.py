@@ -257,12 +257,19 @@ def law_md(runs, study) -> str:
     law = index_memory.plan_index("flat", rows_in[0]["run"]["index_vectors"], rows_in[0]["run"]["index_dim"],
                                   results_dir=RESULTS)
     ratios = ", ".join(f"{x['knee'].ratio:.2f}" for x in rows_in)
+    tested = [x for x in rows_in if x["from_others"]]
+    safe = [x for x in tested if x["plan"].host_memory_needed_bytes >= x["knee"].mem_available_at_knee_bytes]
+    worst = max((x["knee"].mem_available_at_knee_bytes - x["plan"].host_memory_needed_bytes for x in tested),
+                default=0)
+    check = (f" Predicted from the other runs only, the knee's MemAvailable was on the safe side (predicted ≥ "
+             f"measured) for {len(safe)} of {len(tested)} runs"
+             + (f"; the worst miss was {worst / 1e9:.2f} GB" if worst > 0 else "") + "." if tested else "")
     return ("\n".join(rows) + "\n\n"
             f"The law for this host, as the calculator uses it: **p99 stays flat while MemAvailable ≥ index + "
             f"{law.hot_cache_bytes / 1e9:.2f} GB** (the largest hot cache of the runs above). In ratios, the knees "
             f"fell at MemAvailable = {ratios} × the index here, against "
             + ", ".join(f"{s['available_at_p99_knee_gb'] / s['index_gb']:.2f}" for s in study["runs"])
-            + " in the original study.\n")
+            + f" in the original study.{check}\n")
 
 
 def calculator_md(runs) -> str:
