@@ -228,3 +228,26 @@ def test_live_calculator_python_keeps_to_the_browsers_python(built_site):
         if path.endswith(".py"):
             assert text == (REPO / path).read_text(), f"{path}: the site's copy differs from the package"
             ast.parse(text, filename=path, feature_version=(3, 8))
+
+
+LESSONS = [p for p in PAGES if p.startswith("part0/")]
+
+
+@pytest.mark.parametrize("page_path", LESSONS)
+def test_lesson_ends_with_questions_exercise_and_next(built_site, page_path):
+    """Self-check questions with folded answers, a linked "Do the exercise" block (open and grade commands), Next."""
+    import posixpath
+    import re
+
+    html = (built_site / page_path).read_text(encoding="utf-8")
+    assert len(re.findall(r'<details class="question"', html)) >= 2, "fewer than two self-check questions"
+    block = re.search(r'<div class="admonition example">\s*<p class="admonition-title">Do the exercise</p>(.*?)'
+                      r'</div>\s*<p><strong>Next:</strong>\s*<a href="([^"]+)"', html, re.S)
+    assert block, "no 'Do the exercise' block followed by a Next link"
+    body, next_href = block.groups()
+    nb = re.search(r'href="([^"]+\.ipynb)"', body)
+    assert nb and (built_site / posixpath.normpath(posixpath.join(posixpath.dirname(page_path), nb.group(1)))).is_file()
+    text = re.sub(r"<[^>]+>", "", body)
+    assert "jupyter lab exercises/" in text and "pytest tests/autograder/" in text
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(page_path), next_href))
+    assert target == PAGES[PAGES.index(page_path) + 1], f"Next goes to {target}"

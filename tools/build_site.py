@@ -19,7 +19,7 @@ os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
 
 
 def generators():
-    for pkg in ("part0_foundations", "part1_capacity"):
+    for pkg in ("course", "part0_foundations", "part1_capacity"):
         for p in sorted((REPO / pkg).glob("**/sitegen.py")):
             rel = p.relative_to(REPO).with_suffix("")
             yield ".".join(rel.parts)

@@ -10,6 +10,8 @@ import json
 
 import torch
 
+from course.exercises import exercise_block
+
 from part0_foundations.l02_encoder_decoder import data
 from part0_foundations.l02_encoder_decoder.model import CHECKPOINT, greedy_decode, load_model
 from part0_foundations.l02_encoder_decoder.train import RESULTS
@@ -131,8 +133,7 @@ def heatmap_figure(model, path):
     src = data.source_tensor(HEATMAP_TEXTS)
     out = greedy_decode(model, src, data.TARGET_LEN)
     n_layers = model.config.n_decoder_layers
-    fig, axes = plt.subplots(len(HEATMAP_TEXTS), n_layers, figsize=(5.2 * n_layers, 3.3 * len(HEATMAP_TEXTS)),
-                             squeeze=False)
+    maps = []
     with torch.no_grad():
         for j, text in enumerate(HEATMAP_TEXTS):
             s = src[j : j + 1, : len(text)]
@@ -140,21 +141,25 @@ def heatmap_figure(model, path):
             tgt = torch.tensor([[data.BOS_ID] + data.encode_text(iso)])
             memory = model.encode(s)
             _, weights = model.decode(tgt, memory, model.padding_mask(s), return_cross_weights=True)
-            for layer in range(n_layers):
-                ax = axes[j][layer]
-                w = weights[layer][0].mean(0).numpy()  # (T, S): row t is the step that writes output character t
-                ax.imshow(w, cmap="magma", vmin=0, vmax=max(float(w.max()), 1e-6), aspect="auto")
-                ax.set_xticks(range(len(text)), list(text.replace(" ", "␣")), fontsize=8)
-                ax.set_yticks(range(len(iso) + 1), list(iso) + ["<eos>"], fontsize=8)
-                ax.set_title(f"“{text}” → {iso}   (decoder layer {layer + 1})", fontsize=9)
-                if layer == 0:
-                    ax.set_ylabel("character being written", fontsize=8)
-                if j == len(HEATMAP_TEXTS) - 1:
-                    ax.set_xlabel("source character", fontsize=8)
-    fig.suptitle("cross-attention weights (mean over heads): row = the character the decoder is about to write",
-                 fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.985))
-    fig.savefig(path, dpi=100, bbox_inches="tight")
+            # (T, S) per layer: row t is the step that writes output character t.
+            maps.append((text, iso, [weights[layer][0].mean(0).numpy() for layer in range(n_layers)]))
+    # One colour scale for every panel, with its bar: panels compare with each other.
+    vmax = max(float(w.max()) for _, _, ws in maps for w in ws)
+    # Sized to be shown about 940 px wide: tick labels stay ~10 px on the page.
+    fig, axes = plt.subplots(len(maps), n_layers, figsize=(11, 3.4 * len(maps)), squeeze=False, layout="constrained")
+    for j, (text, iso, ws) in enumerate(maps):
+        for layer, w in enumerate(ws):
+            ax = axes[j][layer]
+            im = ax.imshow(w, cmap="magma", vmin=0, vmax=vmax, aspect="auto")
+            ax.set_xticks(range(len(text)), list(text.replace(" ", "␣")), fontsize=10)
+            ax.set_yticks(range(len(iso) + 1), list(iso) + ["<eos>"], fontsize=10)
+            ax.set_title(f"“{text}” → {iso}   (decoder layer {layer + 1})", fontsize=11)
+            if layer == 0:
+                ax.set_ylabel("character being written", fontsize=10)
+            if j == len(maps) - 1:
+                ax.set_xlabel("source character", fontsize=10)
+    fig.colorbar(im, ax=axes, shrink=0.5, label="cross-attention weight (mean over heads)")
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -187,6 +192,19 @@ def _tables(res, out):
     for form, acc in ev["per_form_exact_match"].items():
         rows.append(f"| `{form}` | {data.render(example, form)} | {_pct(acc)} |")
     (out / "per_form.md").write_text("\n".join(rows) + "\n")
+    per_form = ev["per_form_exact_match"]
+    imperfect = sorted((acc, form) for form, acc in per_form.items() if acc < 1)
+    summary = (f"In **{len(per_form) - len(imperfect)} of the {len(per_form)} forms** every one of the "
+               f"{ev['n_test']:,} test dates is translated exactly")
+    summary += (": all of them." if not imperfect else "; the others: " + ", ".join(
+        f"`{form}` ({data.render(example, form)}) at {_pct(acc)}" for acc, form in imperfect) + ".")
+    (out / "per_form_summary.md").write_text(summary + "\n")
+    (out / "check_ablation.md").write_text(
+        f"Because every output character is looked up in the input, and the cut-off decoder has nothing to look "
+        f"up: it writes {ev['ablation_distinct_outputs']} distinct string(s) for {ev['n_test']:,} different dates "
+        f"and gets {_pct(ev['ablation_exact_match'])} exactly right, against {_pct(ev['test_exact_match'])} with "
+        f"cross-attention. Its {_pct(ev['ablation_char_accuracy'])} of characters right is what the layout of an "
+        f"ISO date gives away (the best input-blind guess gets {_pct(ev['chance_char_accuracy'])}).\n")
     errs = [dict(e, form="(seeded)") for e in ev["errors"]] + ev["per_form_errors"]
     rows = ["| set | form | input | expected | model wrote |", "|---|---|---|---|---|"]
     rows += [f"| {'2,000 test dates' if e['form'] == '(seeded)' else 'per form'} | `{e['form']}` | `{e['text']}` "
@@ -231,5 +249,8 @@ def build(out):
         training_figure(res, out / "training_curve.png")
         heatmap_figure(model, out / "cross_attention.png")
         _tables(res, out)
+        from part0_foundations.l02_encoder_decoder import notebook
+
+        (out / "exercise.md").write_text(exercise_block(notebook))
     finally:
         torch.set_num_threads(threads)

@@ -1,6 +1,9 @@
 """Tables and the scale-distribution figure for site/part0/04_gpt2_int8.md, from the saved comparison results
 (``results/comparison.json``, written by ``compare.py`` for the shipped model). Nothing is measured here."""
 import json
+import math
+
+from course.exercises import exercise_block
 
 from part0_foundations.l04_gpt2_int8 import data
 from part0_foundations.l04_gpt2_int8.compare import HIST_BINS, layers_table, variants_table
@@ -89,6 +92,31 @@ def figure(results, path):
     plt.close(fig)
 
 
+def _checks(results, out):
+    """Answers of the page's self-check questions, from the saved comparison (and one line of arithmetic)."""
+    c, m = results["conversion"], results["model"]
+    (out / "check_conv.md").write_text(
+        f"`quantize_dynamic` replaces modules by type and knows `nn.Linear`, not `Conv1D`: on the lesson model it "
+        f"quantizes **{c['quantized_by_torch_before_conversion']}** modules before the conversion and "
+        f"**{c['quantized_by_torch_after_conversion']}** after it (lm_head left out), with logits unchanged by the "
+        f"conversion to {c['logit_max_abs_diff']:.0e}.\n")
+    v = {r["key"]: r for r in results["variants"]}
+    kept, head = v["hand_per_channel"], v["hand_per_channel_lm_head"]
+    extra = head["state_bytes"] - kept["state_bytes"]
+    vd = m["vocab_size"] * m["n_embd"]
+    (out / "check_lm_head.md").write_text(
+        f"Because the head's weight *is* the embedding `wte`, which the input lookup still needs in FP32: quantizing "
+        f"the head adds an INT8 copy instead of replacing anything. Measured on the lesson model (per-channel, by "
+        f"hand): {kept['state_bytes']:,} → {head['state_bytes']:,} bytes, **{extra:,} bytes more** — the "
+        f"\\(V \\times d\\) = {m['vocab_size']:,} × {m['n_embd']} = {vd:,} INT8 weights of the copy, plus its "
+        f"{m['vocab_size']:,} float32 scales ({4 * m['vocab_size']:,} bytes) and the state dict's bookkeeping.\n")
+    ratio = 10
+    (out / "check_sqnr.md").write_text(
+        f"Its step is {ratio}× coarser than its own scale would give, so its rounding error's mean square "
+        f"\\(s^2/12\\) is {ratio ** 2}× larger: {10 * math.log10(ratio ** 2):.1f} dB less SQNR for that row. "
+        f"Per-channel scales give it back at no run-time cost.\n")
+
+
 def build(out):
     results = json.loads(data.RESULTS_PATH.read_text())
     (out / "variants.md").write_text(variants_table(results))
@@ -120,5 +148,9 @@ def build(out):
         f"{log['args']['threads']} thread(s) of a shared machine (it stops at {log['args']['steps']} steps or "
         f"{log['args']['minutes']:g} minutes), held-out perplexity {log['heldout_perplexity']:.1f}; command "
         f"`{log['command']}`, log in `model/train_log.json`.\n")
+    _checks(results, out)
+    from part0_foundations.l04_gpt2_int8 import notebook
+
+    (out / "exercise.md").write_text(exercise_block(notebook))
     warning = results["torch_deprecation_warning"] or "(no deprecation warning was raised)"
     (out / "deprecation.md").write_text("```text\n" + warning.strip() + "\n```\n")

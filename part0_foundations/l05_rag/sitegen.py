@@ -14,12 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
+from course.exercises import exercise_block
 from part0_foundations.l05_rag import evalset
 from part0_foundations.l05_rag import index as ix
 from part0_foundations.l05_rag.embed import Embedder, count_tokens
 from part0_foundations.l05_rag.memory import RESULT
 from part0_foundations.l05_rag.pipeline import OVERLAP, SIZE
-from part0_foundations.l05_rag.rag import Hit, build_prompt, chunk_corpus, load_corpus
+from part0_foundations.l05_rag.rag import Hit, build_prompt, chunk_corpus, chunk_text, load_corpus
 
 NAME = "l05"
 REPO = Path(__file__).resolve().parents[2]
@@ -174,3 +175,23 @@ def _memory(out: Path):
     ax.legend(fontsize=8, loc="lower right")
     fig.savefig(out / "memory.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
+    _checks(out)
+
+
+def _checks(out: Path):
+    """Answers of the page's self-check questions, computed with the lesson's own functions."""
+    text = "x" * 2000
+    spans = [(c.start, c.end) for c in chunk_text(text, "page", SIZE, OVERLAP)]
+    (out / "check_chunks.md").write_text(
+        f"**{len(spans)} chunks**: windows start every {SIZE} − {OVERLAP} = {SIZE - OVERLAP} characters, at "
+        + ", ".join(str(a) for a, _ in spans) + f"; they span " + ", ".join(f"{a}–{b}" for a, b in spans)
+        + f" (the last one ends exactly at the end of the page, so it is shorter).\n")
+    n, d = 1_000_000, 384
+    b = ix.flat_index_bytes(n, d)
+    (out / "check_bytes.md").write_text(
+        f"\\(45 + 4nd\\) = **{b:,} bytes** ({b / 2**30:.2f} GiB): the header is nothing, the float32 vectors are "
+        f"everything. Opened with mmap it costs no private memory, but a flat search reads every vector, so all "
+        f"{b / 2**30:.2f} GiB must sit in the page cache for searches to stay fast.\n")
+    from part0_foundations.l05_rag import notebook
+
+    (out / "exercise.md").write_text(exercise_block(notebook))
