@@ -147,10 +147,32 @@ def _open_gguf(path, field: str):
         raise InputError(f"{field}: {p.name} is not a readable GGUF file ({msg})") from None
 
 
+_SPLIT = re.compile(r"^(.*)-(\d{5})-of-(\d{5})\.gguf$")
+
+
+def _other_parts(path: Path, reader, field: str) -> list:
+    """Readers of the other files of a split GGUF (``name-00001-of-00003.gguf``, llama.cpp's gguf-split naming,
+    ``split.count`` in the metadata); the first part must be the one given, and every part present."""
+    count = gguf_field(reader, "split.count")
+    if not count or count == 1:
+        return []
+    count = validate.number(count, f"{field}: GGUF field 'split.count'", lo=1, hi=1000, integer=True)
+    m = _SPLIT.match(path.name)
+    if not m or int(m.group(2)) != 1:
+        raise InputError(f"{field}: {path.name} is one part of a split GGUF ({count} parts): pass the first part, "
+                         f"named like model-00001-of-{count:05d}.gguf")
+    parts = [path.with_name(f"{m.group(1)}-{i:05d}-of-{count:05d}.gguf") for i in range(2, count + 1)]
+    for p in parts:
+        if not p.is_file():
+            raise InputError(f"{field}: {p} is missing (part of a split GGUF of {count}); download every part")
+    return [_open_gguf(p, field) for p in parts]
+
+
 def gguf_profile_dict(path, field: str = "model", reader=None) -> dict:
     """Profile fields (the bundled table's format, ``profiles.profile_from_dict``) from a GGUF's metadata."""
     path = Path(path)
     r = reader or _open_gguf(path, field)
+    others = _other_parts(path, r, field)
     arch = gguf_field(r, "general.architecture")
     if arch not in GGUF_ARCHITECTURES:
         raise InputError(f"{field}: GGUF architecture {validate.show(arch)} is not supported; supported: "
@@ -223,10 +245,12 @@ def gguf_profile_dict(path, field: str = "model", reader=None) -> dict:
     if n_heads % out["n_kv_heads"]:
         out["n_kv_heads"] = n_heads
 
-    # parameters and exact bytes from the tensor table; routed experts (`*_exps`) count k/n toward active
+    # parameters and exact bytes from the tensor table (of every part of a split GGUF); routed experts
+    # (`*_exps`) count k/n toward active
     total = experts = loaded = 0
     by_type: dict[str, int] = {}
-    for t in r.tensors:
+    tensors = [t for part in [r, *others] for t in part.tensors]
+    for t in tensors:
         n_el, n_b = int(t.n_elements), int(t.n_bytes)
         total += n_el
         experts += n_el if "_exps" in t.name else 0
@@ -238,7 +262,7 @@ def gguf_profile_dict(path, field: str = "model", reader=None) -> dict:
     ftype = gguf_field(r, "general.file_type")
     out.update(params_total=float(total), params_active=float(active),
                native_dtype=_FILE_TYPES.get(ftype if isinstance(ftype, int) else -1, "fp32"))
-    out["_checkpoint"] = Checkpoint(GGUF, float(loaded), float(loaded), by_type, len(r.tensors), str(path))
+    out["_checkpoint"] = Checkpoint(GGUF, float(loaded), float(loaded), by_type, len(tensors), str(path))
     return out
 
 

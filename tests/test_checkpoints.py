@@ -164,3 +164,30 @@ def test_a_file_that_is_not_gguf(tmp_path, capsys):
                    "not a readable GGUF file")
     one_line_error(capsys, ["plan", "--model", str(tmp_path), "--accelerator", "h100", "--context", "8"],
                    "has no config.json")
+
+
+def test_a_split_gguf_counts_every_part(tmp_path):
+    """llama.cpp's gguf-split: metadata in the first part, tensors spread; split.count says how many parts."""
+    import gguf
+    names = [tmp_path / f"tiny-{i:05d}-of-00002.gguf" for i in (1, 2)]
+    for i, p in enumerate(names):
+        w = gguf.GGUFWriter(str(p), "llama")
+        w.add_uint16("split.no", i)
+        w.add_uint16("split.count", 2)
+        w.add_int32("split.tensors.count", 2)
+        if i == 0:
+            for add, v in ((w.add_block_count, 2), (w.add_context_length, 2048), (w.add_embedding_length, 64),
+                           (w.add_feed_forward_length, 128), (w.add_head_count, 4), (w.add_head_count_kv, 2)):
+                add(v)
+        w.add_tensor(f"t{i}.weight", np.zeros((100, 64), np.float16))          # 12,800 bytes each
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+    m = load_model(str(names[0]))
+    assert m.checkpoint.loaded_bytes == 2 * 12800 and m.params_total == 2 * 6400
+    with pytest.raises(InputError, match="pass the first part"):
+        load_model(str(names[1]))
+    names[1].unlink()
+    with pytest.raises(InputError, match="tiny-00002-of-00002.gguf is missing"):
+        load_model(str(names[0]))
