@@ -51,7 +51,7 @@ def run(a) -> int:
     print(table(rows, ["model", "structure", "weights", "KV/token", "KV/seq", "KV total", "weights size",
                        "KV/W", "accel.", "w/o KV", "by KV", "bottleneck"], left=(0, 1, 2, 11)))
     for d in plans:
-        print(f"- {d['model']}: {d['bottleneck']} — {d['implication']}")
+        print(f"- {d['model']}: {d['bottleneck']} — {d['verdict']}")
     return 0
 
 
