@@ -7,6 +7,7 @@ applied to each run's index). Runs that found a p99 knee are plotted; when none 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -241,19 +242,21 @@ def law_md(runs, study) -> str:
     if not rows_in:
         return "No saved run has a confirmed knee measured with the hog in place yet.\n"
     rows = ["| index | MemAvailable at the knee | − index = hot cache | of which: other files cached | free "
+            "| pages scanned in that cycle: kswapd / direct "
             "| predicted MemAvailable at the knee (other runs' law) | memory taken at the knee: predicted → measured |",
-            "|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|"]
     for x in rows_in:
         r, k, c, plan = x["run"], x["knee"], x["cycle"], x["plan"]
         other_files = c["cached_bytes"] - c["index_resident_bytes"]
         note = "" if x["from_others"] else " (its own run: only one saved)"
         rows.append(f"| {_gb(k.index_bytes)} | {_gb(k.mem_available_at_knee_bytes)} | "
                     f"{k.hot_cache_bytes / 1e9:+.2f} GB | {_gb(other_files)} | {_gb(c['mem_free_bytes'])} | "
+                    f"{c['reclaim'].get('pgscan_kswapd', 0):,} / {c['reclaim'].get('pgscan_direct', 0):,} | "
                     f"{_gb(plan.host_memory_needed_bytes)}{note} | "
                     f"{_gb(plan.headroom_bytes)} → {_gb(k.hog_at_knee_bytes)} |")
     for s in study["runs"]:
         rows.append(f"| {s['index_gb']:g} GB ({s['label']}) | {s['available_at_p99_knee_gb']:.2f} GB | "
-                    f"{s['available_at_p99_knee_gb'] - s['index_gb']:+.2f} GB | — | — | — | — |")
+                    f"{s['available_at_p99_knee_gb'] - s['index_gb']:+.2f} GB | — | — | — | — | — |")
     law = index_memory.plan_index("flat", rows_in[0]["run"]["index_vectors"], rows_in[0]["run"]["index_dim"],
                                   results_dir=RESULTS)
     ratios = ", ".join(f"{x['knee'].ratio:.2f}" for x in rows_in)
@@ -306,7 +309,10 @@ def study_md(runs, study) -> str:
             f"{abs(s25['available_at_p99_knee_gb'] / s25['index_gb'] - s5['available_at_p99_knee_gb'] / s5['index_gb']):.2f}, "
             f"the excess by {abs(hot5 - hot25):.2f} GB. Those gigabytes are the files a desktop keeps hot — the "
             "browser, the desktop session, the libraries of everything running — which the kernel keeps as readily "
-            "as the index's pages.")
+            "as the index's pages. Its watermarks were tens of MB whatever its settings: the kernel's default "
+            f"`min_free_kbytes` is √(16 × memory in KiB) = {math.sqrt(16 * s5['host_gb'] * 1e9 / 1024) / 1024:.0f} MiB "
+            f"for its memory, and the floor for transparent huge pages (below) {512 * 3 * 11 * 4096 / 2**20:.0f} MiB "
+            "with three zones.")
     if ours:
         hot = [x["knee"].hot_cache_bytes / 1e9 for x in ours]
         text += (f" This host, a virtual machine shared with other work, broke with "
