@@ -57,7 +57,7 @@ class ModelProfile:
     hf_repo: str = ""        # the Hugging Face repository a server loads
     source: str = ""
     weight_groups: tuple = ()      # weights.WeightGroup per storage precision (empty: all at native_dtype)
-    checkpoint: object = None      # weights.Checkpoint: exact bytes from safetensors/GGUF headers, when read
+    checkpoint: object = field(default=None, compare=False)   # weights.Checkpoint: exact bytes from headers
     extra: dict = field(default_factory=dict, compare=False)
 
     # --- what kind of model ---------------------------------------------------------------------------------

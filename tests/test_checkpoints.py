@@ -64,6 +64,7 @@ def test_a_model_folder_gets_its_weight_bytes_from_the_safetensors_headers(tmp_p
     assert m.checkpoint.loaded_bytes == FP8_BYTES == 104_580
     assert m.checkpoint.by_type == {"BF16": 32768 + 128 + 32768, "F8_E4M3": 4096, "F32": 4, "U8": 32768 + 2048}
     assert m.n_layers == 2 and m.kv_bytes_per_token(2) == 2 * 2 * 2 * 16 * 2
+    assert {m: 1}[m] == 1                                   # a profile stays hashable with its checkpoint
     assert main(["plan", "--model", str(d), "--accelerator", "h100", "--context", "1024", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["weights_bytes"] == FP8_BYTES and plan["weights_bytes_source"] == "safetensors"
