@@ -48,6 +48,7 @@ from part1_capacity.errors import InputError
 ALLREDUCE_LATENCY_S = 8e-6
 ALLREDUCE_LATENCY_ACROSS_NODES_S = 30e-6
 ACTIVATION_BYTES = 2          # bf16 activations exchanged between ranks
+MAX_EXPERT_GROUP = 256        # largest expert-parallel group searched (ranks)
 
 
 # --- the rules -----------------------------------------------------------------------------------------------------
@@ -158,7 +159,8 @@ def replicas_needed(model, acc, wl, T, B, shape: Shape, with_cache: bool = True)
     Without expert parallelism a replica of ``t·p`` ranks holds ``g = ⌊(U − W/(t·p)) / (s/p)⌋`` sequences
     (``U`` usable bytes per rank, ``W`` weights, ``s`` one sequence's cache on a tensor rank), so ``d = ⌈B/g⌉``.
     With it, a rank holds ``W_dense/t + W_experts/(t·d)`` of weights and ``⌈B/d⌉·s``: the fewest ``d``, a power of
-    two (so the experts divide evenly over the group) up to the first one ≥ ``B``."""
+    two (so the experts divide evenly over the group), with ``t·d`` at most ``MAX_EXPERT_GROUP`` (ranks beyond
+    the batch still hold their share of the experts and run empty steps, as vLLM's data-parallel ranks do)."""
     T = np.asarray(T, dtype=np.float64)
     B = np.asarray(B, dtype=np.float64)
     shape_ = np.broadcast(T, B).shape
@@ -177,14 +179,14 @@ def replicas_needed(model, acc, wl, T, B, shape: Shape, with_cache: bool = True)
     We, _ = expert_bytes(model, wl)
     Wd = W - We
     d = np.full(shape_, np.inf)
-    k = 0
-    while True:                       # expert groups in powers of two (how the experts divide evenly)
-        dk = 2.0 ** k
+    dk = 1
+    while t * dk <= MAX_EXPERT_GROUP:  # expert groups in powers of two (how the experts divide evenly)
         ok = np.isinf(d) & (Wd / t + We / (t * dk) + np.ceil(Bb / dk) * s <= U)
-        d = np.where(ok, dk, d)
-        if dk >= Bb.max() or not np.isinf(d).any():
-            return d
-        k += 1
+        d = np.where(ok, float(dk), d)
+        if not np.isinf(d).any():
+            break
+        dk *= 2
+    return d
 
 
 def fewest_accelerators(model, acc, wl, T, B, with_cache: bool = True):
@@ -302,7 +304,7 @@ def candidates(model, acc, wl, with_cache: bool = True, max_nodes: int | None = 
         if max_nodes is not None:
             top = max(d, min(B, max_nodes * acc.node_size // (sh.tensor * sh.pipeline)))
         for dd in range(d, top + 1):
-            if not sh.expert or dd & (dd - 1) == 0:
+            if not sh.expert or (dd & (dd - 1) == 0 and sh.tensor * dd <= MAX_EXPERT_GROUP):
                 out.append(_deployment(model, acc, wl, T, B, sh, dd, with_cache))
     return out
 

@@ -26,8 +26,8 @@ def run(capsys, *argv):
 
 def brute_force(model, acc, T, B, usable_fraction=0.9, overhead=2 * GIB, weight_bytes=2, kv_bytes=2):
     """Every allowed deployment, counted: tensor t a power of two ≤ max_tp dividing the heads; pipeline stages
-    only with the largest such t; replicas as needed; for MoE, expert parallelism over t·d ranks (d a power of
-    two), each rank holding the dense weights / t, the experts / (t·d) and its ⌈B/d⌉ sequences."""
+    only with the largest such t; replicas as needed; for MoE, expert parallelism over t·d ≤ 256 ranks (d a power
+    of two), each rank holding the dense weights / t, the experts / (t·d) and its ⌈B/d⌉ sequences."""
     usable = acc.memory_bytes * usable_fraction - overhead
     W = model.params_total * weight_bytes
     experts = W * (1 - model.params_active / model.params_total)
@@ -44,11 +44,9 @@ def brute_force(model, acc, T, B, usable_fraction=0.9, overhead=2 * GIB, weight_
             if per_replica >= 1:
                 best = min(best, t * pp * math.ceil(B / per_replica))
         d = 1
-        while model.is_moe and "vllm" in acc.engines:
+        while model.is_moe and "vllm" in acc.engines and t * d <= 256:
             if (W - experts) / t + experts / (t * d) + math.ceil(B / d) * seq <= usable:
                 best = min(best, t * d)
-                break
-            if d >= B:
                 break
             d *= 2
     return best
