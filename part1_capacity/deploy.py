@@ -201,7 +201,8 @@ def fewest_accelerators(model, acc, wl, T, B, with_cache: bool = True):
 # --- time of a step on a deployment --------------------------------------------------------------------------------
 def allreduce_seconds(acc, ranks: int, nbytes: float, across_nodes: bool) -> float:
     """One ring all-reduce of ``nbytes`` over ``ranks`` devices: ``2(r−1)/r × bytes / bandwidth`` one direction
-    (the interconnect figure is both directions) plus a fixed latency."""
+    (the interconnect figure is both directions) plus a fixed latency — larger when the ranks span more than one
+    scale-up domain (``across_nodes``; the bandwidth term then still uses the fast link: optimistic)."""
     if ranks <= 1:
         return 0.0
     one_way = acc.interconnect / 2 if acc.interconnect else 0.0
@@ -229,10 +230,10 @@ def rank_step_time(model, acc, wl, tokens, seqs, flops, weight_bytes_read, cache
                                      peak, acc.bandwidth))
     tok = tokens / k
     comm_layer = 2 * allreduce_seconds(acc, t, tok * model.hidden_size * ACTIVATION_BYTES,
-                                       across_nodes=t > acc.node_size)
+                                       across_nodes=t > acc.max_tp)   # never: tensor ranks share the fast link
     if dep.expert > 1:          # dispatch + combine of the tokens over the expert group, approximated likewise
         comm_layer += 2 * allreduce_seconds(acc, dep.expert, tok * model.hidden_size * ACTIVATION_BYTES,
-                                            across_nodes=dep.expert > acc.node_size)
+                                            across_nodes=dep.expert > acc.max_tp)
     comm = comm_layer * model.n_layers / p
     total = p * (stage + comm)
     return StepTime(total, p * stage, p * comm, k, 1 - k / p)
