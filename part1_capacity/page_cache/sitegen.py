@@ -54,40 +54,66 @@ def _x(run):
     return [c["hog_bytes"] / 1e9 for c in run["cycles"]]
 
 
+def _gaps(x, step):
+    """Indices i where x jumps from x[i-1] by more than 1.5 steps: nothing was measured in between."""
+    return [i for i in range(1, len(x)) if x[i] - x[i - 1] > 1.5 * step]
+
+
+def _broken(x, y, gaps):
+    """x and y with a None inserted at each gap, so a line is not drawn across an unmeasured range."""
+    xs, ys = list(x), [float("nan") if v is None else v for v in y]
+    for i in reversed(gaps):
+        xs.insert(i, float("nan"))
+        ys.insert(i, float("nan"))
+    return xs, ys
+
+
 def plot_run(run, path):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cycles, x = run["cycles"], _x(run)
+    cycles, x_measured = run["cycles"], _x(run)
+    gaps = _gaps(x_measured, _step_gb(run))
+    x, _ = _broken(x_measured, x_measured, gaps)
+
+    def line(values):
+        return _broken(x_measured, list(values), gaps)[1]
+
     fig, (ax_lat, ax_flt, ax_pct) = plt.subplots(3, 1, figsize=(8, 8.5), sharex=True,
                                                  gridspec_kw={"height_ratios": [3, 1.4, 2]})
     for key, label, style in (("p999_us", "p99.9", ":"), ("p99_us", "p99", "-"), ("p50_us", "p50", "--")):
-        ax_lat.plot(x, [c[key] for c in cycles], style, marker="o", ms=3, label=label)
-    ax_lat.plot(x, [c["mean_us"] for c in cycles], "-.", color="grey", lw=1, label="mean")
+        ax_lat.plot(x, line(c[key] for c in cycles), style, marker="o", ms=3, label=label)
+    ax_lat.plot(x, line(c["mean_us"] for c in cycles), "-.", color="grey", lw=1, label="mean")
     threshold = knee_threshold(run)
     if threshold:
-        ax_lat.plot(x, threshold, color="black", lw=0.8, alpha=0.5,
+        ax_lat.plot(x, line(threshold), color="black", lw=0.8, alpha=0.5,
                     label=f"{run['config']['knee_factor']:g} × baseline with the hog in place (p99)")
     ax_lat.set_yscale("log")
     ax_lat.set_ylabel("page read latency (µs)")
     ax_lat.set_title(f"{_gb(run['index_bytes'])} index on a {_gb(run['host_mem_bytes'])} host — "
                      f"{run['started_at'][:10]}, {run['host']['hostname']}")
 
-    ax_flt.bar(x, [max(c["major_faults"], 0) for c in cycles], width=0.6 * _step_gb(run), color="tab:red")
+    ax_flt.bar(x_measured, [max(c["major_faults"], 0) for c in cycles], width=0.6 * _step_gb(run), color="tab:red")
     ax_flt.set_yscale("symlog", linthresh=1)
     ax_flt.set_ylim(0, max(10, 3 * max(c["major_faults"] for c in cycles)))
     ax_flt.set_ylabel("major faults\nper cycle")
 
     index = run["index_bytes"]
     host = run["host_mem_bytes"]
-    ax_pct.plot(x, [100 * c["index_resident_bytes"] / index for c in cycles], "-", marker="o", ms=3,
+    ax_pct.plot(x, line(100 * c["index_resident_bytes"] / index for c in cycles), "-", marker="o", ms=3,
                 label="index in page cache (% of index)")
-    ax_pct.plot(x, [100 * c["mem_available_bytes"] / host for c in cycles], "-", label="MemAvailable (% of host)")
+    ax_pct.plot(x, line(100 * c["mem_available_bytes"] / host for c in cycles), "-", label="MemAvailable (% of host)")
     if any(c["psi_some_avg10"] is not None for c in cycles):
-        ax_pct.plot(x, [c["psi_some_avg10"] for c in cycles], "--", label="PSI memory some avg10 (%)")
-        ax_pct.plot(x, [c["psi_full_avg10"] for c in cycles], ":", label="PSI memory full avg10 (%)")
+        ax_pct.plot(x, line(c["psi_some_avg10"] for c in cycles), "--", label="PSI memory some avg10 (%)")
+        ax_pct.plot(x, line(c["psi_full_avg10"] for c in cycles), ":", label="PSI memory full avg10 (%)")
+    for i in gaps:  # the range the run skipped (its --start-gb): shaded, with no line across it
+        for ax in (ax_lat, ax_flt, ax_pct):
+            ax.axvspan(x_measured[i - 1], x_measured[i], color="#eeeeee", zorder=0)
+        ax_flt.text((x_measured[i - 1] + x_measured[i]) / 2, 0.5, f"not measured: the hog went from "
+                    f"{x_measured[i - 1]:.1f} to {x_measured[i]:.1f} GB in one step",
+                    transform=ax_flt.get_xaxis_transform(), ha="center", va="center", fontsize=9, color="#777777")
     ax_pct.set_ylim(-3, 103)
     ax_pct.set_ylabel("percent")
     ax_pct.set_xlabel("memory taken by the hog (GB)")
