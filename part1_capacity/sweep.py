@@ -93,23 +93,35 @@ def heatmaps(s: Sweep, path, title: str | None = None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from matplotlib.colors import LogNorm
+
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, data, label, cmap in ((axes[0], s.needed, "accelerators needed", "viridis"),
                                   (axes[1], s.added_by_kv, "added by the KV cache", "magma")):
         shown = np.where(np.isfinite(data), data, np.nan)
-        im = ax.imshow(shown, origin="lower", aspect="auto", cmap=cmap)
+        # Counts span 1 to hundreds: on a log scale 2 vs 4 is as visible as 64 vs 128. Zero (nothing added)
+        # is drawn in the "under" colour, a cell where one sequence does not fit in the "bad" one.
+        norm = LogNorm(vmin=1, vmax=max(2.0, float(np.nanmax(shown)) if np.isfinite(shown).any() else 2.0))
+        cm = plt.get_cmap(cmap).copy()
+        cm.set_under("#e8e8e8")
+        cm.set_bad("white")
+        im = ax.imshow(np.where(shown == 0, 0.5, shown), origin="lower", aspect="auto", cmap=cm, norm=norm)
         ax.set_xticks(range(len(s.batches)), [fmt_k(int(b)) for b in s.batches], rotation=45)
         ax.set_yticks(range(len(s.contexts)), [fmt_k(int(c)) for c in s.contexts])
         ax.set_xlabel("concurrent sequences")
         ax.set_ylabel("context (tokens)")
-        ax.set_title(label)
+        ax.set_title(label + " (log colour scale)")
         if len(s.contexts) * len(s.batches) <= 120:
             for i in range(len(s.contexts)):
                 for j in range(len(s.batches)):
                     v = data[i, j]
+                    dark = np.isfinite(v) and v >= 1 and norm(v) < 0.6
                     ax.text(j, i, "×" if not np.isfinite(v) else f"{int(v)}", ha="center", va="center",
-                            fontsize=7, color="white" if np.isfinite(v) and v < np.nanmax(shown) * 0.6 else "black")
-        fig.colorbar(im, ax=ax, shrink=0.85)
+                            fontsize=7, color="white" if dark else "black")
+        bar = fig.colorbar(im, ax=ax, shrink=0.85, extend="min" if (shown == 0).any() else "neither")
+        ticks = [2 ** k for k in range(int(np.log2(norm.vmax)) + 1)]
+        bar.set_ticks(ticks[:: max(1, len(ticks) // 6)], labels=[f"{t:,}" for t in ticks[:: max(1, len(ticks) // 6)]])
+        bar.minorticks_off()
     fig.suptitle(title or f"{s.model.name} on {s.accelerator.name} (weights {s.workload.weights_dtype}, "
                           f"KV {s.workload.kv_dtype}; × = one sequence does not fit)", fontsize=10)
     fig.tight_layout()
