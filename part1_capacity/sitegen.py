@@ -167,7 +167,11 @@ def customers_table() -> tuple[str, list[dict]]:
     if got != CUSTOMERS_EXPECT:
         raise AssertionError(f"calculator page: the three customers' bottlenecks are now {got}, the page says "
                              f"{CUSTOMERS_EXPECT}: update the prose")
-    return "\n".join(out) + "\n\nWhat the calculator prints with each verdict:\n\n" + "\n".join(notes) + "\n", plans
+    structure = load_model(SAME_MODEL).structure
+    check = (f"\n\nThe cache figures are {structure} ({SAME_MODEL}); engine check: "
+             f"{engine_check(structure, e1_confirmations())}.")
+    return ("\n".join(out) + check + "\n\nWhat the calculator prints with each verdict:\n\n" + "\n".join(notes)
+            + "\n", plans)
 
 
 def overflow_table(plan: dict) -> str:
@@ -277,12 +281,16 @@ def build(out):
     growth_figure(out, plt)
     real_models_figure(out, plt)
     added = []
+    checks = []
     for mid, acc, wdt in HEATMAPS:
         m = load_model(mid)
         s = sweep(m, acc, pow2_grid(1024, m.max_context), pow2_grid(1, 256), weights_dtype=wdt)
         heatmaps(s, out / f"heatmap_{mid}.png")
+        checks.append(f"- `{mid}` ({m.structure}): {engine_check(m.structure, e1_confirmations())}")
         added.append((np.nanmax(np.where(np.isfinite(s.added_by_kv), s.added_by_kv, np.nan)),
                       np.nanmin(np.where(np.isfinite(s.without_kv), s.without_kv, np.nan))))
+    (out / "heatmaps_check.md").write_text("Engine check of each map's cache structure:\n\n" + "\n".join(checks)
+                                           + "\n")
     if not (added[1][0] < added[0][0] and added[1][1] > added[0][1]):
         raise AssertionError(f"calculator page: the heatmap prose (MLA: more accelerators for the weights, fewer "
                              f"added by the cache than the GQA model) no longer holds: {added}")
