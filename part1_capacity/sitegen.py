@@ -14,6 +14,7 @@ from part1_capacity.fmt import fmt_bytes, fmt_count, fmt_time
 from part1_capacity.compare import DEFAULT_ACCELERATOR, DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_MODELS
 from part1_capacity.dtypes import get_dtype
 from part1_capacity.engine.sitegen import e1_confirmations
+from part1_capacity import deploy, weights
 from part1_capacity.hardware import bundled_accelerators
 from part1_capacity.plan import IMPLICATIONS, Workload, make_plan
 from part1_capacity.loader import load_model
@@ -127,6 +128,103 @@ def roofline_table(plans) -> str:
             out.append(f"| `{d['model']}` | {ph} | {p['arithmetic_intensity']:,.1f} | {p['ridge_point']:,.0f} | "
                        f"{p['bound']} | {extra} |")
     return "\n".join(out) + "\n"
+
+
+# The tensor vs pipeline diagram: two structures, eight ranks each way, one workload.
+SPLIT_MODELS, SPLIT_RANKS, SPLIT_CONTEXT, SPLIT_BATCH = ("llama-3.1-70b", "deepseek-v3"), 8, 32_768, 16
+
+
+def stage_layers(n_layers: int, stages: int) -> list[int]:
+    """Layers per pipeline stage, as even as possible (the first stages take the remainder)."""
+    return [n_layers // stages + (i < n_layers % stages) for i in range(stages)]
+
+
+def parallel_split_figure(out: Path, plt) -> str:
+    """What each of SPLIT_RANKS accelerators holds when one replica is split by tensor or by pipeline parallelism.
+
+    Per rank: weights ``W/t`` (tensor) or the stage's share of the layers (pipeline), and the cache of
+    SPLIT_BATCH sequences of SPLIT_CONTEXT tokens — ``deploy.cache_per_rank`` for a tensor rank (whole K/V heads,
+    the MLA latent whole on every rank), the stage's layers' share for a pipeline stage. Returns the caption.
+    """
+    n, GiB = SPLIT_RANKS, 2 ** 30
+    fig, axes = plt.subplots(len(SPLIT_MODELS), 2, figsize=(11, 3.3 * len(SPLIT_MODELS)), sharey="row",
+                             layout="constrained")
+    notes = []
+    for row, mid in zip(axes, SPLIT_MODELS):
+        m = load_model(mid)
+        wl = Workload(context=SPLIT_CONTEXT, batch=SPLIT_BATCH, weights_dtype=m.native_dtype, state_dtype="bf16")
+        W = weights.weights_bytes(m)
+        whole_cache = deploy.cache_per_rank(m, wl, SPLIT_CONTEXT, 1) * SPLIT_BATCH
+        tp_cache = deploy.cache_per_rank(m, wl, SPLIT_CONTEXT, n) * SPLIT_BATCH
+        layers = stage_layers(m.n_layers, n)
+        if m.is_mla:
+            held = "the whole MLA latent on every rank (no heads)"
+        else:
+            held = f"{max(m.n_kv_heads // n, 1)} of {m.n_kv_heads} K/V heads per rank"
+        splits = (("tensor", [W / n] * n, [tp_cache] * n,
+                   f"tensor parallelism ×{n}: every rank has all {m.n_layers} layers,\n1/{n} of each weight matrix; "
+                   f"cache: {held}"),
+                  ("pipeline", [W * k / m.n_layers for k in layers], [whole_cache * k / m.n_layers for k in layers],
+                   f"pipeline parallelism ×{n}: each rank has "
+                   f"{min(layers) if min(layers) == max(layers) else f'{min(layers)}–{max(layers)}'} whole layers\n"
+                   f"and only those layers' cache"))
+        for ax, (kind, w, c, title) in zip(row, splits):
+            x = np.arange(n)
+            ax.bar(x, np.array(w) / GiB, 0.6, color="#4c72b0", label="weights")
+            ax.bar(x, np.array(c) / GiB, 0.6, bottom=np.array(w) / GiB, color="#dd8452", label="KV cache")
+            for i in range(n):
+                ax.text(i, (w[i] + c[i]) / GiB, f"{(w[i] + c[i]) / GiB:,.0f}", ha="center", va="bottom", fontsize=8)
+            ax.set_xticks(x, [f"rank {i}" for i in x], fontsize=8)
+            ax.set_title(f"{m.name} — {title}", fontsize=9)
+            ax.grid(axis="y", alpha=0.3)
+            ax.margins(y=0.15)
+        row[0].set_ylabel("GiB per accelerator")
+        notes.append(f"{m.name}: cache per rank {fmt_bytes(tp_cache)} split by tensor, at most "
+                     f"{fmt_bytes(whole_cache * max(layers) / m.n_layers)} split by pipeline")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=9)
+    fig.suptitle(f"One replica on {n} accelerators, {SPLIT_BATCH} sequences × {SPLIT_CONTEXT:,} tokens, "
+                 f"native weights, bf16 cache", fontsize=10)
+    fig.savefig(out / "parallel_split.png", dpi=100)
+    plt.close(fig)
+    return ("Per accelerator, for " + SPLIT_BATCH.__str__() + f" sequences of {SPLIT_CONTEXT:,} tokens on {n} "
+            f"ranks: " + "; ".join(notes) + ".\n")
+
+
+def roofline_summary(plans) -> str:
+    """The roofline table in two sentences, with its own numbers: which bound each phase hits, and how far."""
+    pre = [d["prefill"] for d in plans]
+    dec = sorted(plans, key=lambda d: d["decode"]["arithmetic_intensity"])
+    lo, hi = dec[0], dec[-1]
+    if any(p["bound"] != "compute" for p in pre) or any(d["decode"]["bound"] != "memory" for d in plans):
+        raise AssertionError("calculator page: the roofline prose (prefill compute-bound, decode memory-bound for "
+                             "every structure) no longer holds")
+    return (f"Prefill of a long prompt is compute-bound for every structure: "
+            f"{min(p['arithmetic_intensity'] for p in pre):,.0f} to {max(p['arithmetic_intensity'] for p in pre):,.0f} "
+            f"FLOP per byte moved, far above the ridge. Decode stays memory-bound even with {DEFAULT_BATCH} sequences, "
+            f"because each step reads all the weights and every sequence's cache: from "
+            f"{lo['decode']['arithmetic_intensity']:,.1f} FLOP/byte (`{lo['model']}`) to "
+            f"{hi['decode']['arithmetic_intensity']:,.1f} (`{hi['model']}`), against ridge points of "
+            f"{min(d['decode']['ridge_point'] for d in plans):,.0f}–{max(d['decode']['ridge_point'] for d in plans):,.0f}."
+            + (" The MLA model does the most arithmetic per byte: every query head attends over the one shared "
+               "latent, which is read once — like MQA." if hi["structure"] == "mla" else "") + "\n")
+
+
+def calculator_checks(plans, out: Path) -> None:
+    """Answers of the page's self-check questions, from the same plans the page shows."""
+    by = {d["structure"]: d for d in plans}
+    g, m = by["gqa"], by["mla"]
+    (out / "check_added.md").write_text(
+        f"`{g['model']}`: {fmt_count(g['accelerators_without_kv'])} for the weights alone, "
+        f"{fmt_count(g['accelerators_needed'])} with the cache — **{fmt_count(g['accelerators_added_by_kv'])} added by "
+        f"the KV cache**, whose {fmt_bytes(g['kv_bytes_total'])} are {g['kv_to_weights_ratio']:.1f}× the weights. "
+        f"Halving the context halves the cache, not the weights: the count added by KV is what shrinks.\n")
+    (out / "check_mla.md").write_text(
+        f"Its cache is {fmt_bytes(m['kv_bytes_total'])} against {fmt_bytes(m['weights_bytes'])} of weights "
+        f"(ratio {m['kv_to_weights_ratio']:.2f}): the latent of {fmt_bytes(m['kv_bytes_per_token'])} per token is "
+        f"small, the {load_model(m['model']).params_total / 1e9:,.0f}B-parameter weights are not. Weights are the larger term, so the bottleneck is "
+        f"**{m['bottleneck']}** — even though the cache still adds {fmt_count(m['accelerators_added_by_kv'])} "
+        f"accelerators.\n")
 
 
 def growth_figure(out: Path, plt) -> None:
@@ -276,9 +374,12 @@ def build(out):
         f"On `{DEFAULT_ACCELERATOR}`, {DEFAULT_BATCH} sequences × {DEFAULT_CONTEXT:,} tokens, KV cache in bf16, "
         f"weights at each model's native precision (`capacity compare`):\n\n" + structures_table(plans))
     (out / "roofline.md").write_text(roofline_table(plans))
+    (out / "roofline_summary.md").write_text(roofline_summary(plans))
+    calculator_checks(plans, out)
     (out / "worked.md").write_text(worked_examples())
     (out / "engines.md").write_text(engines_table())
     growth_figure(out, plt)
+    (out / "parallel_split.md").write_text(parallel_split_figure(out, plt))
     real_models_figure(out, plt)
     added = []
     checks = []

@@ -45,12 +45,6 @@ def side_by_side(archetypes, proposals) -> str:
     def row(label, fn):
         rows.append(f"| **{label}** | " + " | ".join(_cell(fn(archetypes[a], proposals[a])) for a in ids) + " |")
 
-    row("who signs off", lambda a, p: a.signs_off)
-    row("measured on", lambda a, p: "; ".join(a.measured_on))
-    row("cannot give up", lambda a, p: "; ".join(a.cannot_give_up))
-    row("decision cycle", lambda a, p: a.decision_cycle)
-    row("objections", lambda a, p: " / ".join(o.text for o in a.objections))
-    row("why suppliers miss them", lambda a, p: a.why_suppliers_miss)
     row("typical workload", lambda a, p: a.workload_description)
     row("calculator inputs", lambda a, p: _inputs(p["workload"]) if p["plan"] else "none (no quantitative evidence)")
     row("KV / weights", lambda a, p: fmt_ratio(p["plan"]["kv_to_weights_ratio"]) if p["plan"] else "—")
@@ -60,6 +54,22 @@ def side_by_side(archetypes, proposals) -> str:
     row("quantitative evidence", lambda a, p: "yes: verified claims in the ledger" if a.evidence
         else "**none — marked; no numbers shown**")
     return "\n".join(rows) + "\n"
+
+
+def profiles(archetypes) -> str:
+    """Who decides in each organisation and why suppliers miss them: one folded block per archetype (prose too long
+    for a table cell)."""
+    out = []
+    for a in archetypes.values():
+        items = [("who signs off", a.signs_off), ("measured on", "; ".join(a.measured_on)),
+                 ("cannot give up", "; ".join(a.cannot_give_up)), ("decision cycle", a.decision_cycle),
+                 ("why suppliers miss them", a.why_suppliers_miss)]
+        out.append(f'??? note "{a.name}"\n')
+        out += [f"    - **{label}:** {text}" for label, text in items]
+        out.append("    - **objections they raise:**")
+        out += [f"        - {o.text}" for o in a.objections]
+        out.append("")
+    return "\n".join(out) + "\n"
 
 
 def same_model(archetypes, ledger) -> tuple[str, list[dict]]:
@@ -138,6 +148,7 @@ def build(out):
     archetypes = load_archetypes(ledger=ledger)
     proposals = {a: propose(arch, ledger) for a, arch in archetypes.items()}
     (out / "side_by_side.md").write_text(side_by_side(archetypes, proposals))
+    (out / "profiles.md").write_text(profiles(archetypes))
     table, _ = same_model(archetypes, ledger)
     (out / "same_model.md").write_text(table)
     (out / "ledger.md").write_text(ledger_tables(archetypes, ledger))
