@@ -204,15 +204,16 @@ def gguf_profile_dict(path, field: str = "model", reader=None) -> dict:
     if n_heads < 1:
         raise InputError(f"{field}: {path.name}: attention.head_count must be >= 1")
     out = {"id": f"gguf:{path.stem}", "name": gguf_field(r, "general.name") or path.stem, "_architecture": arch,
-           "n_layers": n, "n_heads": n_heads, "n_kv_heads": max(kv), "head_dim": f("attention.key_length", d // n_heads, lo=1),
-           "hidden_size": d, "max_context": f("context_length", lo=1), "source": f"read from the GGUF's metadata ({arch})"}
+           "n_layers": n, "n_heads": n_heads, "n_kv_heads": max(kv),
+           "head_dim": f("attention.key_length", d // n_heads, lo=1), "hidden_size": d,
+           "max_context": f("context_length", lo=1), "source": f"read from the GGUF's metadata ({arch})"}
     if arch in SWA_PERIOD:
         pattern = f("attention.sliding_window_pattern", SWA_PERIOD[arch], lo=0, hi=512)
         swa = ([bool(x) for x in pattern] if isinstance(pattern, list)
                else [i % max(pattern, 1) < pattern - 1 for i in range(n)])
         out.update(n_window_layers=sum(swa), window=f("attention.sliding_window", lo=1), n_full_layers=n - sum(swa))
     elif arch in MLA:
-        if gguf_field(r, f"{arch}.attention.kv_lora_rank") is None or gguf_field(r, f"{arch}.attention.key_length_mla") is None:
+        if None in (gguf_field(r, f"{arch}.attention.kv_lora_rank"), gguf_field(r, f"{arch}.attention.key_length_mla")):
             raise InputError(f"{field}: a deepseek2 GGUF without attention.key_length_mla caches decompressed K/V "
                              "(an old conversion); convert it again with a current llama.cpp")
         out.update(n_kv_heads=n_heads, kv_lora_rank=f("attention.kv_lora_rank", lo=1),

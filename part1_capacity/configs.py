@@ -107,7 +107,8 @@ def check_fields(d: dict, where: str) -> None:
         v = d.get(key)
         if v is not None and (not isinstance(v, list) or len(v) > 512
                               or not all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in v)):
-            raise InputError(f"{where}: field '{key}' must be a list of at most 512 names or indices, got {validate.show(v)}")
+            raise InputError(f"{where}: field '{key}' must be a list of at most 512 names or indices, "
+                             f"got {validate.show(v)}")
     for key in ("quantization_config", "text_config", "rope_scaling", "rope_parameters"):
         if d.get(key) is not None and not isinstance(d[key], dict):
             raise InputError(f"{where}: field '{key}' must be a JSON object, got {validate.show(d[key])}")
@@ -302,7 +303,8 @@ def _profile(text: str, where: str, model_id: str) -> ModelProfile:
         prof["n_window_layers"] = kinds.count("window")
         prof["window"] = _get(cfg, "sliding_window", where)
     if getattr(cfg, "kv_lora_rank", None):
-        prof.update(kv_lora_rank=_get(cfg, "kv_lora_rank", where), qk_rope_head_dim=_get(cfg, "qk_rope_head_dim", where),
+        prof.update(kv_lora_rank=_get(cfg, "kv_lora_rank", where),
+                    qk_rope_head_dim=_get(cfg, "qk_rope_head_dim", where),
                     n_kv_heads=n_heads, head_dim=_get(cfg, "qk_nope_head_dim", where),
                     v_head_dim=_get(cfg, "v_head_dim", where))      # V width of MLA prefill (roofline)
     if n_ssm:

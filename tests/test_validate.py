@@ -40,7 +40,8 @@ def test_parse_int(text, value):
 
 
 @pytest.mark.parametrize("text, fragment", [("9" * 400, "400 digits"), ("abc", "expected an integer"),
-                                            ("0", "a positive integer <= 1,000,000,000"), ("1099511627776", "a positive integer <= 1,000,000,000")])
+                                            ("0", "a positive integer <= 1,000,000,000"),
+                                            ("1099511627776", "a positive integer <= 1,000,000,000")])
 def test_parse_int_refuses(text, fragment):
     with pytest.raises(InputError, match="batch: ") as e:
         validate.parse_int(text, "batch", hi=10 ** 9)
