@@ -95,6 +95,8 @@ def all_specs():
     mods = []
     for p in sorted((REPO / "part0_foundations").glob("*/notebook.py")):
         mods.append(load_spec(f"part0_foundations.{p.parent.name}.notebook"))
+    for p in sorted((REPO / "part1_capacity" / "exercises").glob("*/notebook.py")):
+        mods.append(load_spec(f"part1_capacity.exercises.{p.parent.name}.notebook"))
     return sorted(mods, key=lambda m: m.ASSIGNMENT)
 
 
