@@ -30,11 +30,12 @@ def _structures(out: Path):
     uses = {"n_kv_heads": ("full", "window"), "head_dim": ("full", "window"), "window": ("window",),
             "kv_lora_rank": ("mla",), "qk_rope_head_dim": ("mla",), "d_inner": ("ssm",), "d_state": ("ssm",),
             "d_conv": ("ssm",)}
-    rows = ["| structure | " + " | ".join(f"`{k}`" for k in keys) + " |", "|---|" + "---|" * len(keys)]
-    for name, cfg in STRUCTURES.items():
+    # One column per structure (six narrow columns fit the page; eleven fields as columns did not).
+    rows = ["| field | " + " | ".join(STRUCTURES) + " |", "|---|" + "---:|" * len(STRUCTURES)]
+    for k in keys:
         cells = [str(getattr(cfg, k)) if k not in uses or set(uses[k]) & set(cfg.layer_types) else "–"
-                 for k in keys]
-        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+                 for cfg in STRUCTURES.values()]
+        rows.append(f"| `{k}` | " + " | ".join(cells) + " |")
     (out / "structures.md").write_text("\n".join(rows) + "\n")
 
 
