@@ -146,19 +146,24 @@ def heatmap_figure(model, path):
     # One colour scale for every panel, with its bar: panels compare with each other.
     vmax = max(float(w.max()) for _, _, ws in maps for w in ws)
     # Sized to be shown about 940 px wide: tick labels stay ~10 px on the page.
-    fig, axes = plt.subplots(len(maps), n_layers, figsize=(11, 3.4 * len(maps)), squeeze=False, layout="constrained")
-    for j, (text, iso, ws) in enumerate(maps):
-        for layer, w in enumerate(ws):
-            ax = axes[j][layer]
+    fig = plt.figure(figsize=(11, 3.6 * len(maps)), layout="constrained")
+    rows = fig.subfigures(len(maps), 1)
+    axes = []
+    for j, (row, (text, iso, ws)) in enumerate(zip(rows, maps)):
+        row.suptitle(f"“{text}” → {iso}", fontsize=11)  # one title per example: no two panels' titles collide
+        row_axes = row.subplots(1, n_layers)
+        axes += list(row_axes)
+        for layer, (ax, w) in enumerate(zip(row_axes, ws)):
             im = ax.imshow(w, cmap="magma", vmin=0, vmax=vmax, aspect="auto")
             ax.set_xticks(range(len(text)), list(text.replace(" ", "␣")), fontsize=10)
             ax.set_yticks(range(len(iso) + 1), list(iso) + ["<eos>"], fontsize=10)
-            ax.set_title(f"“{text}” → {iso}   (decoder layer {layer + 1})", fontsize=11)
+            ax.set_title(f"decoder layer {layer + 1}", fontsize=10)
             if layer == 0:
                 ax.set_ylabel("character being written", fontsize=10)
             if j == len(maps) - 1:
                 ax.set_xlabel("source character", fontsize=10)
-    fig.colorbar(im, ax=axes, shrink=0.5, label="cross-attention weight (mean over heads)")
+        # The same colour scale in every row (vmax over all panels), so one bar per row reads the same.
+        row.colorbar(im, ax=list(row_axes), shrink=0.9, label="weight (mean over heads)")
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
