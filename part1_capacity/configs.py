@@ -73,6 +73,7 @@ _LISTS = ("layer_types", "layers_block_type", "mlp_only_layers", "attn_layer_ind
 _KINDS = {"full_attention": "full", "attention": "full", "sliding_attention": "window", "linear_attention": "ssm",
           "mamba": "ssm", "mlp": "none", "moe": "none", "hybrid": "both"}
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+_MULTIMODAL = re.compile(r"(^|\.)(vision_tower|vision_model|multi_modal_projector|audio_tower)\.")
 QUANT_METHODS = ("fp8", "mxfp4", "awq", "gptq")
 
 
@@ -141,17 +142,17 @@ def _transformers():
     return transformers
 
 
-def build_config(d: dict, where: str):
-    """``transformers``' config object for the file (its text part for multimodal checkpoints)."""
+def build_config(d: dict, where: str, text: bool = True):
+    """``transformers``' config object for the file: its text part for a multimodal checkpoint (what decides the
+    cache), or with ``text=False`` the whole model (what a server loads)."""
     mt = _model_type(d, where)
     check_fields(d, where)
-    text = d.get("text_config")
-    if text is not None:
-        check_fields(text, f"{where}: text_config")
+    if d.get("text_config") is not None:
+        check_fields(d["text_config"], f"{where}: text_config")
     fields = {k: v for k, v in d.items() if k != "model_type"}
     try:
         cfg = _transformers().AutoConfig.for_model(mt, **fields)
-        return cfg.get_text_config()
+        return cfg.get_text_config() if text else cfg
     except InputError:
         raise
     except (Exception, RecursionError) as exc:   # transformers' own validation: one line, the first of its message
@@ -310,14 +311,16 @@ def _profile(text: str, where: str, model_id: str) -> ModelProfile:
     if n_ssm:
         prof["ssm"] = ssm_fields(cfg, where, n_ssm)
 
-    params = count_parameters(cfg, where)
+    # the whole model a server loads (a multimodal checkpoint's vision tower too); a text token does not run the
+    # vision tower, so it is left out of the active parameters
+    params = count_parameters(build_config(d, where, text=False), where)
     total = sum(_numel(s) for _, s in params)
     routed = [(n, s) for n, s in params if _is_routed_expert(n)]
-    active = total
+    active = total - sum(_numel(s) for n, s in params if _MULTIMODAL.search(n))
     if routed:
         n_exp = routed[0][1][0]
         k = _get(cfg, "num_experts_per_tok", where, default=n_exp)
-        active = total - sum(_numel(s) for _, s in routed) * (1 - min(k, n_exp) / n_exp)
+        active -= sum(_numel(s) for _, s in routed) * (1 - min(k, n_exp) / n_exp)
     prof["params_total"], prof["params_active"] = float(total), float(active)
 
     quant = d.get("quantization_config") or (d.get("text_config") or {}).get("quantization_config") or {}

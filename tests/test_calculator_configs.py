@@ -24,7 +24,7 @@ PUBLISHED = {
     "mistral-7b-v0.1": (None, 7.3e9),
     "qwen2.5-0.5b": ("qwen2.5-0.5b", 0.494e9), "qwen3-8b": ("qwen3-8b", 8.19e9), "gpt2": ("gpt2", 124.44e6),
     "deepseek-v2.5": (None, 236e9), "deepseek-r1": ("deepseek-v3", 671e9), "gemma-2-9b": ("gemma-2-9b", 9.24e9),
-    "gemma-3-12b-it": (None, None), "gemma-3-27b-it": ("gemma-3-27b", None), "gpt-oss-20b": ("gpt-oss-20b", 20.9e9),
+    "gemma-3-12b-it": (None, None), "gemma-3-27b-it": ("gemma-3-27b", 27.4e9), "gpt-oss-20b": ("gpt-oss-20b", 20.9e9),
     "jamba-1.5-mini": ("jamba-1.5-mini", 52e9), "nemotron-h-8b": ("nemotron-h-8b", 8e9),
     "nemotron-3-nano-30b-a3b": ("nemotron-3-nano-30b-a3b", 31.6e9),
     "granite-4.0-h-tiny": ("granite-4.0-h-tiny", 7e9), "qwen3-next-80b-a3b": ("qwen3-next-80b-a3b", 80e9),
@@ -138,6 +138,9 @@ def test_defaults_a_published_file_leaves_out_come_from_transformers():
     g = load_model(str(CONFIGS / "gemma-3-27b-it" / "config.json"))
     assert g.max_context == 131072
     assert (g.n_layers, g.n_full_layers, g.n_window_layers, g.window) == (62, 62 // 6, 62 - 62 // 6, 1024)
+    # a server loads the SigLIP vision tower too (417M, Gemma 3 technical report, Table 1, + its projector);
+    # a text token does not run it
+    assert g.params_total - g.params_active == pytest.approx(417e6, rel=0.03)
 
 
 @pytest.mark.parametrize("mutate, fragment", [
