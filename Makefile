@@ -14,7 +14,7 @@ GGML_FLAGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGM
 # Tools spawned by nbgrader/jupyter (alembic, kernels) come from the venv without activating it.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup run test site notebooks llama-bench clean
+.PHONY: setup run test site notebooks llama-bench matmul-bench clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,7 @@ $(STAMP): requirements.txt requirements-llama.txt pyproject.toml
 	$(MAKE) --no-print-directory pyodide
 	# llama-bench for the E2 check (~3 min, once): without it E2 falls back to the Python-API method.
 	$(MAKE) --no-print-directory llama-bench || echo "warning: llama-bench did not build; E2 uses the Python-API method"
+	$(MAKE) --no-print-directory matmul-bench || echo "warning: matmul-bench did not build; E2 uses the saved kernel constants"
 	touch $@
 
 # Debian's chromium for the site check (headless). Skipped when already on PATH.
@@ -89,6 +90,18 @@ $(PYODIDE_DIR)/.done:
 	tar -xzf $(PYODIDE_DIR)/*.tgz -C $(PYODIDE_DIR) --strip-components=2 $(addprefix package/dist/,$(PYODIDE_FILES))
 	rm $(PYODIDE_DIR)/*.tgz
 	touch $@
+
+# matmul-bench: the speed model's kernel microbenchmark (part1_capacity/engine/matmul_bench.c, the project's own
+# code) linked against the ggml libraries the llama-bench build above made from the same vendored source and flags,
+# so it times exactly the kernels llama-bench runs. (test-backend-ops cannot: it pins half the CPUs' threads and
+# never uses the repacking buffer.) Seconds to build once llama-bench is there.
+MATMUL_BENCH := $(LLAMA_BUILD)/bin/matmul-bench
+matmul-bench: $(MATMUL_BENCH)
+
+$(MATMUL_BENCH): part1_capacity/engine/matmul_bench.c $(LLAMA_BUILD)/bin/llama-bench
+	$(CC) -O2 -std=gnu11 -I$$(ls -d $(LLAMA_SRC)/llama_cpp_python-*/vendor/llama.cpp)/ggml/include $< -o $@ \
+	  $(LLAMA_BUILD)/ggml/src/libggml.a $(LLAMA_BUILD)/ggml/src/libggml-cpu.a $(LLAMA_BUILD)/ggml/src/libggml-base.a \
+	  -lstdc++ -lm -lpthread -fopenmp
 
 clean:
 	rm -rf _build site/generated nbgrader_root

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from part1_capacity import roofline, weights
+from part1_capacity import roofline, speed, weights
 from part1_capacity.dtypes import get_dtype
 from part1_capacity.errors import InputError
 
@@ -225,9 +225,9 @@ def rank_step_time(model, acc, wl, tokens, seqs, flops, weight_bytes_read, cache
     writes on one tensor rank (all layers). Pipeline: ``k = min(seqs, p)`` micro-batches, ``p × stage time``."""
     t, p = dep.tensor, dep.pipeline
     k = max(1, min(int(seqs), p))
-    peak = acc.peak_flops(wl.weights_dtype)
+    peak, bandwidth = speed.rates(acc, wl.weights_dtype)     # the roofline × the per-type efficiency (data)
     stage = float(roofline.step_time(flops / (k * t * p), weight_bytes_read / (t * p) + cache_bytes / (k * p),
-                                     peak, acc.bandwidth))
+                                     peak, bandwidth))
     tok = tokens / k
     comm_layer = 2 * allreduce_seconds(acc, t, tok * model.hidden_size * ACTIVATION_BYTES,
                                        across_nodes=t > acc.max_tp)   # never: tensor ranks share the fast link

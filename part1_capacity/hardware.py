@@ -9,13 +9,14 @@ Units inside the dataclass: bytes, bytes/s, FLOP/s. The JSON uses GB (1e9), GB/s
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from part1_capacity import roofline, validate
 from part1_capacity.dtypes import closest, get_dtype
 from part1_capacity.errors import InputError
+from part1_capacity.speed import kernels_from_dict
 
 DATA = Path(__file__).resolve().parent / "data"
 GB, GIB = 1e9, 2 ** 30
@@ -40,6 +41,7 @@ class Accelerator:
     engines: tuple = ("vllm", "llama.cpp")   # serving engines that run on it
     status: str = "vendor"
     source: str = ""
+    kernels: object = field(default=None, compare=False)   # speed.Kernels: measured per-type kernel costs (hosts)
 
     def peak_flops(self, weights_dtype: str) -> float:
         """Dense peak for matmuls with weights of this dtype, by the dtype's compute class (``DType.compute``,
@@ -69,6 +71,8 @@ class Accelerator:
             d["fp8_tflops"] = self.flops_fp8 / 1e12
         if self.flops_int8:
             d["int8_tflops"] = self.flops_int8 / 1e12
+        if self.kernels is not None:
+            d["kernels"] = asdict(self.kernels)
         return d
 
 
@@ -116,6 +120,7 @@ def accelerator_from_dict(d: dict, where: str = "accelerator") -> Accelerator:
         peer_link=_num(d, "peer_link_gb_s", w, required=False, positive=False) * GB or interconnect,
         engines=tuple(engines), status=str(d.get("status", "vendor")),
         source=str(d.get("source", "")),
+        kernels=kernels_from_dict(d["kernels"], f"{w}.kernels") if d.get("kernels") else None,
     )
 
 

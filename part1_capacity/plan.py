@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from part1_capacity import deploy, engine_alloc, roofline, weights
+from part1_capacity import deploy, engine_alloc, roofline, speed, weights
 from part1_capacity.deploy import (  # noqa: F401  (re-exported: the rules' historical home)
     kv_fraction_per_rank, splits_heads, state_fraction_per_rank, tp_degrees)
 from part1_capacity.dtypes import KV_DTYPES, get_dtype
@@ -269,6 +269,12 @@ def _phases(model, acc, wl, dep: deploy.Deployment):
     f_dec = float(roofline.decode_flops(model, T, m))
     b_dec = W * float(roofline.weights_read_fraction(model, m)) + m * float(model.cache_bytes(T, kvb, sb))
     decode = replace(roofline.phase(f_dec, b_dec, acc, wl.weights_dtype, dep.tensor), time_s=dec_split.time_s)
+    # per-weight-type speed (speed.py): a host's measured kernels, else the datasheet roofline's stated assumption
+    how = speed.basis(acc, wl.weights_dtype)
+    prefill, decode = replace(prefill, basis=how), replace(decode, basis=how)
+    measured = speed.measured_times(model, acc, wl.weights_dtype, prompt, T, m, f_pre, f_dec, kvb, sb)
+    if measured and dep.accelerators == 1:
+        prefill, decode = replace(prefill, time_s=measured[0]), replace(decode, time_s=measured[1])
     return prefill, pre_split, decode, dec_split
 
 

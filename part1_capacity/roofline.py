@@ -102,6 +102,7 @@ class Phase:
     ridge_point: float            # FLOP/byte of the accelerator at the weights' precision
     bound: str                    # "compute" or "memory"
     time_s: float                 # max(FLOPs / peak, bytes / bandwidth) on `devices` accelerators
+    basis: str = "roofline"       # where time_s comes from (speed.py: measured kernels or a datasheet assumption)
 
     def to_dict(self) -> dict:
         return {k: float(v) if not isinstance(v, str) else v for k, v in asdict(self).items()}

@@ -123,17 +123,19 @@ def test_capacity_e2_json_keys_and_predictions_from_the_calculator(tiny):
                    "--json")
     assert out.returncode == 0, out.stderr
     r = json.loads(out.stdout)
-    assert [lv["type"] for lv in r["levels"]] == ["F16", "Q8_0", "Q5_0", "Q4_K_M"]
+    assert [lv["type"] for lv in r["levels"]] == ["F32", "F16", "Q8_0", "Q5_0", "Q4_K_M"]
     for lv in r["levels"]:
         for key in ("type", "file_bytes", "bits_per_weight", "pp512_tps", "tg128_tps", "predicted_pp512_tps",
-                    "predicted_tg128_tps"):
+                    "predicted_tg128_tps", "prediction_error"):
             assert key in lv
+        assert set(lv["prediction_error"]) == {"pp512", "tg128"}
+        assert lv["prediction_error"]["tg128"] == pytest.approx(lv["predicted_tg128_tps"] / lv["tg128_median_tps"] - 1)
         assert lv["pp512_tps"] > 0 and lv["tg128_tps"] > 0 and lv["pp512_stddev"] >= 0
     from part1_capacity.hardware import load_accelerator
 
     bw = load_accelerator("h100").bandwidth
-    q8 = r["levels"][1]
-    assert q8["predicted_tg128_bound"] == "memory"
+    q8 = r["levels"][2]
+    assert q8["predicted_tg128_bound"] == "memory" and "assumption" in q8["prediction_basis"]
     assert q8["predicted_tg128_tps"] == pytest.approx(bw / (TINY.n_params() * 8.5 / 8 + 64 * 1024), rel=1e-6)
 
 

@@ -46,7 +46,7 @@ def test_build_from_saved_results(tmp_path):
     if e2:  # the saved run's levels all appear in the table
         table = (tmp_path / "e2_table.md").read_text()
         assert all(f"| {lv['type']} |" in table for lv in e2["levels"])
-        assert e2["date"] in (tmp_path / "e2_run.md").read_text()
+        assert (e2.get("date_utc") or e2["date"]) in (tmp_path / "e2_run.md").read_text()
 
 
 def _structure_row(selector, structure, arch, match):

@@ -104,6 +104,7 @@ def render(plan: Plan) -> str:
                            fmt_time(ph["time_s"]), rate])
     if phases:
         out += ["", table(phases, ["phase", "FLOP/byte", "ridge", "bound", "time", ""], left=(0, 3, 5))]
+        out.append(f"times from: {(d['decode'] or d['prefill'])['basis']}")
     dec = d["decode"]
     if dec and (dec["communication_s"] > 0 or dec["pipeline_microbatches"] < (par or d["parallelism_without_kv"])
                 .get("pipeline", 1)):

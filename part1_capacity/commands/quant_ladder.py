@@ -21,8 +21,28 @@ def _count(text: str) -> int:
     return int(v)
 
 
+def _threads(text: str) -> tuple[int, ...]:
+    """Thread counts: "2" or "2,1" (the first is the run's main one)."""
+    try:
+        out = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        out = ()
+    if not out or any(not 1 <= t <= 256 for t in out) or len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"--threads: expected distinct counts from 1 to 256 such as 2 or 2,1, "
+                                         f"got '{text}'")
+    return out
+
+
+def _name(text: str) -> str:
+    if not text.startswith("e2") or not text.replace("_", "").replace("-", "").replace(".", "").isalnum() \
+            or len(text) > 40:
+        raise argparse.ArgumentTypeError(f"--save-name: a file name starting with 'e2' (letters, digits, _ - .), "
+                                         f"got '{text}'")
+    return text
+
+
 def register(sub):
-    p = sub.add_parser("e2", aliases=["quant-ladder"], help="E2: F16/Q8_0/Q5_0/Q4_K_M prefill and decode, measured vs the calculator",
+    p = sub.add_parser("e2", aliases=["quant-ladder"], help="E2: F32/F16/Q8_0/Q5_0/Q4_K_M prefill and decode, measured vs the calculator",
                        description="Quantize one F32 model with llama.cpp, measure pp512 and tg128 separately "
                                    "(llama-bench if available, else the Python API), and compare with the "
                                    "calculator's roofline on this host's measured profile.")
@@ -37,6 +57,11 @@ def register(sub):
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--save", action="store_true",
                    help="also save part1_capacity/results/e2.json and host_accelerator.json (the site reads them)")
+    p.add_argument("--threads", type=_threads, default=None, metavar="N[,N...]",
+                   help="engine threads, one count or several (default: this process's CPUs); each file is "
+                        "measured at every count, the first is the run's main one")
+    p.add_argument("--save-name", type=_name, default="e2", metavar="NAME",
+                   help="with --save: results/NAME.json (default e2, the run the site shows first)")
     p.add_argument("--note", default="", help="a remark saved with the result (e.g. 'machine shared')")
     p.set_defaults(func=main)
 
@@ -54,12 +79,12 @@ def main(args) -> int:
     bar = Progress(quant_ladder.total_steps(), "e2")
     with scratch_dir("e2-") as tmp:
         result = quant_ladder.run(tmp, gguf=args.gguf, params=args.params, method=args.method, repeats=args.repeats,
-                        accelerator=args.accelerator, progress=bar)
+                        accelerator=args.accelerator, threads=args.threads, progress=bar)
     bar.close()
     result = {**result, **record, "note": args.note}
     if args.save:
-        print(f"saved {save_result('e2', result)}", file=sys.stderr)
-        if result["host_profile"]:
+        print(f"saved {save_result(args.save_name, result)}", file=sys.stderr)
+        if result["host_profile"] and args.save_name == "e2":
             print(f"saved {save_result('host_accelerator', result['host_profile'])}", file=sys.stderr)
     if args.json:
         print(json.dumps(result, indent=1))
@@ -69,9 +94,19 @@ def main(args) -> int:
           f"{result['threads']} threads")
     print(f"predicted for {a['id']}: {a['bandwidth'] / 1e9:.1f} GB/s, {a['flops_16'] / 1e9:.0f} GFLOP/s "
           f"(16-bit class), {a['flops_int8'] / 1e9:.0f} GOP/s int8")
-    print(f"{'type':7} {'MB':>7} {'bpw':>5} {'pp512':>8} {'pred':>8} {'tg128':>7} {'pred':>7} {'BW roof':>7}")
-    for r in result["levels"]:
-        print(f"{r['type']:7} {r['file_bytes'] / 1e6:7.0f} {r['bits_per_weight']:5.2f} {r['pp512_tps']:8.1f} "
-              f"{r['predicted_pp512_tps']:8.1f} {r['tg128_tps']:7.2f} {r['predicted_tg128_tps']:7.2f} "
-              f"{100 * r['bandwidth_fraction']:6.0f}%")
+    print(f"{'thr':>3} {'type':7} {'MB':>7} {'bpw':>5} {'pp512':>8} {'model':>8} {'err':>5} {'roofl':>7} "
+          f"{'tg128':>7} {'model':>7} {'err':>5} {'roofl':>7}")
+
+    def err(r, m):
+        return f"{100 * r['prediction_error'][m]:+4.0f}%" if r.get("prediction_error") else "    -"
+
+    def num(v, f):
+        return format(v, f) if v is not None else "-"
+
+    for th, rows in result["levels_by_threads"].items():
+        for r in rows:
+            print(f"{th:>3} {r['type']:7} {r['file_bytes'] / 1e6:7.0f} {r['bits_per_weight']:5.2f} "
+                  f"{r['pp512_median_tps']:8.1f} {num(r['predicted_pp512_tps'], '8.1f')} {err(r, 'pp512')} "
+                  f"{r['roofline_pp512_tps']:7.1f} {r['tg128_median_tps']:7.2f} "
+                  f"{num(r['predicted_tg128_tps'], '7.2f')} {err(r, 'tg128')} {r['roofline_tg128_tps']:7.2f}")
     return 0

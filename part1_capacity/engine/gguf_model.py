@@ -226,3 +226,20 @@ def read_shape(path) -> GGUFShape:
     return GGUFShape(arch, int(need["block_count"]), int(n_heads), int(n_kv), int(k_len), int(v_len),
                      int(need["embedding_length"]), int(n_ctx), n_params, gguf_field(r, "general.file_type"),
                      gguf_field(r, "general.name") or path.stem)
+
+
+def weight_types(path) -> dict[str, dict[str, int]]:
+    """Weights per ggml type name (``f32``, ``q4_K`` ...) in three groups, as llama.cpp's llama graph uses them:
+    ``matmul`` (every 2-D tensor of the blocks: multiplied by every token), ``output`` (``output.weight``: in
+    prefill applied to the last token only) and ``lookup`` (``token_embd.weight``: rows read, never multiplied)."""
+    import gguf
+
+    out: dict[str, dict[str, int]] = {"matmul": {}, "output": {}, "lookup": {}}
+    for t in gguf.GGUFReader(str(path)).tensors:
+        if len(t.shape) < 2 or int(min(t.shape)) == 1:
+            continue                                 # norms and biases: vectors
+        name = t.tensor_type.name.lower().replace("_k", "_K")
+        group = "lookup" if t.name.startswith("token_embd") else "output" if t.name.startswith("output.") \
+            else "matmul"
+        out[group][name] = out[group].get(name, 0) + int(t.n_elements)
+    return out

@@ -168,8 +168,9 @@ def kv_cache_line(model: Model, n_ctx, kv_type="f16", threads=2) -> KVLine:
 
 
 # --- quantize -------------------------------------------------------------------------------------------------
-FTYPES = {"F16": llama_cpp.LLAMA_FTYPE_MOSTLY_F16, "Q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0,
-          "Q5_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_0, "Q4_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M}
+FTYPES = {"F32": llama_cpp.LLAMA_FTYPE_ALL_F32, "F16": llama_cpp.LLAMA_FTYPE_MOSTLY_F16,
+          "Q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, "Q5_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_0,
+          "Q4_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M}
 
 
 def quantize(src, dst, ftype: str, threads=2) -> Path:

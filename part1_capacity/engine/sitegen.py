@@ -98,16 +98,171 @@ def e1_model(r) -> str:
 
 
 # --- E2 ------------------------------------------------------------------------------------------------------------
+def _med(lv, m):
+    return lv.get(f"{m}_median_tps", lv[f"{m}_tps"])
+
+
+def _err(lv, m):
+    e = (lv.get("prediction_error") or {}).get(m)
+    return f"{100 * e:+.0f}%" if e is not None else "–"
+
+
+def _num(v, fmt):
+    return format(v, fmt) if v is not None else "–"
+
+
 def e2_table(r) -> str:
-    rows = ["| type | file | bits/weight | pp512 measured | pp512 predicted | of matmul peak | "
-            "tg128 measured | tg128 predicted | of bandwidth roof |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    """The main run, one row per level: measured (median ± standard deviation), the speed model's prediction and
+    its error, the plain roofline's prediction, and the fractions of the two roofs reached."""
+    rows = ["| type | file | bits/weight | pp512 measured | speed model | error | roofline | of matmul peak | "
+            "tg128 measured | speed model | error | roofline | of bandwidth roof |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for lv in r["levels"]:
         rows.append(
             f"| {lv['type']} | {lv['file_bytes'] / 1e6:,.0f} MB | {lv['bits_per_weight']:.2f} | "
-            f"{lv['pp512_tps']:,.1f} ± {lv['pp512_stddev']:,.1f} | {lv['predicted_pp512_tps']:,.1f} | "
-            f"{100 * lv['matmul_peak_fraction']:.0f}% | {lv['tg128_tps']:,.2f} ± {lv['tg128_stddev']:,.2f} | "
-            f"{lv['predicted_tg128_tps']:,.2f} | {100 * lv['bandwidth_fraction']:.0f}% |")
+            f"{_med(lv, 'pp512'):,.1f} ± {lv['pp512_stddev']:,.1f} | {_num(lv['predicted_pp512_tps'], ',.1f')} | "
+            f"{_err(lv, 'pp512')} | {_num(lv.get('roofline_pp512_tps'), ',.1f')} | "
+            f"{100 * lv['matmul_peak_fraction']:.0f}% | {_med(lv, 'tg128'):,.2f} ± {lv['tg128_stddev']:,.2f} | "
+            f"{_num(lv['predicted_tg128_tps'], ',.2f')} | {_err(lv, 'tg128')} | "
+            f"{_num(lv.get('roofline_tg128_tps'), ',.2f')} | {100 * lv['bandwidth_fraction']:.0f}% |")
     return "\n".join(rows) + "\n"
+
+
+def e2_validation(ladders: dict) -> str:
+    """Every saved ladder at every thread count: predicted ÷ measured, with the goals (tg128 15 %, pp512 25 %)."""
+    from part1_capacity.engine import quant_ladder as ql
+
+    rows = ql.validation_rows(ladders)
+    if not rows:
+        return "*No saved ladder with kernel constants yet.*\n"
+    out = ["| model | threads | type | pp512 measured | predicted | error | tg128 measured | predicted | error | "
+           "load |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for x in rows:
+        out.append(f"| {x['params'] / 1e9:.2f} B | {x['threads']} | {x['type']} | {x['pp512']:,.1f} | "
+                   f"{x['pp512_predicted']:,.1f} | {'' if x['pp512_ok'] else '**'}{100 * x['pp512_error']:+.0f}%"
+                   f"{'' if x['pp512_ok'] else '**'} | {x['tg128']:,.2f} | {x['tg128_predicted']:,.2f} | "
+                   f"{'' if x['tg128_ok'] else '**'}{100 * x['tg128_error']:+.0f}%{'' if x['tg128_ok'] else '**'} | "
+                   f"{x['load_average'] or 0:.1f} |")
+    n = len(rows)
+    tg_ok, pp_ok = sum(x["tg128_ok"] for x in rows), sum(x["pp512_ok"] for x in rows)
+    wt = max(rows, key=lambda x: abs(x["tg128_error"]))
+    wp = max(rows, key=lambda x: abs(x["pp512_error"]))
+    out.append("")
+    out.append(f"**{tg_ok} of {n}** decode predictions are within {ql.TG_GOAL:.0%} of llama-bench (worst: "
+               f"{wt['type']}, {wt['params'] / 1e9:.2f} B, {wt['threads']} thread{'s' if wt['threads'] > 1 else ''}, "
+               f"{100 * wt['tg128_error']:+.0f}%); **{pp_ok} of {n}** prefill predictions within {ql.PP_GOAL:.0%} "
+               f"(worst: {wp['type']}, {wp['params'] / 1e9:.2f} B, {wp['threads']} "
+               f"thread{'s' if wp['threads'] > 1 else ''}, {100 * wp['pp512_error']:+.0f}%). Misses in bold. "
+               f"\"load\" is the machine's 1-minute load average when the level was measured: above the "
+               f"{wt.get('cpus', 2)} CPUs, other work shared them.")
+    return "\n".join(out) + "\n"
+
+
+def e2_kernels_table(k: dict) -> str:
+    """The kernel constants per type and thread count, with the per-core decomposition of the streaming cost:
+    bytes ÷ (one core's streaming rate, from F32) + the kernel's arithmetic (cached)."""
+    c = k["constants"]
+    out = ["| threads | type | bytes/weight | repacked | decode, streamed (ps/weight) | arithmetic, cached (ps/weight) "
+           "| bytes ÷ core rate + arithmetic (ps/weight) | prefill (ps/weight·token) |",
+           "|---:|---|---:|---|---:|---:|---:|---:|"]
+    one = c.get("1", {}).get("types", {}).get("f32")
+    # one core's streaming rate, from F32 at one thread: its streamed time per weight less its arithmetic
+    core_rate = one["bytes_per_weight"] / (one["decode_s_per_weight"] - one["compute_s_per_weight"]) if one else None
+    for th, v in sorted(c.items()):
+        n = int(th)
+        for t, x in v["types"].items():
+            model = x["bytes_per_weight"] / (n * core_rate) + x["compute_s_per_weight"] if core_rate else None
+            out.append(f"| {th} | {t} | {x['bytes_per_weight']:.4g} | {'yes' if x['repacked'] else 'no'} | "
+                       f"{1e12 * x['decode_s_per_weight']:,.0f} | {1e12 * x['compute_s_per_weight']:,.0f} | "
+                       f"{_num(model and 1e12 * model, ',.0f')} | {1e12 * x['prefill_s_per_weight_token']:,.1f} |")
+        out.append(f"| {th} | *graph node* | | | | | | overhead {1e6 * v['op_overhead_s']:.2f} µs per node |")
+    if core_rate:
+        out.append(f"\nOne core streams {core_rate / 1e9:.1f} GB/s (F32 at one thread, less its arithmetic).")
+    h = k.get("host", {})
+    out.append("")
+    out.append(f"Measured {k.get('date_utc', '')} on {h.get('cpu', 'this host')} (load average "
+               f"{k.get('load_average_at_start') or 0:.1f} at the start, {k.get('load_average_at_end') or 0:.1f} at "
+               f"the end), medians of repeated runs; every column is per weight of the whole product, all threads working.")
+    return "\n".join(out) + "\n"
+
+
+# What the portable build's integer dot product costs, read from the kernels (ggml/src/ggml-cpu/arch/x86/quants.c,
+# mul_sum_i8_pairs_float → mul_sum_us8_pairs_float): 32 int8 × int8 products summed to 8 int32 lanes take
+# vpsignb ×2 + vpmaddubsw + vpmaddwd on AVX2; with AVX-VNNI (or AVX512-VNNI + VL) vpsignb ×2 + vpdpbusd; with
+# AVX-VNNI-INT8 one vpdpbssd. The F32 path: 32 multiply-adds are 4 vfmadd231ps (ggml_vec_dot_f32, sgemm.cpp).
+DOT_INSTRUCTIONS = {"AVX2 (this build)": 4, "AVX-VNNI / AVX512-VNNI": 3, "AVX-VNNI-INT8": 1}
+FMA_INSTRUCTIONS_F32 = 4
+
+
+def e2_differences(ladders: dict, kern: dict | None) -> str:
+    """Why this host's ratios differ from the original study's, in this host's own numbers."""
+    from course.host import cpu_flags
+    from part1_capacity.engine import quant_ladder as ql
+
+    out = []
+    flags = cpu_flags()
+    has = [f for f in ("avx_vnni", "avx512_vnni", "avx512f", "avx_vnni_int8") if f in flags]
+    dots = ", ".join(f"{k}: {v}" for k, v in DOT_INSTRUCTIONS.items())
+    out.append(f"- **Instruction set and integer dot-product units.** This CPU reports "
+               f"{', '.join(has) if has else 'no VNNI or AVX-512 flags'}; the project's portable llama.cpp build "
+               f"uses AVX2, FMA and F16C only. One 32-value int8 dot product (Q8_0, Q5_0, the Q8_K side of "
+               f"Q4_K/Q6_K) costs, in instructions — {dots}; the F32 path does the same 32 multiply-adds in "
+               f"{FMA_INSTRUCTIONS_F32} FMAs. Without VNNI the integer path has no instruction-count advantage over "
+               f"F32 here, and prefill is compute-bound.")
+    if kern:
+        c1 = kern["constants"].get("1", {}).get("types", {})
+        if "f32" in c1 and "q4_K" in c1:
+            r = c1["f32"]["prefill_s_per_weight_token"] / c1["q4_K"]["prefill_s_per_weight_token"]
+            out.append(f"- **Prefill, measured per weight and token** (one thread): F32 "
+                       f"{1e12 * c1['f32']['prefill_s_per_weight_token']:.0f} ps, Q4_K "
+                       f"{1e12 * c1['q4_K']['prefill_s_per_weight_token']:.0f} ps — the integer path is "
+                       f"{r:.2f}× as fast as the float one. The study's +{100 * ql.STUDY['prefill_gain']:.0f}% "
+                       f"needs an integer path {1 + ql.STUDY['prefill_gain']:.1f}× the float one: a host whose "
+                       f"build uses integer dot-product instructions (VNNI on x86, dotprod/i8mm on ARM).")
+        if "f32" in c1 and "q4_K" in c1:
+            d32, d4 = c1["f32"], c1["q4_K"]
+            out.append(f"- **Decode, per weight** (one thread): F32 streams at "
+                       f"{1e12 * d32['decode_s_per_weight']:.0f} ps per weight of which "
+                       f"{1e12 * d32['compute_s_per_weight']:.0f} ps is arithmetic; Q4_K at "
+                       f"{1e12 * d4['decode_s_per_weight']:.0f} ps of which {1e12 * d4['compute_s_per_weight']:.0f} "
+                       f"ps is arithmetic. Bytes alone would make Q4_K "
+                       f"{d32['bytes_per_weight'] / d4['bytes_per_weight']:.1f}× faster; the unpacking and the "
+                       f"integer products leave {d32['decode_s_per_weight'] / d4['decode_s_per_weight']:.1f}×.")
+    gains = []
+    for name, r in ladders.items():
+        for th, levels in (r.get("levels_by_threads") or {}).items():
+            x = ql.study_ratios(levels)
+            if x:
+                gains.append((r["model"]["n_params"], int(th), x["decode_gain"]))
+    if gains:
+        txt = ", ".join(f"{p / 1e9:.2f} B at {t} thread{'s' if t > 1 else ''}: {1 + g:.2f}×"
+                        for p, t, g in sorted(gains))
+        out.append(f"- **Threads.** The decode gain F32 → Q4_K_M on this host — {txt} — against the study's "
+                   f"{1 + ql.STUDY['decode_gain']:.2f}× and the {ql.STUDY['theory']}× of the bytes. With more "
+                   f"threads the arithmetic per weight is shared out while the memory bus is not, so every type "
+                   f"drifts toward the bandwidth roof and the gain toward the size ratio; with few threads the "
+                   f"quantized types are limited by their arithmetic and the gain stays far below it. The study's "
+                   f"host is described only by its ratios, so which of these it was is read from them, not known.")
+    return "\n".join(out) + "\n"
+
+
+def e2_study(ladders: dict) -> str:
+    """The original study's F32 → Q4_K_M figures next to each saved ladder's."""
+    from part1_capacity.engine import quant_ladder as ql
+
+    s = ql.STUDY
+    out = ["| ladder | Q4_K_M file ÷ F32 file | prefill gain | decode gain | size ratio (the decode gain bytes "
+           "alone would give) |", "|---|---:|---:|---:|---:|",
+           f"| original study | {s['size']:.2f}× | {100 * s['prefill_gain']:+.0f}% | {100 * s['decode_gain']:+.0f}% "
+           f"({1 + s['decode_gain']:.2f}×) | {s['theory']:.1f}× |"]
+    for name, r in ladders.items():
+        for th, levels in (r.get("levels_by_threads") or {str(r["threads"]): r["levels"]}).items():
+            x = ql.study_ratios(levels)
+            if x:
+                out.append(f"| {r['model']['n_params'] / 1e9:.2f} B, {th} thread{'s' if th != '1' else ''} | "
+                           f"{x['size']:.2f}× | {100 * x['prefill_gain']:+.0f}% | {100 * x['decode_gain']:+.0f}% "
+                           f"({1 + x['decode_gain']:.2f}×) | {x['theory']:.1f}× |")
+    return "\n".join(out) + "\n"
 
 
 def host_table(r) -> str:
@@ -154,8 +309,8 @@ def e2_findings(r) -> str:
     order = " > ".join(f"{x['type']} {x['pp512_tps']:,.0f}"
                        for x in sorted(r["levels"], key=lambda x: -x["pp512_tps"]))
     out = [f"- **Prefill is {'' if monotonic else 'not '}monotonic in file size.** pp512 in tokens/s, fastest "
-           f"first: {order}. The calculator predicts one prefill speed for every level: "
-           f"{r['levels'][0]['predicted_pp512_tps']:,.0f} tokens/s."]
+           f"first: {order}. The plain roofline predicts one prefill speed for every level: "
+           f"{r['levels'][0].get('roofline_pp512_tps', r['levels'][0]['predicted_pp512_tps']):,.0f} tokens/s."]
     acc = r.get("accelerator") or {}
     if {"F16", "Q8_0"} <= lv.keys():
         f16, q8 = lv["F16"], lv["Q8_0"]
@@ -182,9 +337,10 @@ def e2_findings(r) -> str:
                    f"{_vs(q4, f16, 'tg128_tps')} as fast.")
     fr = ", ".join(f"{x['type']} {100 * x['bandwidth_fraction']:.0f}%" for x in by_size)
     out.append(f"- Fraction of the bandwidth roof decode reaches, largest file first: {fr}.")
-    dec = [x["tg128_tps"] / x["predicted_tg128_tps"] for x in r["levels"]]
-    pre = [x["pp512_tps"] / x["predicted_pp512_tps"] for x in r["levels"]]
-    out.append(f"- Measured ÷ predicted: prefill {100 * min(pre):.0f}–{100 * max(pre):.0f}%, decode "
+    key = "roofline" if "roofline_tg128_tps" in r["levels"][0] else "predicted"
+    dec = [x["tg128_tps"] / x[f"{key}_tg128_tps"] for x in r["levels"]]
+    pre = [x["pp512_tps"] / x[f"{key}_pp512_tps"] for x in r["levels"]]
+    out.append(f"- Measured ÷ the plain roofline: prefill {100 * min(pre):.0f}–{100 * max(pre):.0f}%, decode "
                f"{100 * min(dec):.0f}–{100 * max(dec):.0f}%.")
     return "\n".join(out) + "\n"
 
@@ -200,13 +356,13 @@ def e2_chart(r, metric, path, title, ylabel):
     x = np.arange(len(levels))
     meas = [lv[f"{metric}_tps"] for lv in levels]
     err = [lv[f"{metric}_stddev"] for lv in levels]
-    pred = [lv[f"predicted_{metric}_tps"] for lv in levels]
+    pred = [lv[f"predicted_{metric}_tps"] or 0.0 for lv in levels]
     fig, ax = plt.subplots(figsize=(7, 3.8))
     ax.bar(x - 0.2, meas, 0.4, yerr=err, capsize=3, label="measured (llama.cpp)", color="#3b6ea8")
-    ax.bar(x + 0.2, pred, 0.4, label="predicted (calculator, this host)", color="#f2a541", hatch="//",
+    ax.bar(x + 0.2, pred, 0.4, label="predicted (speed model, this host's kernels)", color="#f2a541", hatch="//",
            edgecolor="#9a5b00")
     for xi, m, e, p in zip(x, meas, err, pred):  # measured ÷ predicted, above the error bar
-        ax.annotate(f"{100 * m / p:.0f}%", (xi - 0.2, m + e), ha="center", va="bottom", fontsize=8,
+        ax.annotate(f"{100 * m / p:.0f}%" if p else "", (xi - 0.2, m + e), ha="center", va="bottom", fontsize=8,
                     xytext=(0, 3), textcoords="offset points")
     ax.set_xticks(x, [f"{lv['type']}\n{lv['file_bytes'] / 1e6:,.0f} MB" for lv in levels])
     ax.set_ylabel(ylabel)
@@ -218,7 +374,19 @@ def e2_chart(r, metric, path, title, ylabel):
 
 
 def build(out):
-    e1r, e2r = load_result("e1"), load_result("e2")
+    from part1_capacity.engine import quant_ladder as ql
+    from part1_capacity.engine.kernels import RESULT as KERNELS
+
+    e1r = load_result("e1")
+    ladders = ql.saved_ladders()
+    e2r = ladders.get("e2")
+    kern = load_result(KERNELS)
+    (out / "e2_validation.md").write_text(e2_validation(ladders))
+    (out / "e2_study.md").write_text(e2_study(ladders))
+    (out / "e2_differences.md").write_text(e2_differences(ladders, kern))
+    (out / "e2_kernels.md").write_text(e2_kernels_table(kern) if kern else
+                                       "*No saved kernel constants: `python -m part1_capacity.engine.kernels "
+                                       "--save` measures them.*\n")
     if e1r:
         per_ctx, summary = e1_tables(e1r)
         (out / "e1_table.md").write_text(per_ctx)

@@ -1,0 +1,135 @@
+"""The speed model's constants, measured on llama.cpp's own CPU matmul kernels — never on the ladder they predict.
+
+``matmul-bench`` (``part1_capacity/engine/matmul_bench.c``, built by ``make matmul-bench`` against the ggml
+libraries of the same vendored llama.cpp source and build flags as llama-bench) times ``ggml_mul_mat`` on the CPU
+backend for one weight type, with the weights placed where llama.cpp's loader puts them (its repacking buffer when
+the CPU backend has one for the type: Q4_K on AVX2). Why not ``test-backend-ops perf``: it fixes the thread count at
+half the CPUs (``N_THREADS/2`` in tests/test-backend-ops.cpp: one thread here) and allocates weights in the plain
+CPU buffer, so it never runs the repacked Q4_K kernels that llama-bench runs.
+
+Four measurements per thread count and weight type (shapes chosen apart from any ladder model's):
+
+- **stream** — decode as a model does it: a 2048 × 2048 weight times one token, over enough distinct copies that
+  the weights (≥ 512 MB) stream from memory; → seconds per weight, ``decode_s_per_weight``;
+- **cached** — the same product on one 512 × 512 weight that stays in the core's cache: the kernel's arithmetic
+  alone (unpack, convert, multiply); → ``compute_s_per_weight`` (what a core spends per weight when memory is free);
+- **prefill** — 2048 × 2048 weights times 512 tokens: → seconds per weight per token, ``prefill_s_per_weight_token``;
+- **overhead** — 64 tiny products in one graph: the fixed cost of one graph node (thread hand-off, barrier),
+  ``op_overhead_s``; a decode step pays it once per node of the model's graph.
+
+Figures are medians over repeated runs. Run alone: ``python -m part1_capacity.engine.kernels --save``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+from pathlib import Path
+
+from part1_capacity.engine.common import REPO, load_result, save_result
+from part1_capacity.errors import InputError
+
+BUILT = REPO / "build" / "llama.cpp" / "bin" / "matmul-bench"
+RESULT = "e2_kernels"
+TYPES = ("f32", "f16", "q8_0", "q5_0", "q4_K", "q6_K")   # every type in the ladder's files (Q4_K_M: Q4_K + Q6_K)
+BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "q8_0": 34 / 32, "q5_0": 22 / 32, "q4_K": 144 / 256, "q6_K": 210 / 256}
+STREAM_KM, STREAM_BYTES = 2048, 512 << 20
+CACHED_KM = 512
+PREFILL_KM, PREFILL_N = 2048, 512
+
+
+def find_binary() -> str | None:
+    for cand in (os.environ.get("MATMUL_BENCH"), str(BUILT)):
+        if cand and Path(cand).is_file() and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def run_bench(type_name, k, m, n, threads, copies, reps, binary=None) -> dict:
+    """One ``matmul-bench`` run: its JSON record (settings, repacked, seconds of each timed graph run)."""
+    binary = binary or find_binary()
+    if not binary:
+        raise InputError("matmul-bench not found: run `make matmul-bench` (or set MATMUL_BENCH)")
+    cmd = [binary, type_name, str(k), str(m), str(n), str(threads), str(copies), str(reps)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"matmul-bench failed ({out.returncode}): {out.stderr.strip()[-300:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _median(rec) -> float:
+    return statistics.median(rec["seconds"])
+
+
+def constants_from_runs(runs: list[dict]) -> dict:
+    """Per thread count: ``op_overhead_s`` and per type ``decode_s_per_weight``, ``compute_s_per_weight``,
+    ``prefill_s_per_weight_token``, ``bytes_per_weight``, ``repacked`` — from the raw runs (medians).
+    Each product's node overhead is taken off before dividing by its weights."""
+    out: dict = {}
+    for r in runs:
+        th = out.setdefault(str(r["threads"]), {"types": {}})
+        if r["kind"] == "overhead":
+            th["op_overhead_s"] = _median(r) / r["copies"]
+    for r in runs:
+        if r["kind"] == "overhead":
+            continue
+        th = out[str(r["threads"])]
+        o = th.get("op_overhead_s", 0.0)
+        t = th["types"].setdefault(r["type"], {"bytes_per_weight": BYTES_PER_WEIGHT[r["type"]],
+                                               "repacked": r["repacked"]})
+        per_node = max(_median(r) / r["copies"] - o, 0.0)
+        weights = r["k"] * r["m"]
+        key = {"stream": "decode_s_per_weight", "cached": "compute_s_per_weight",
+               "prefill": "prefill_s_per_weight_token"}[r["kind"]]
+        t[key] = per_node / weights / (r["n"] if r["kind"] == "prefill" else 1)
+    return out
+
+
+def measure(threads=(1, 2), types=TYPES, reps=15, progress=None) -> list[dict]:
+    """All four measurements for each thread count and type; returns the raw runs (with a ``kind`` each)."""
+    runs = []
+    for th in threads:
+        rec = run_bench("f32", 64, 8, 1, th, 64, 4 * reps)
+        runs.append({**rec, "kind": "overhead"})
+        for t in types:
+            if progress:
+                progress(f"{t}, {th} thread{'s' if th > 1 else ''}")
+            per_copy = STREAM_KM * STREAM_KM * BYTES_PER_WEIGHT[t]
+            copies = math.ceil(STREAM_BYTES / per_copy)
+            runs.append({**run_bench(t, STREAM_KM, STREAM_KM, 1, th, copies, reps), "kind": "stream"})
+            runs.append({**run_bench(t, CACHED_KM, CACHED_KM, 1, th, 1, 20 * reps), "kind": "cached"})
+            runs.append({**run_bench(t, PREFILL_KM, PREFILL_KM, PREFILL_N, th, 2, 3), "kind": "prefill"})
+    return runs
+
+
+def load_constants() -> dict | None:
+    """The saved constants (``results/e2_kernels.json``), or None."""
+    r = load_result(RESULT)
+    return r["constants"] if r else None
+
+
+def main(argv=None):
+    from course.records import run_record
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--save", action="store_true", help=f"save part1_capacity/results/{RESULT}.json")
+    args = ap.parse_args(argv)
+    threads = tuple(int(x) for x in args.threads.split(","))
+    record = run_record(program="python -m part1_capacity.engine.kernels")
+    runs = measure(threads, reps=args.reps, progress=lambda s: print("measuring", s, flush=True))
+    from course.records import load_average
+
+    result = {**record, "load_average_at_end": load_average(), "binary": "matmul-bench (make matmul-bench)",
+              "runs": runs, "constants": constants_from_runs(runs)}
+    if args.save:
+        print("saved", save_result(RESULT, result))
+    print(json.dumps(result["constants"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
