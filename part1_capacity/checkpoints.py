@@ -81,6 +81,7 @@ def read_safetensors(files, n_layers: int, n_mtp: int = 0) -> Checkpoint:
     loaded = total = count = 0
     by_type: dict[str, int] = {}
     for f in files:
+        validate.regular_file(f, "model")           # a FIFO named *.safetensors must not block the open
         try:
             with safe_open(str(f), framework="numpy") as h:
                 for name in h.keys():

@@ -119,6 +119,13 @@ def test_a_bad_safetensors_header_is_one_line(tmp_path, capsys, header, fragment
     one_line_error(capsys, ["plan", "--model", str(d), "--accelerator", "h100", "--context", "8"], fragment)
 
 
+def test_a_shard_that_is_a_fifo_does_not_block(tmp_path, capsys):
+    import os
+    d = folder(tmp_path, TINY, {})
+    os.mkfifo(d / "model.safetensors")
+    one_line_error(capsys, ["plan", "--model", str(d), "--accelerator", "h100", "--context", "8"], "is a FIFO")
+
+
 def test_a_missing_shard_is_named(tmp_path):
     d = folder(tmp_path, TINY, FP8_SHARDS)
     (d / "model-00002-of-00002.safetensors").unlink()
