@@ -124,8 +124,12 @@ def main(argv=None):
     runs = measure(threads, reps=args.reps, progress=lambda s: print("measuring", s, flush=True))
     from course.records import load_average
 
+    # a measurement at some thread counts replaces those and keeps the saved ones at other counts
+    kept = [r for r in ((load_result(RESULT) or {}).get("runs") or []) if r["threads"] not in threads]
+    for r in runs:
+        r["date_utc"], r["load_average"] = record["date_utc"], record["load_average_at_start"]
     result = {**record, "load_average_at_end": load_average(), "binary": "matmul-bench (make matmul-bench)",
-              "runs": runs, "constants": constants_from_runs(runs)}
+              "runs": kept + runs, "constants": constants_from_runs(kept + runs)}
     if args.save:
         print("saved", save_result(RESULT, result))
     print(json.dumps(result["constants"], indent=1))
