@@ -35,8 +35,8 @@ def test_decode_and_prefill_matmuls_sum_weights_times_their_type_cost():
 
 
 def test_overhead_is_nodes_per_layer_times_layers_times_node_cost():
-    assert speed.nodes_per_layer() == 18
-    assert speed.overhead_seconds(20, _kernels()) == pytest.approx(20 * 18 * 1e-6)
+    assert speed.nodes_per_layer() == 19
+    assert speed.overhead_seconds(20, _kernels()) == pytest.approx(20 * 19 * 1e-6)
 
 
 def test_attention_runs_at_the_f16_rates():
@@ -47,9 +47,9 @@ def test_attention_runs_at_the_f16_rates():
 def test_prefill_applies_the_output_projection_once():
     k = _kernels()
     est = speed.host_prefill({"q8_0": 1e8}, 512, 10, 0.0, k, output_weights={"q8_0": 1e7})
-    # 1e8 × 512 × 40 ps = 2.048 s; output 1e7 × 100 ps (one token) = 1 ms; overhead 10 × 18 × 1 µs
+    # 1e8 × 512 × 40 ps = 2.048 s; output 1e7 × 100 ps (one token) = 1 ms; overhead 10 × 19 × 1 µs
     assert est.matmuls == pytest.approx(2.048 + 1e-3)
-    assert est.total == pytest.approx(2.049 + 180e-6)
+    assert est.total == pytest.approx(2.049 + 190e-6)
 
 
 def test_q4_k_m_mix_reproduces_its_average_bits():
@@ -110,8 +110,15 @@ def test_plan_on_a_host_with_kernels_takes_its_times_from_them(tmp_path):
                                "hidden_size": 512, "params_total": 1e9, "max_context": 4096})
     p = make_plan(model, acc, Workload(context=100, weights_dtype="q8_0", kv_dtype="fp16"))
     # decode: 1e9 × 100 ps = 0.1 s; attention 4·8·64·100·10 = 2,048,000 FLOP at 50 ps per 2 FLOP = 51.2 µs and
-    # the f16 cache 2·10·8·64·2 B × 100 = 2,048,000 B at 200 ps per 2 B = 204.8 µs; overhead 10 × 18 × 1 µs
-    assert p.decode.time_s == pytest.approx(0.1 + 51.2e-6 + 204.8e-6 + 180e-6)
+    # the f16 cache 2·10·8·64·2 B × 100 = 2,048,000 B at 200 ps per 2 B = 204.8 µs; overhead 10 × 19 × 1 µs
+    assert p.decode.time_s == pytest.approx(0.1 + 51.2e-6 + 204.8e-6 + 190e-6)
     assert p.decode.basis.startswith("measured kernels")
     # prefill of 100 tokens: 1e9 × 100 × 40 ps = 4 s; attention 4·8·64·(100·101/2)·10 FLOP at 25 ps per FLOP
-    assert p.prefill.time_s == pytest.approx(4.0 + 4 * 8 * 64 * 5050 * 10 * 25 * PS + 180e-6)
+    assert p.prefill.time_s == pytest.approx(4.0 + 4 * 8 * 64 * 5050 * 10 * 25 * PS + 190e-6)
+
+
+def test_plan_output_says_where_its_times_come_from():
+    from part1_capacity.commands.plan import render
+
+    text = render(make_plan("llama-3.1-8b", "h100", context=4096, weights_dtype="q4_k_m"))
+    assert "times from: datasheet roofline for q4_k_m" in text and "(assumption: " in text

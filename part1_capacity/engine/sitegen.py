@@ -144,6 +144,10 @@ def e2_validation(ladders: dict) -> str:
                    f"{'' if x['tg128_ok'] else '**'}{100 * x['tg128_error']:+.0f}%{'' if x['tg128_ok'] else '**'} | "
                    f"{x['load_average'] or 0:.1f} |")
     n = len(rows)
+    seen = sorted({(x["params"], x["threads"]) for x in rows})
+    out.append("")
+    out.append("Saved ladders: " + ", ".join(f"{p / 1e9:.2f} B at {t} thread{'s' if t > 1 else ''}" for p, t in seen)
+               + ".")
     tg_ok, pp_ok = sum(x["tg128_ok"] for x in rows), sum(x["pp512_ok"] for x in rows)
     wt = max(rows, key=lambda x: abs(x["tg128_error"]))
     wp = max(rows, key=lambda x: abs(x["pp512_error"]))
@@ -154,7 +158,7 @@ def e2_validation(ladders: dict) -> str:
                f"(worst: {wp['type']}, {wp['params'] / 1e9:.2f} B, {wp['threads']} "
                f"thread{'s' if wp['threads'] > 1 else ''}, {100 * wp['pp512_error']:+.0f}%). Misses in bold. "
                f"\"load\" is the machine's 1-minute load average when the level was measured: above the "
-               f"{wt.get('cpus', 2)} CPUs, other work shared them.")
+               f"number of CPUs, other work shared them.")
     return "\n".join(out) + "\n"
 
 
