@@ -6,7 +6,6 @@ source states it (file named beside each test); removing or changing a rule brea
 """
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -20,7 +19,19 @@ KIB, MIB = 2 ** 10, 2 ** 20
 
 
 def capacity(*args):
-    return subprocess.run([sys.executable, "-m", "part1_capacity.cli", *args], capture_output=True, text=True)
+    """The CLI in-process (no interpreter start-up): returncode, stdout, stderr as a finished subprocess has."""
+    import contextlib
+    import io
+
+    from part1_capacity import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(list(args))
+        except SystemExit as exc:       # argparse errors
+            code = exc.code
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 # --- vLLM: vllm/v1/kv_cache_interface.py, vllm/v1/core/kv_cache_utils.py -----------------------------------------

@@ -7,7 +7,6 @@ the code's output. Every rule has a test that fails when the rule is removed.
 """
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -20,7 +19,19 @@ CONTEXTS, N_SEQ = (1000, 4096), (1, 3)
 
 
 def capacity(*args):
-    return subprocess.run([sys.executable, "-m", "part1_capacity.cli", *args], capture_output=True, text=True)
+    """The CLI in-process (no interpreter start-up): returncode, stdout, stderr as a finished subprocess has."""
+    import contextlib
+    import io
+
+    from part1_capacity import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(list(args))
+        except SystemExit as exc:       # argparse errors
+            code = exc.code
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(scope="module")
