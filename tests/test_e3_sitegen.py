@@ -15,8 +15,8 @@ def _synthetic_run():
     template = json.loads(next(SAVED.glob("e3_*.json")).read_text())  # any saved run: host facts, config shape
     run = copy.deepcopy(template)
     host = run["host_mem_bytes"]
-    # A 9 GB index: larger than any saved run, so the page (which leads with the largest index) shows this one.
-    run["index_bytes"] = 9 * GB
+    # A 19 GB index: larger than any saved run, so the page (which leads with the largest index) shows this one.
+    run["index_bytes"] = 19 * GB
     cfg = Config(baseline_cycles=3, knee_factor=10, knee_confirm=2)
     cycles = []
     for i, taken in enumerate([0, 0, 0] + [x * GB // 4 for x in range(8, 16)]):
@@ -33,7 +33,7 @@ def _synthetic_run():
     run["config"]["baseline_cycles"] = 3
     run["knee_p99"], run["knee_p50"] = knees(cycles, cfg, host)
     run["baselines"] = baselines(cycles, cfg)
-    run["index_vectors"], run["index_dim"] = 9 * GB // (4 * 384), 384
+    run["index_vectors"], run["index_dim"] = 19 * GB // (4 * 384), 384
     return run
 
 
@@ -50,7 +50,7 @@ def test_page_shows_runs_with_a_knee_and_the_study(tmp_path, monkeypatch):
     for p in SAVED.glob("e3_*.json"):
         (results / p.name).write_text(p.read_text())
     run = _synthetic_run()
-    (results / "e3_index9gb.json").write_text(json.dumps(run))
+    (results / "e3_index19gb.json").write_text(json.dumps(run))
     interrupted = dict(run, stop_reason="interrupted")
     (results / "e3_index8gb.json").write_text(json.dumps(interrupted))
     monkeypatch.setattr(sitegen, "RESULTS", results)
@@ -58,19 +58,19 @@ def test_page_shows_runs_with_a_knee_and_the_study(tmp_path, monkeypatch):
     out.mkdir()
     sitegen.build(out)
 
-    assert (out / "e3_index9gb.png").stat().st_size > 10_000
+    assert (out / "e3_index19gb.png").stat().st_size > 10_000
     assert not (out / "e3_index8gb.png").exists()  # interrupted runs are never shown
     runs_md = (out / "runs.md").read_text()
-    assert "e3_index9gb.png" in runs_md and "Validation run" not in runs_md
+    assert "e3_index19gb.png" in runs_md and "Validation run" not in runs_md
     knees_md = (out / "knees.md").read_text()
-    assert "| 9.00 GB | 3.00 GB |" in knees_md and "3.50 GB (+0.50 GB)" in knees_md  # p50 knee 0.5 GB later
+    assert "| 19.00 GB | 3.00 GB |" in knees_md and "3.50 GB (+0.50 GB)" in knees_md  # p50 knee 0.5 GB later
     assert "original study, 5 GB index" in knees_md and "e3_index8gb" not in runs_md
     monitoring = (out / "monitoring.md").read_text()
     assert "×3,000" in monitoring  # p99: 1 µs → 3000 µs
-    # The law's row for the 9 GB run: MemAvailable at its knee = host − 3 GB taken − 2 GB, minus the 9 GB index.
+    # The law's row for the 19 GB run: MemAvailable at its knee = host − 3 GB taken − 2 GB, minus the 19 GB index.
     law = (out / "law.md").read_text()
-    hot = (run["host_mem_bytes"] - 5 * GB - 9 * GB) / GB
-    assert f"| 9.00 GB | {(run['host_mem_bytes'] - 5 * GB) / GB:.2f} GB | {hot:+.2f} GB |" in law
+    hot = (run["host_mem_bytes"] - 5 * GB - 19 * GB) / GB
+    assert f"| 19.00 GB | {(run['host_mem_bytes'] - 5 * GB) / GB:.2f} GB | {hot:+.2f} GB |" in law
     assert "+1.67 GB" in law  # the study's 5 GB index: 6.67 GB available at the knee
     study = (out / "study.md").read_text()
     assert "15.7 GB desktop" in study and "42%" in study and "(1.33 ×)" in study
