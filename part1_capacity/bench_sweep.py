@@ -1,4 +1,4 @@
-"""Benchmark: how many (context, batch) plans per second `capacity sweep` computes (the issue asks ≥ 100,000).
+"""Benchmark: how many (context, batch) plans per second `capacity sweep` computes (the target is ≥ 100,000).
 
     .venv/bin/python part1_capacity/bench_sweep.py [--points-per-axis 1000]
 

@@ -130,7 +130,7 @@ def test_misreads_are_refused_not_returned(results):
     # Whatever the model gets wrong (recorded by the evaluation), translate must refuse rather than return it.
     wrong = results["evaluation"]["errors"] + results["evaluation"]["per_form_errors"]
     for e in wrong[:5]:
-        with pytest.raises(ValueError, match="not recognised"):
+        with pytest.raises(ValueError, match="misread"):   # a supported form of a real date: the model misread it
             translate(e["text"])
 
 
@@ -142,10 +142,25 @@ def test_a_wrong_answer_never_passes_the_round_trip(monkeypatch):
         return lambda model, src, max_len: torch.tensor([[data.BOS_ID] + data.encode_text(iso) + [data.EOS_ID]])[:, 1:]
 
     monkeypatch.setattr(T, "greedy_decode", decoder_says("2021-03-04"))
-    with pytest.raises(ValueError, match="not recognised"):
+    with pytest.raises(ValueError, match="misread"):       # the form is supported: the message says misread
         T.translate("3 March 2021")
+    with pytest.raises(ValueError, match="not recognised"):  # not a form of any date: not a misread
+        T.translate("Mon, 3 Mar 2021")
     monkeypatch.setattr(T, "greedy_decode", decoder_says("2021-03-03"))
     assert T.translate("3 March 2021") == "2021-03-03"
+
+
+@pytest.mark.parametrize("text, iso", [("31 Oct 2011", "2011-10-31"), ("the 2nd of July 1969", "1969-07-02"),
+                                       ("2nd of July 1969", "1969-07-02"), ("04-03-2021", "2021-03-04")])
+def test_translate_forms_people_write(text, iso):
+    assert translate(text) == iso
+
+
+def test_heldout_forms_were_never_trained_on(results):
+    h = results["heldout_forms"]
+    assert tuple(h["forms"]) == data.HELDOUT_FORMS == tuple(h["training"]["exclude_forms"])
+    assert set(h["per_form_exact_match"]) == set(data.HELDOUT_FORMS)
+    assert results["training"]["exclude_forms"] == []          # the shipped model saw every form
 
 
 def test_translate_many_batches():

@@ -13,8 +13,26 @@ def test_issue_examples_are_forms_of_their_date():
     assert d.strftime("%a") == "Wed"  # the calendar, not our weekday table
     forms = {data.render(d, f) for f in data.FORM_NAMES}
     for text in ["3 March 2021", "March 3, 2021", "03/03/21", "Wed, 3 Mar 2021", "2021년 3월 3일",
-                 "the 3rd of March '21"]:
+                 "the 3rd of March '21", "3 Mar 2021", "the 3rd of March 2021"]:
         assert text in forms, text
+
+
+@pytest.mark.parametrize("text, iso", [
+    ("31 Oct 2011", "2011-10-31"), ("the 2nd of July 1969", "1969-07-02"), ("Oct 31, 2011", "2011-10-31"),
+    ("03/04/05", "2005-03-04"),      # year last with slashes: month first (the stated US convention)
+    ("04.03.2021", "2021-03-04"),    # dots: day first
+    ("04-03-2021", "2021-03-04"),    # dashes with the year last: day first
+    ("2021. 3. 4.", "2021-03-04"),   # Korean numeric: year first
+    ("2021년 3월 3일 수요일", "2021-03-03"), ("4 marzo 2021", "2021-03-04"),
+])
+def test_forms_people_write_read_exactly(text, iso):
+    got = data.read_exactly(text)
+    assert got is not None and got[0].isoformat() == iso, got
+
+
+@pytest.mark.parametrize("text", ["31 February 2021", "hello", "13/13/13", "3 March 2150", "Tue, 3 Mar 2021"])
+def test_read_exactly_refuses_non_dates(text):
+    assert data.read_exactly(text) is None
 
 
 def test_weekday_and_month_names_follow_the_calendar():

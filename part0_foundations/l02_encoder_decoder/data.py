@@ -7,7 +7,9 @@ Conventions that make every string mean exactly one date (``tests/test_encoder_d
 the whole range):
 - the supported range is 1950-01-01 … 2049-12-31, so a two-digit year is never ambiguous (50–99 → 19xx,
   00–49 → 20xx);
-- slashes are month-first (US: ``03/04/21`` is 4 March 2021), dots are day-first (``04.03.2021`` is 4 March 2021).
+- a four-digit year written first is always year, month, day (``2021/03/04``, ``2021. 3. 4.``, ISO);
+- with the year last, slashes are month-first (US: ``03/04/05`` is 4 March 2005), dots and dashes are day-first
+  (European: ``04.03.2021`` and ``04-03-2021`` are 4 March 2021).
 
 Characters are the tokens: one shared vocabulary with ``<pad>``, ``<bos>`` and ``<eos>``.
 """
@@ -29,6 +31,9 @@ MONTHS_FR = ["janvier", "février", "mars", "avril", "mai", "juin", "juillet", "
              "novembre", "décembre"]
 MONTHS_DE = ["Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September", "Oktober",
              "November", "Dezember"]
+MONTHS_IT = ["gennaio", "febbraio", "marzo", "aprile", "maggio", "giugno", "luglio", "agosto", "settembre", "ottobre",
+             "novembre", "dicembre"]
+WEEKDAYS_KO = ["월요일", "화요일", "수요일", "목요일", "금요일", "토요일", "일요일"]
 MONTHS_ES = ["enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto", "septiembre", "octubre",
              "noviembre", "diciembre"]
 
@@ -65,7 +70,22 @@ FORMS = {
     "french": lambda d: f"le {'1er' if d.day == 1 else d.day} {MONTHS_FR[d.month - 1]} {d.year}",  # le 3 mars 2021
     "german": lambda d: f"{d.day}. {MONTHS_DE[d.month - 1]} {d.year}",                     # 3. März 2021
     "spanish": lambda d: f"{d.day} de {MONTHS_ES[d.month - 1]} de {d.year}",               # 3 de marzo de 2021
+    # Forms as people write them in running text and forms (added with the held-out-forms evaluation):
+    "d_mon_yyyy": lambda d: f"{d.day} {MONTHS[d.month - 1][:3]} {d.year}",                 # 3 Mar 2021
+    "mon_d_yyyy": lambda d: f"{MONTHS[d.month - 1][:3]} {d.day}, {d.year}",                # Mar 3, 2021
+    "the_dth_of_month_yyyy": lambda d: f"the {ordinal(d.day)} of {MONTHS[d.month - 1]} {d.year}",  # the 3rd of March 2021
+    "dth_of_month_yyyy": lambda d: f"{ordinal(d.day)} of {MONTHS[d.month - 1]} {d.year}",  # 3rd of March 2021
+    "mon_dth_yyyy": lambda d: f"{MONTHS[d.month - 1][:3]} {ordinal(d.day)}, {d.year}",     # Mar 3rd, 2021
+    "weekday_mon_d_yyyy": lambda d: f"{WEEKDAYS[d.weekday()][:3]}, {MONTHS[d.month - 1][:3]} {d.day}, {d.year}",
+    "dd-mm-yyyy": lambda d: f"{d.day:02d}-{d.month:02d}-{d.year}",                        # 03-03-2021
+    "m/d/yy": lambda d: f"{d.month}/{d.day}/{d.year % 100:02d}",                          # 3/3/21
+    "korean_numeric": lambda d: f"{d.year}. {d.month}. {d.day}.",                          # 2021. 3. 3.
+    "korean_weekday": lambda d: f"{d.year}년 {d.month}월 {d.day}일 {WEEKDAYS_KO[d.weekday()]}",  # 2021년 3월 3일 수요일
+    "italian": lambda d: f"{d.day} {MONTHS_IT[d.month - 1]} {d.year}",                     # 3 marzo 2021
 }
+# Forms the held-out-forms model never sees in training (each has a close sibling it does see): the test of whether
+# the model generalises to a *way of writing* it was not taught, beside the held-out *dates* every model is tested on.
+HELDOUT_FORMS = ("d_mon_yyyy", "the_dth_of_month_yyyy", "dd-mm-yyyy", "italian")
 FORM_NAMES = list(FORMS)
 # Casing is drawn per example: most text keeps its form's casing, some is all lower or all upper case.
 CASINGS = {"as_written": 0.8, "lower": 0.1, "upper": 0.1}
@@ -94,20 +114,56 @@ def splits(seed: int = SPLIT_SEED) -> dict[str, list[dt.date]]:
     }
 
 
-def sample_examples(dates: list[dt.date], rng: random.Random) -> list[tuple[str, str, str]]:
-    """One (source text, ISO target, form name) per date: a uniform form and a casing drawn from ``CASINGS``."""
+def sample_examples(dates: list[dt.date], rng: random.Random, forms=None) -> list[tuple[str, str, str]]:
+    """One (source text, ISO target, form name) per date: a uniform form (of ``forms``, default all) and a casing
+    drawn from ``CASINGS``."""
     casings, weights = list(CASINGS), list(CASINGS.values())
+    forms = list(forms or FORM_NAMES)
     out = []
     for d in dates:
-        form = rng.choice(FORM_NAMES)
+        form = rng.choice(forms)
         casing = rng.choices(casings, weights)[0]
         out.append((render(d, form, casing), d.isoformat(), form))
     return out
 
 
-def fixed_examples(split: str, seed: int = 0) -> list[tuple[str, str, str]]:
-    """The evaluation set of a split: each of its dates once, in a form and casing fixed by ``seed``."""
-    return sample_examples(splits()[split], random.Random(seed))
+def fixed_examples(split: str, seed: int = 0, forms=None) -> list[tuple[str, str, str]]:
+    """The evaluation set of a split: each of its dates once, in a form (of ``forms``) and casing fixed by ``seed``."""
+    return sample_examples(splits()[split], random.Random(seed), forms)
+
+
+def normalise(s: str) -> str:
+    """How two texts are compared: case, commas and runs of white space do not matter."""
+    return " ".join(s.casefold().replace(",", " ").split())
+
+
+def _candidate_years(text: str) -> set[int]:
+    import re
+
+    years = set()
+    for run in re.findall(r"\d+", text):
+        for y in ({int(run)} if len(run) == 4 else {int(run[:4])} if len(run) == 8 else set()):
+            years.add(y)
+        if len(run) == 2:                                   # a two-digit year: 50–99 → 19xx, 00–49 → 20xx
+            years.add((1900 if int(run) >= 50 else 2000) + int(run))
+    return {y for y in years if FIRST_DATE.year <= y <= LAST_DATE.year}
+
+
+def read_exactly(text: str) -> tuple[dt.date, str] | None:
+    """(date, form) when ``text`` is, exactly, one of the data set's forms of one date; None otherwise.
+
+    No string is a form of two dates (the tests check the whole range), so the answer is unique. It is found by
+    rendering every form of every day of the years the text could name (its four-digit, eight-digit or two-digit
+    numbers): a few hundred thousand strings at most, a fraction of a second."""
+    key = normalise(text)
+    for year in sorted(_candidate_years(text)):
+        d = dt.date(year, 1, 1)
+        while d.year == year:
+            for form in FORM_NAMES:
+                if normalise(FORMS[form](d)) == key:
+                    return d, form
+            d += dt.timedelta(days=1)
+    return None
 
 
 def _one_year_of_forms():

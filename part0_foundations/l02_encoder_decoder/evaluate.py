@@ -99,6 +99,25 @@ def evaluate(model, per_form=True) -> dict:
     return res
 
 
+def heldout_forms(model, forms) -> dict:
+    """Exact match of a model trained WITHOUT ``forms`` on the test dates written in each of them (forms it never
+    saw), beside its exact match on the test dates in the forms it was trained on."""
+    dates = data.splits()["test"]
+    per_form, errors = {}, []
+    for form in forms:
+        ex = [(data.render(d, form), d.isoformat()) for d in dates]
+        got = translate_examples(model, ex)
+        per_form[form] = sum(g == e[1] for g, e in zip(got, ex)) / len(ex)
+        errors += [{"form": form, "text": e[0], "target": e[1], "got": g} for g, e in zip(got, ex) if g != e[1]][:5]
+    seen = data.fixed_examples("test", forms=[f for f in data.FORM_NAMES if f not in forms])
+    preds = translate_examples(model, seen)
+    return {"forms": list(forms), "n_test_dates": len(dates),
+            "per_form_exact_match": per_form,
+            "heldout_exact_match": sum(per_form.values()) / len(per_form),
+            "seen_exact_match": sum(p == e[1] for p, e in zip(preds, seen)) / len(seen),
+            "errors": errors}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description="Re-measure the shipped checkpoint on the test dates.")
     p.add_argument("--threads", type=int, default=1)

@@ -233,6 +233,13 @@ def _tables(res, out):
                 f"{e['target']}): no string is a form of two dates, so the round trip catches the mistake and "
                 f"`translate` refuses instead of answering wrongly.\n")
     (out / "translations.md").write_text("\n".join(rows) + "\n" + note)
+    h = res["heldout_forms"]
+    rows = ["| form never seen in training | written for 2021-03-03 | exact match (2,000 test dates) |", "|---|---|---|"]
+    rows += [f"| `{f}` | {data.render(example, f)} | {_pct(acc)} |" for f, acc in h["per_form_exact_match"].items()]
+    rows.append(f"| the {len(data.FORM_NAMES) - len(h['forms'])} forms it was trained on (seeded test set) | | "
+                f"{_pct(h['seen_exact_match'])} |")
+    wrong = "; ".join(f"`{e['text']}` → {e['got']} (not {e['target']})" for e in h["errors"][:4])
+    (out / "heldout_forms.md").write_text("\n".join(rows) + "\n" + (f"\nSome of its mistakes: {wrong}.\n" if wrong else ""))
     n_params = res["n_parameters"]
     (out / "model.md").write_text(
         f"The shipped model has **{n_params:,} parameters**; `checkpoint.pt` is "

@@ -6,8 +6,8 @@ A neural translator always writes *something*. To never return a guess, the mode
 it is a real calendar date in the supported range and the input is one of the data set's forms of that very date
 (compared ignoring case, commas and extra spaces). Anything else — text that is not a date, a date outside
 1950–2049, an impossible date such as 31 February, a form the model never learned, a real date the model misreads
-(no string is a form of two dates, so a misread never passes) — raises ``ValueError`` that names the field ``text``
-and says what is allowed. The CLI prints that message on one line and exits 2.
+(no string is a form of two dates, so a misread never passes; the message then says *misread*, since the form is
+supported) — raises ``ValueError`` that names the field ``text`` and says what is allowed. The CLI prints that message on one line and exits 2.
 """
 from __future__ import annotations
 
@@ -30,10 +30,6 @@ def _model():
     if _MODEL is None:
         _MODEL = load_model()
     return _MODEL
-
-
-def _normalise(s: str) -> str:
-    return " ".join(s.casefold().replace(",", " ").split())
 
 
 def _check_text(text) -> str:
@@ -72,7 +68,11 @@ def translate_many(texts) -> list[str]:
         except ValueError:
             day = None
         if (day is None or not data.FIRST_DATE <= day <= data.LAST_DATE
-                or _normalise(text) not in {_normalise(data.render(day, f)) for f in data.FORM_NAMES}):
+                or data.normalise(text) not in {data.normalise(data.render(day, f)) for f in data.FORM_NAMES}):
+            known = data.read_exactly(text)
+            if known is not None:   # a supported form of a real date: the model got it wrong, and says nothing
+                raise ValueError(f"text: {text!r} is a supported form ({known[1]}) of a date, but the model misread "
+                                 f"it (it wrote {iso!r}); refusing to return a misread")
             raise ValueError(f"text: {text!r} was not recognised as a date from {RANGE} in a supported form "
                              f"(e.g. {EXAMPLES}); refusing to guess")
         results.append(iso)
