@@ -9,6 +9,11 @@ The law alone (no engine rule) is recorded beside them: that is the gap the rule
 
 The log prints MiB with two decimals, so a component matches when it is within 0.005 MiB of the prediction and
 its cell count (printed exactly) equals the predicted one.
+
+A row of ``capacity e1 --structure … --json``: ``architecture``, ``contexts``, ``n_seq``, ``cases`` (every
+(context, n_seq[, swa_full]) opened, in order), ``reported`` / ``predicted`` / ``law`` (component → bytes, one per
+case in ``cases`` order; components K, V, K_swa, V_swa, R, S as the model has them), ``match`` and ``details``
+(per case: cells logged and predicted, the log lines).
 """
 from __future__ import annotations
 
