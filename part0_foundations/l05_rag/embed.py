@@ -20,7 +20,7 @@ DEFAULT_CACHE = Path(__file__).resolve().parents[2] / "_build" / "cache" / "l05_
 
 
 @functools.lru_cache(maxsize=1)
-def load_model():
+def load_embedder():
     """The SentenceTransformer, loaded once per process from the offline package, on CPU."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -84,7 +84,7 @@ class Embedder:
         keys = [_key(t) for t in texts]
         todo = sorted({k: t for k, t in zip(keys, texts) if k not in self._cache}.items())
         if todo:
-            vecs = load_model().encode([t for _, t in todo], batch_size=self.batch_size,
+            vecs = load_embedder().encode([t for _, t in todo], batch_size=self.batch_size,
                                        normalize_embeddings=True, convert_to_numpy=True)
             self._cache.update({k: v.astype(np.float32) for (k, _), v in zip(todo, vecs)})
             self.computed += len(todo)

@@ -24,8 +24,10 @@ _INPUTS = ("model", "accelerator", "context", "concurrency", "weights_dtype", "k
 
 
 @dataclass(frozen=True)
-class Workload:
-    """A scenario as calculator inputs (ids from part1_capacity/data/); sizes in tokens and sequences."""
+class ArchetypeWorkload:
+    """An archetype's scenario as calculator inputs (ids from part1_capacity/data/); sizes in tokens and sequences.
+    Not the calculator's ``plan.Workload``: ``concurrency`` becomes its ``batch`` when the scenario is planned
+    (``propose.py``); the archetypes file and the JSON keep the word ``concurrency``."""
     description: str
     model: str
     accelerator: str
@@ -55,7 +57,7 @@ class Archetype:
     why_suppliers_miss: str
     objections: tuple
     workload_description: str
-    workload: Workload | None   # None: no calculator inputs (no quantitative evidence)
+    workload: ArchetypeWorkload | None   # None: no calculator inputs (no quantitative evidence)
     evidence: bool              # at least one verified claim in the ledger
 
     def objections_for(self, bottleneck: str | None) -> list[str]:
@@ -101,7 +103,7 @@ def _workload(raw, where, evidence):
     for k in ("model", "accelerator", "weights_dtype", "kv_dtype"):
         if not isinstance(inputs[k], str) or not inputs[k].strip():
             raise InputError(f"{where}.{k}: must be a non-empty id, got {inputs[k]!r}")
-    return description, Workload(description=description, **inputs)
+    return description, ArchetypeWorkload(description=description, **inputs)
 
 
 def parse_archetypes(doc: dict, ledger: Ledger, origin: str = "archetypes") -> dict[str, Archetype]:
