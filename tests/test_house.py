@@ -1,0 +1,150 @@
+"""The house's arrows, read from the source with ``ast`` (every import, module-level or inside a function):
+
+- ``course/`` (shared machinery) imports neither part;
+- ``part0_foundations`` (lessons) never imports ``part1_capacity`` (calculator and experiments);
+- the CLI layer ``part1_capacity/commands/`` is imported by nothing but ``part1_capacity/cli.py`` (and itself);
+- no private name (``_x``) is imported from another module;
+- the light path — ``capacity plan ... --json`` and ``capacity compare`` — loads neither torch, transformers nor
+  llama_cpp (checked in a fresh interpreter's ``sys.modules``).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("course", "part0_foundations", "part1_capacity")
+HEAVY = ("torch", "transformers", "llama_cpp")
+
+# A private helper one lesson's checks borrow from another's, left to the lesson-contract work; a new one fails.
+KNOWN_PRIVATE_IMPORTS = {("part0_foundations/l02_encoder_decoder/checks.py",
+                          "part0_foundations.l01_attention.checks._copy_from_torch_mha")}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> list[tuple[str, str | None]]:
+    """(module, imported name or None) for every import statement in ``path``, relative ones made absolute."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            found += [(base, a.name) for a in node.names]
+    return found
+
+
+def sources(*packages: str):
+    for pkg in packages:
+        yield from sorted((REPO / pkg).rglob("*.py"))
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
+
+
+def targets(path: Path) -> set[str]:
+    """Every module ``path`` imports (``from a import b`` counts as both ``a`` and ``a.b``)."""
+    out = set()
+    for module, name in imports(path):
+        out.add(module)
+        if name:
+            out.add(f"{module}.{name}")
+    return out
+
+
+def under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_imports_are_resolved_by_the_parser():
+    # The rules below are only as good as this reading: a relative import must come out absolute.
+    found = imports(REPO / "part1_capacity" / "commands" / "plan.py")
+    assert any(under(m, "part1_capacity") for m, _ in found)
+    assert all(not m.startswith(".") for m, _ in found)
+
+
+def test_course_imports_neither_part():
+    bad = [(rel(p), m) for p in sources("course") for m in targets(p)
+           if under(m, "part0_foundations") or under(m, "part1_capacity")]
+    assert bad == []
+
+
+def test_lessons_never_import_the_calculator():
+    bad = [(rel(p), m) for p in sources("part0_foundations") for m in targets(p) if under(m, "part1_capacity")]
+    assert bad == []
+
+
+def test_only_the_cli_imports_the_commands():
+    commands = REPO / "part1_capacity" / "commands"
+    bad = [(rel(p), m) for p in sources(*PACKAGES) for m in targets(p)
+           if under(m, "part1_capacity.commands") and p != REPO / "part1_capacity" / "cli.py"
+           and commands not in p.parents]
+    assert bad == []
+
+
+def test_no_private_name_is_imported_from_another_module():
+    found = set()
+    for p in sources(*PACKAGES, "tools"):
+        own_package = module_name(p).rsplit(".", 1)[0]
+        for module, name in imports(p):
+            if name and name.startswith("_") and not name.startswith("__"):
+                found.add((rel(p), f"{module}.{name}"))
+            # a private module (``commands._common``) is for its own package's modules only
+            private = [i for i, part in enumerate(module.split(".")) if part.startswith("_")
+                       and not part.startswith("__")]
+            if private and not under(own_package, ".".join(module.split(".")[:private[0]])):
+                found.add((rel(p), module))
+    assert found <= KNOWN_PRIVATE_IMPORTS, sorted(found - KNOWN_PRIVATE_IMPORTS)
+
+
+LIGHT = """
+import contextlib, io, json, sys
+from part1_capacity import cli
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    codes = [cli.main(["plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "8192",
+                       "--batch", "4", "--json"]),
+             cli.main(["compare"])]
+print(json.dumps({"codes": codes, "heavy": sorted({m.split(".")[0] for m in sys.modules} & set(%r))}))
+"""
+
+
+def test_plan_and_compare_load_no_framework():
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = subprocess.run([sys.executable, "-c", LIGHT % (HEAVY,)], capture_output=True, text=True, env=env,
+                         cwd=REPO, timeout=120)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got == {"codes": [0, 0], "heavy": []}
+
+
+@pytest.mark.parametrize("source, rule", [
+    ("from part1_capacity.commands import plan\n", test_only_the_cli_imports_the_commands),
+    ("from ..l01_attention.checks import _helper\n", test_no_private_name_is_imported_from_another_module),
+    ("def f():\n    from part1_capacity import plan\n", test_lessons_never_import_the_calculator),
+])
+def test_a_broken_arrow_is_caught(tmp_path, monkeypatch, source, rule):
+    # The same rules fail on a lesson module that breaks them (in a copy of the layout, not in the repository).
+    bad = tmp_path / "part0_foundations" / "l05_rag" / "probe.py"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(source)
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    with pytest.raises(AssertionError):
+        rule()
