@@ -16,7 +16,7 @@ operations, then check them against PyTorch's own implementations.
 $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d}} + M\right) V$$
 
 Fill in every cell marked `YOUR CODE HERE`, then run the test cells below it. The site page
-*Part 0 › 01 Attention* walks through the same code.
+*Part 0 › 01 Attention* explains the math and the shapes your code works on.
 """),
     code("""
 import math

@@ -18,7 +18,7 @@ $$q = \mathrm{clamp}\!\left(\mathrm{round}\!\left(\frac{w}{s}\right), -128, 127\
 \qquad s = \frac{\max |w|}{127}$$
 
 Fill in every cell marked `YOUR CODE HERE`, then run the test cells below it. The site page
-*Part 0 › 04 GPT-2 to INT8* walks through the same code and shows the full comparison.
+*Part 0 › 04 GPT-2 to INT8* explains each step and shows the full comparison.
 """),
     code("""
 import torch
