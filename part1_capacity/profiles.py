@@ -82,12 +82,6 @@ class ModelProfile:
             return "mha"
         return "mqa" if self.n_kv_heads == 1 else "gqa"
 
-    @property
-    def weights_params(self) -> float:
-        """Parameters a server loads: the total, without an MTP module the checkpoint may also hold (vLLM loads
-        it only for MTP speculative decoding; see ``weights.py``)."""
-        return self.params_total
-
     # --- cache sizes, from the lesson-03 laws -------------------------------------------------------------
     def kv_bytes_per_token(self, kv_bytes_per_element: float) -> float:
         """Bytes one more token adds to one sequence's cache once windows are full (the growing slope)."""

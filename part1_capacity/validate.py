@@ -77,11 +77,6 @@ def positive_int(v, field: str, hi=None) -> int:
     return number(v, field, lo=1, hi=hi, integer=True)
 
 
-def non_negative_int(v, field: str, hi=None) -> int:
-    """A whole number >= 0 (and <= ``hi``)."""
-    return number(v, field, lo=0, hi=hi, integer=True)
-
-
 def parse_int(text: str, field: str, lo=1, hi=None) -> int:
     """An integer typed on the command line: ``131072``, ``128K`` (×1024), ``1M`` (×1024²), ``1_000``.
     At most ``MAX_INT_DIGITS`` digits, so a 400-digit argument is refused before any arithmetic."""
