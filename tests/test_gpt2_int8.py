@@ -231,3 +231,19 @@ def test_train_script_writes_a_loadable_folder(tmp_path):
     log = json.loads((out / "train_log.json").read_text())
     assert log["steps"] == 2 and log["train_tokens"] > 10_000
     assert "PSF License" in (out / "NOTICE.md").read_text()
+
+
+def test_dynamic_linear_rounds_activations_to_7_bits():
+    """torch.ao's dynamic INT8 Linear calls ``linear_dynamic(..., reduce_range=True)`` on x86 back ends
+    (torch/ao/nn/quantized/dynamic/modules/linear.py): activations get 128 levels (0..127), not 256 — the lesson
+    page says 7 bits. An identity weight (exact in INT8) passes the rounded activations through unchanged."""
+    from part0_foundations.l04_gpt2_int8.int8 import quantize_with_torch
+
+    n = 1000
+    lin = nn.Linear(n, n, bias=False)
+    with torch.no_grad():
+        lin.weight.copy_(torch.eye(n))
+    qmodel, _ = quantize_with_torch(nn.Sequential(lin), "per_tensor")
+    x = torch.linspace(0, 1, n).unsqueeze(0)
+    levels = torch.unique(qmodel(x).round(decimals=6)).numel()
+    assert levels == 128, f"dynamic activation rounding has {levels} levels; the page says 7 bits (128)"

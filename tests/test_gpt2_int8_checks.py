@@ -104,3 +104,56 @@ def test_check_fails_on_wrong_implementation(check_id, wrong):
 def test_reference_passes_every_check():
     for check_id, (name, check) in checks.ALL.items():
         check(getattr(ref, name))
+
+
+# --- int8_round_trip on MiniLM's real layers -----------------------------------------------------------------------
+def rt_input_channels(linear):
+    """Scales per INPUT channel (axis 1): the wrong axis of an nn.Linear weight."""
+    out = copy.deepcopy(linear)
+    q, s = ref.quantize_per_channel(linear.weight, axis=1)
+    with torch.no_grad():
+        out.weight.copy_(ref.dequantize(q, s, axis=1))
+    return out
+
+
+def rt_per_tensor(linear):
+    """One scale for the whole tensor."""
+    out = copy.deepcopy(linear)
+    q, s = ref.quantize_per_tensor(linear.weight)
+    with torch.no_grad():
+        out.weight.copy_(ref.dequantize(q, s))
+    return out
+
+
+def rt_in_place(linear):
+    """Right numbers, but written into the original layer."""
+    q, s = ref.quantize_per_channel(linear.weight, axis=0)
+    with torch.no_grad():
+        linear.weight.copy_(ref.dequantize(q, s, axis=0))
+    return linear
+
+
+def rt_drops_bias(linear):
+    out = ref.int8_round_trip(linear)
+    out.bias = None
+    return out
+
+
+@pytest.mark.parametrize("wrong, message", [
+    (rt_input_channels, "OUTPUT channel"), (rt_per_tensor, "OUTPUT channel"),
+    (rt_in_place, "leave the original"), (rt_drops_bias, "bias must be kept"),
+])
+def test_minilm_layer_check_rejects(wrong, message):
+    with pytest.raises(CheckFailed, match=message):
+        checks.check_minilm_layer_sqnr(wrong)
+
+
+@pytest.mark.parametrize("wrong", [rt_input_channels, rt_per_tensor])
+def test_minilm_embeddings_check_rejects(wrong):
+    with pytest.raises(CheckFailed, match="cosine"):
+        checks.check_minilm_embeddings_match(wrong)
+
+
+def test_minilm_checks_pass_the_reference():
+    checks.check_minilm_layer_sqnr(ref.int8_round_trip)
+    checks.check_minilm_embeddings_match(ref.int8_round_trip)

@@ -207,6 +207,69 @@ def check_dequantize(dequantize):
         expect_close(got, want, f"dequantize per channel along axis={axis}", atol=1e-7, rtol=1e-6)
 
 
+
+# --- MiniLM: the round trip on a real pretrained layer --------------------------------------------------------------
+MINILM_LAYER = "encoder.layer.0.output.dense"   # a layer with real outlier channels (see the lesson page)
+
+
+def _minilm_copy():
+    from part0_foundations.l04_gpt2_int8.minilm import load_minilm
+
+    return load_minilm()
+
+
+def _reference_round_trip(linear):
+    # The course's own quantizer, imported fresh here: the expected values never come from the learner's code.
+    from part0_foundations.l04_gpt2_int8 import int8 as ref
+
+    return ref.int8_round_trip(linear)
+
+
+def check_minilm_layer_sqnr(int8_round_trip):
+    """On MiniLM's real layer: a new nn.Linear, original untouched, bias kept, the weight SQNR of per-channel INT8
+    equal to the reference's (to 0.01 dB) and well above one scale per tensor."""
+    from part0_foundations.l04_gpt2_int8.int8 import dequantize, quantize_per_tensor, weight_error
+    from part0_foundations.l04_gpt2_int8.minilm import encoder_linears
+
+    layer = encoder_linears(_minilm_copy())[MINILM_LAYER]
+    w0, b0 = layer.weight.detach().clone(), layer.bias.detach().clone()
+    out = call(int8_round_trip, layer, what=f"int8_round_trip(MiniLM's {MINILM_LAYER})")
+    expect(isinstance(out, nn.Linear), f"int8_round_trip must return an nn.Linear, got {type(out).__name__}")
+    expect(out is not layer and torch.equal(layer.weight.detach(), w0),
+           "int8_round_trip must return a copy and leave the original layer's weight unchanged")
+    expect_shape(out.weight, tuple(w0.shape), "the returned weight (out, in)")
+    expect(out.bias is not None and torch.equal(out.bias.detach(), b0), "the bias must be kept exactly")
+    got = weight_error(w0, out.weight.detach())["sqnr_db"]
+    want = weight_error(w0, _reference_round_trip(layer).weight.detach())["sqnr_db"]
+    q, s = quantize_per_tensor(w0)
+    one_scale = weight_error(w0, dequantize(q, s))["sqnr_db"]
+    expect(abs(got - want) <= 0.01, f"weight SQNR {got:.2f} dB, the reference's per-channel round trip gives "
+           f"{want:.2f} dB: one scale per OUTPUT channel (axis 0 of an nn.Linear weight), max|w| / 127")
+    expect(got >= one_scale + 3, f"weight SQNR {got:.2f} dB is not clearly above one scale per tensor "
+           f"({one_scale:.2f} dB): per-channel scales should win on a layer with outlier channels")
+
+
+def check_minilm_embeddings_match(int8_round_trip):
+    """Every encoder layer of MiniLM round-tripped by the learner gives the same sentence embeddings as the reference
+    round trip (cosine ≥ 0.9999 on lesson 05's questions)."""
+    from part0_foundations.l04_gpt2_int8.minilm import replace_encoder_linears
+    from part0_foundations.l05_rag.evalset import QUESTIONS
+
+    def yours(name, lin):
+        new = call(int8_round_trip, lin, what=f"int8_round_trip({name})")
+        expect(isinstance(new, nn.Linear), f"int8_round_trip({name}) must return an nn.Linear")
+        return new
+
+    texts = [q for q, _ in QUESTIONS[:16]]
+    models = [replace_encoder_linears(_minilm_copy(), build)
+              for build in (yours, lambda name, lin: _reference_round_trip(lin))]
+    models = [m.encode(texts, normalize_embeddings=True, convert_to_tensor=True) for m in models]
+    cos = (models[0] * models[1]).sum(dim=1)
+    worst = int(cos.argmin())
+    expect(float(cos.min()) >= 0.9999, f"with your round trip in every layer, the embedding of question {worst} "
+           f"has cosine {float(cos.min()):.5f} to the reference INT8 model's (want ≥ 0.9999): check the scales' axis")
+
+
 ALL = {
     "conversion_exact": ("conv1d_to_linear", check_conversion_exact),
     "lm_head_untouched_and_tied": ("conv1d_to_linear", check_lm_head_untouched_and_tied),
@@ -215,5 +278,7 @@ ALL = {
     "per_channel_matches_torch": ("quantize_per_channel", check_per_channel_matches_torch),
     "per_channel_not_worse": ("quantize_per_channel", check_per_channel_not_worse),
     "dequantize": ("dequantize", check_dequantize),
+    "minilm_layer_sqnr": ("int8_round_trip", check_minilm_layer_sqnr),
+    "minilm_embeddings_match": ("int8_round_trip", check_minilm_embeddings_match),
 }
 """check id → (the learner definition it grades, the check). tests/autograder/ parametrizes over this."""

@@ -99,6 +99,19 @@ def dequantize(q: torch.Tensor, scale, axis: int = 0) -> torch.Tensor:
     return w
 
 
+def int8_round_trip(linear: nn.Linear) -> nn.Linear:
+    """A copy of ``linear`` whose weight is replaced by its INT8 round trip with one scale per output channel,
+    ``dequantize(*quantize_per_channel(W, axis=0))``: what a real layer loses to per-channel INT8, kept in float32
+    so the model runs unchanged. The bias and the original layer are left as they are."""
+    ### BEGIN SOLUTION
+    out = copy.deepcopy(linear)
+    q, scales = quantize_per_channel(linear.weight, axis=0)
+    with torch.no_grad():
+        out.weight.copy_(dequantize(q, scales, axis=0))
+    ### END SOLUTION
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Given code: the hand-written quantizer applied to a whole model, the library route, and the measurements.
 # ---------------------------------------------------------------------------------------------------------------

@@ -115,5 +115,25 @@ for label, m in rows:
 The site page has the full table (logit error, perplexity, latency, the hand-written weight-only route) for the
 shipped model, and `python -m part0_foundations.l04_gpt2_int8.compare --model-dir PATH` produces it for a real
 GPT-2 124M saved with `save_pretrained`.
+
+The shipped model is too small and too briefly trained to have outlier channels, so the two schemes come out alike
+on it. The next section uses a real pretrained transformer.
+"""),
+    md(r"""
+## 7. A real pretrained layer: MiniLM
+
+Lesson 05's sentence encoder, all-MiniLM-L6-v2, was pretrained for real. Write `int8_round_trip(linear)`: a copy of
+an `nn.Linear` whose weight is replaced by its INT8 round trip with **one scale per output channel** — your
+`quantize_per_channel` on the right axis, then your `dequantize` — leaving the bias and the original layer as they
+are. The checks apply it to a MiniLM layer with outlier channels (its weight SQNR must match the reference's and beat
+one scale per tensor) and to all 36 encoder layers (the sentence embeddings must match the reference INT8 model's).
+"""),
+    solution(SRC, ["int8_round_trip"], grade_id="round_trip_impl"),
+    tests("minilm_layer_sqnr", 2, "checks.check_minilm_layer_sqnr(int8_round_trip)"),
+    tests("minilm_embeddings_match", 2, "checks.check_minilm_embeddings_match(int8_round_trip)"),
+    md(r"""
+The whole study — per-layer SQNR and outlier spread, embedding cosine and retrieval recall for per-tensor and
+per-channel weights, and activations rounded per tensor or per token — is `python -m
+part0_foundations.l04_gpt2_int8.minilm`; the site page shows its saved run.
 """),
 ]

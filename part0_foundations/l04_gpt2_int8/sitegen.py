@@ -7,6 +7,7 @@ from course.exercises import exercise_block
 
 from part0_foundations.l04_gpt2_int8 import data
 from part0_foundations.l04_gpt2_int8.compare import HIST_BINS, layers_table, variants_table
+from part0_foundations.l04_gpt2_int8.minilm import RESULTS as MINILM_RESULTS
 
 NAME = "l04"
 KINDS = [("attn.c_attn", "attn.c_attn (Q, K, V)"), ("attn.c_proj", "attn.c_proj"), ("mlp.c_fc", "mlp.c_fc"),
@@ -117,7 +118,78 @@ def _checks(results, out):
         f"Per-channel scales give it back at no run-time cost.\n")
 
 
+MINILM_LABELS = {
+    "fp32": "FP32 (reference)",
+    "w8_per_tensor": "INT8 weights, one scale per tensor",
+    "w8_per_channel": "INT8 weights, one scale per output channel",
+    "w8_per_channel+a8_per_tensor": "… + INT8 activations, one scale per tensor",
+    "w8_per_channel+a8_per_token": "… + INT8 activations, one scale per token",
+}
+
+
+def minilm_tables(r: dict) -> dict[str, str]:
+    """The MiniLM section's snippets, from ``results/minilm.json`` (written by ``minilm.py``)."""
+    v = r["variants"]
+    n = next(iter(v.values()))
+    rows = ["| variant | cosine to FP32 (mean) | cosine (worst chunk) | recall@5 | MRR |", "|---|---:|---:|---:|---:|"]
+    for name, label in MINILM_LABELS.items():
+        if name in v:
+            x = v[name]
+            rows.append(f"| {label} | {x['cosine_mean']:.4f} | {x['cosine_min']:.4f} | {x['recall@5']:.3f} | "
+                        f"{x['mrr']:.3f} |")
+    variants = "\n".join(rows) + (f"\n\nCosine over {n['chunks']} chunks of the course pages; recall@5 and MRR over "
+                                  f"lesson 05's {n['questions']} labelled questions. Run of {r['date_utc']}; command "
+                                  f"`{r['command']}`.\n")
+    layers = r["layers"]
+    gaps = [x["sqnr_per_channel_db"] - x["sqnr_per_tensor_db"] for x in layers]
+    worst = max(layers, key=lambda x: x["channel_spread"])
+    act = r["activation_spread"]
+    a_worst = max(act, key=act.get)
+    summary = (f"Over MiniLM's {len(layers)} encoder layers, one scale per output channel gains "
+               f"**{min(gaps):.1f} to {max(gaps):.1f} dB** of weight SQNR over one scale per tensor (median "
+               f"{sorted(gaps)[len(gaps) // 2]:.1f} dB). The widest weight spread is `{worst['layer']}`: its largest "
+               f"output channel's range is {worst['channel_spread']:.0f}× the median channel's. The *inputs* of the "
+               f"layers spread further: up to {act[a_worst]:.0f}× (`{a_worst}`), which is why one activation scale "
+               f"per tensor costs more than one per token.\n")
+    table = ["| layer | shape (out, in) | channel spread (max/median) | SQNR per tensor (dB) | SQNR per channel (dB) | "
+             "gain (dB) | input spread |", "|---|---|---:|---:|---:|---:|---:|"]
+    for x, g in zip(layers, gaps):
+        table.append(f"| `{x['layer']}` | {x['shape'][0]} × {x['shape'][1]} | {x['channel_spread']:.1f} | "
+                     f"{x['sqnr_per_tensor_db']:.1f} | {x['sqnr_per_channel_db']:.1f} | {g:.1f} | "
+                     f"{act.get(x['layer'], float('nan')):.1f} |")
+    return {"minilm_variants.md": variants, "minilm_summary.md": summary,
+            "minilm_layers.md": "\n".join(table) + "\n"}
+
+
+def minilm_figure(r: dict, path) -> None:
+    """Per-output-channel max|w| of one real layer, sorted, with the one per-tensor max drawn across it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    f = r["figure_layer"]
+    a = np.asarray(f["channel_absmax"])
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    ax.bar(np.arange(a.size), a, width=1.0, color="#4c72b0", label="max |w| of each output channel")
+    ax.axhline(f["per_tensor_absmax"], color="#c44e52", linewidth=1.5,
+               label="max |w| of the tensor: sets the one per-tensor scale (÷ 127)")
+    ax.axhline(float(np.median(a)), color="#55a868", linestyle="--", linewidth=1.2, label="median channel")
+    ax.set_xlabel(f"output channel of {f['layer']} (in model order)")
+    ax.set_ylabel("max |w|")
+    ax.set_yscale("log")
+    ax.set_title("MiniLM, a real pretrained layer: a few outlier channels set the per-tensor scale")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
 def build(out):
+    minilm = json.loads(MINILM_RESULTS.read_text())
+    for fname, text in minilm_tables(minilm).items():
+        (out / fname).write_text(text)
+    minilm_figure(minilm, out / "minilm_outliers.png")
     results = json.loads(data.RESULTS_PATH.read_text())
     (out / "variants.md").write_text(variants_table(results))
     (out / "layers.md").write_text(layers_table(results))
