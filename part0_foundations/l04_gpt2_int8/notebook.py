@@ -21,6 +21,8 @@ Fill in every cell marked `YOUR CODE HERE`, then run the test cells below it. Th
 *Part 0 › 04 GPT-2 to INT8* explains each step and shows the full comparison.
 """),
     code("""
+import copy
+
 import torch
 from torch import nn
 from transformers.pytorch_utils import Conv1D
