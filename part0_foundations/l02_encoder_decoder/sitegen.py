@@ -10,6 +10,7 @@ import json
 
 import torch
 
+from course import records
 from course.exercises import exercise_block
 
 from part0_foundations.l02_encoder_decoder import data
@@ -180,12 +181,14 @@ def _tables(res, out):
     ]
     (out / "results.md").write_text("\n".join(rows) + "\n")
     m = tr["machine"]
+    cpus = records.read_record(m)["host"]["cpus"]      # a saved run may predate the shared record's keys
+    load5 = m.get("load_average_5min_at_end", m.get("loadavg_5min_at_end"))
     (out / "training.md").write_text(
         f"{tr['steps']:,} steps of {tr['batch_size']} examples ({tr['steps'] * tr['batch_size']:,} examples, "
         f"each a fresh draw of training date, form and casing), AdamW at peak learning rate {tr['lr']:g} with "
         f"{tr['warmup']} warm-up steps: **{tr['train_seconds']:.0f} s** of wall-clock training "
         f"({tr['train_cpu_seconds']:.0f} CPU-seconds) with {tr['threads']} torch thread(s) on a "
-        f"{m['cpu_count']}-core machine shared with other jobs (load average {m['loadavg_5min_at_end']:g} over the "
+        f"{cpus}-core machine shared with other jobs (load average {load5:g} over the "
         f"last 5 minutes of the run), torch {m['torch']}.\n")
     (out / "ablation.md").write_text(
         f"With the encoder output replaced by zeros, the trained decoder writes only "

@@ -28,6 +28,7 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from course import records  # noqa: E402
 from part0_foundations.l02_encoder_decoder import data  # noqa: E402
 from part0_foundations.l02_encoder_decoder.model import (  # noqa: E402
     CHECKPOINT, Seq2Seq, Seq2SeqConfig, save_checkpoint)
@@ -115,12 +116,13 @@ def train(model_cfg: Seq2SeqConfig, cfg: TrainConfig, log=print):
     return model, history
 
 
-def machine_note() -> dict:
-    """What the machine was doing: a training time means little without it."""
-    load1, load5, _ = os.getloadavg()
-    return {"torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
-            "loadavg_1min_at_end": round(load1, 2), "loadavg_5min_at_end": round(load5, 2),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "torch": torch.__version__}
+def machine_note(record: dict) -> dict:
+    """The run record taken when training started (``course.records``) plus what the machine was doing at the end:
+    a training time means little without it."""
+    load5 = round(os.getloadavg()[1], 2) if hasattr(os, "getloadavg") else None
+    return {**record, "load_average_at_end": records.load_average(), "load_average_5min_at_end": load5,
+            "torch_threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "torch": torch.__version__}
 
 
 def main(argv=None):
@@ -135,6 +137,7 @@ def main(argv=None):
     if args.steps <= 0 or args.threads <= 0:
         p.error("--steps and --threads must be positive")
     torch.set_num_threads(args.threads)
+    record = records.run_record(argv, program="python -m part0_foundations.l02_encoder_decoder.train")
     cfg = TrainConfig(steps=args.steps, threads=args.threads)
     model_cfg = Seq2SeqConfig(vocab_size=len(data.VOCAB), pad_id=data.PAD_ID, bos_id=data.BOS_ID,
                               eos_id=data.EOS_ID)
@@ -150,7 +153,7 @@ def main(argv=None):
         "model": asdict(model_cfg),
         "n_parameters": sum(p.numel() for p in model.parameters()),
         "training": {**asdict(cfg), **history, "wall_seconds_with_validation": round(wall, 1),
-                     "machine": machine_note()},
+                     "machine": machine_note(record)},
         "evaluation": evaluate(model),
     }
     if not args.skip_heldout_forms:

@@ -12,16 +12,13 @@ Timings are wall-clock on whatever else the machine is doing: the load average i
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
 import torch
 
-from course.host import cpu_name
+from course import records
 from part0_foundations.l03_kv_cache.train import load_checkpoint
 
 HERE = Path(__file__).resolve().parent
@@ -52,18 +49,15 @@ def run(n_tokens=512, threads=1, out: Path | None = RESULTS):
     prompt = torch.tensor([tok.encode(PROMPT)])
     time_steps(model, prompt, 8, True)  # warm-up: first-call allocations are not the cache's fault
     time_steps(model, prompt, 8, False)
-    load_before = os.getloadavg()
+    record = records.run_record(["--tokens", str(n_tokens), "--threads", str(threads)],
+                                program="python -m part0_foundations.l03_kv_cache.bench")
     cached, toks_c, log_c = time_steps(model, prompt, n_tokens, True)
     uncached, toks_u, log_u = time_steps(model, prompt, n_tokens, False)
-    load_after = os.getloadavg()
     ratio = sum(uncached) / sum(cached)
     p0 = prompt.shape[1]
     result = {
         "what": f"greedy generation of {n_tokens} tokens after a {p0}-token prompt, with and without the KV cache",
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "host": platform.node(), "cpu": cpu_name(), "torch": torch.__version__, "threads": threads,
-        "load_average_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
-        "command": f"python -m part0_foundations.l03_kv_cache.bench --tokens {n_tokens} --threads {threads}",
+        **record, "load_average_at_end": records.load_average(), "torch": torch.__version__, "threads": threads,
         "prompt_tokens": p0, "new_tokens": n_tokens,
         "positions": list(range(p0, p0 + n_tokens)),
         "cached_ms": [round(s * 1e3, 4) for s in cached],
@@ -76,7 +70,7 @@ def run(n_tokens=512, threads=1, out: Path | None = RESULTS):
     }
     print(f"{n_tokens} tokens: with cache {sum(cached):.2f} s, without {sum(uncached):.2f} s -> "
           f"speed ratio {ratio:.1f}x (same tokens: {result['same_tokens']}, max logit difference "
-          f"{result['max_abs_logit_difference']:.2e}; {threads} thread(s), load {load_before[0]:.1f})")
+          f"{result['max_abs_logit_difference']:.2e}; {threads} thread(s), load {record['load_average_at_start'] or 0:.1f})")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=1) + "\n")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from course import records
 from course.exercises import exercise_block
 from part0_foundations.l03_kv_cache import laws
 from part0_foundations.l03_kv_cache.bench import RESULTS
@@ -82,14 +83,16 @@ def _latency(out: Path, plt):
     ax.legend()
     fig.savefig(out / "latency.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
+    rec = records.read_record(r)     # the saved run may predate the shared record's keys
+    host = rec["host"]
     (out / "bench_summary.md").write_text(
         f"Generating **{r['new_tokens']} tokens** after a {r['prompt_tokens']}-token prompt took "
         f"**{r['uncached_total_s']:.2f} s without the cache** and **{r['cached_total_s']:.2f} s with it**: a speed "
         f"ratio of **{r['speed_ratio']:.1f}×**, with the same tokens ({'yes' if r['same_tokens'] else 'NO'}) and "
-        f"logits within {r['max_abs_logit_difference']:.1e}. Run of {r['date_utc']} on `{r['host']}` "
-        f"({r['cpu']}, torch {r['torch']}, {r['threads']} thread(s), load average {r['load_average_before_after'][0]} "
-        f"before and {r['load_average_before_after'][1]} after: the machine was shared, so absolute times are "
-        f"contended). Command: `{r['command']}`.\n")
+        f"logits within {r['max_abs_logit_difference']:.1e}. Run of {rec['date_utc']} on `{host['node']}` "
+        f"({host['cpu']}, torch {r['torch']}, {r['threads']} thread(s), load average "
+        f"{round(rec['load_average_at_start'], 2)} before and {round(rec['load_average_at_end'], 2)} after: the "
+        f"machine was shared, so absolute times are contended). Command: `{rec['command']}`.\n")
 
 
 def _sample(out: Path):

@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import argparse
 import ast
-import datetime
 import hashlib
 import math
-import platform
 import time
 from pathlib import Path
 
 import torch
 
+from course import records
 from part0_foundations.l03_kv_cache.gpt import GPT, GPTConfig
 
 HERE = Path(__file__).resolve().parent
@@ -126,8 +125,8 @@ def train(steps=1200, batch_size=16, seq_len=128, lr=3e-3, seed=0, threads=2, mi
         "made": {"steps": step, "batch_size": batch_size, "seq_len": seq_len, "lr": lr, "seed": seed,
                  "threads": threads, "final_train_loss": round(loss.item(), 4), "val_loss": round(val, 4),
                  "corpus_sha256": hashlib.sha256(text.encode()).hexdigest(), "corpus_chars": len(text),
-                 "seconds": round(time.time() - t0, 1), "cpu_seconds": round(time.process_time() - cpu0, 1), "date": datetime.date.today().isoformat(),
-                 "host": platform.node()},
+                 "seconds": round(time.time() - t0, 1), "cpu_seconds": round(time.process_time() - cpu0, 1),
+                 "record": records.run_record(program="python -m part0_foundations.l03_kv_cache.train")},
     }, CHECKPOINT)
     print(f"saved {CHECKPOINT.relative_to(REPO)} ({CHECKPOINT.stat().st_size / 1e6:.2f} MB)")
     return model, tok

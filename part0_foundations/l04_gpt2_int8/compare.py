@@ -18,8 +18,6 @@ import argparse
 import copy
 import gc
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -27,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from course import records
 from part0_foundations.l04_gpt2_int8 import data
 from part0_foundations.l04_gpt2_int8.int8 import (
     SCHEMES, conv1d_to_linear, dequantize, is_tied, library_weight, linear_names, quantize_by_hand,
@@ -187,9 +186,9 @@ def run_comparison(model, tokenizer, *, label: str, max_eval_tokens: int = 16384
                  "perplexity_batch_windows": data.windows_per_batch(window, cfg.vocab_size),
                  "prompt_tokens": prompt.shape[1]},
         "latency": {"runs": latency_runs, "threads": threads, "statistic": "median (and best) ms of one forward pass" + (", variants taking turns" if interleave else ""),
-                    "loadavg_1min": os.getloadavg()[0], "cpu_count": os.cpu_count()},
+                    "load_average_at_end": records.load_average()},
         "torch_deprecation_warning": deprecation,
-        "versions": {"torch": torch.__version__, "python": platform.python_version(),
+        "versions": {"torch": torch.__version__,
                      "quantized_engine": torch.backends.quantized.engine},
         "variants": variants,
         "layers": layer_report(fp32, library),
@@ -259,7 +258,9 @@ def main(argv=None) -> int:
     label = "shipped lesson model" if shipped else str(args.model_dir)
     out = args.out or (data.RESULTS_PATH if shipped else
                        data.RESULTS_PATH.with_name(f"comparison_{args.model_dir.resolve().name}.json"))
-    print(f"Comparing {label} on {args.threads} threads (load average now {os.getloadavg()[0]:.1f})", file=sys.stderr)
+    record = records.run_record(argv, program="python -m part0_foundations.l04_gpt2_int8.compare")
+    print(f"Comparing {label} on {args.threads} threads (load average now {record['load_average_at_start'] or 0:.1f})",
+          file=sys.stderr)
     try:
         results = run_comparison(model, tokenizer, label=label, max_eval_tokens=args.max_eval_tokens,
                                  latency_runs=args.latency_runs, threads=args.threads)
@@ -268,7 +269,7 @@ def main(argv=None) -> int:
         return 2
     weights = next((f for f in ("model.safetensors", "pytorch_model.bin") if (Path(args.model_dir or data.SHIPPED_MODEL_DIR) / f).exists()), None)
     results["model"]["weights_sha256"] = data.sha256(Path(args.model_dir or data.SHIPPED_MODEL_DIR) / weights) if weights else None
-    results["command"] = "python -m part0_foundations.l04_gpt2_int8.compare " + " ".join(argv if argv is not None else sys.argv[1:])
+    results = {"record": record, **results}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
     print(variants_table(results))

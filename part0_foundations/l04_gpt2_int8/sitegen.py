@@ -3,6 +3,7 @@
 import json
 import math
 
+from course import records
 from course.exercises import exercise_block
 
 from part0_foundations.l04_gpt2_int8 import data
@@ -203,14 +204,17 @@ def build(out):
     (out / "anatomy.md").write_text(anatomy_table())
 
     m, c, e, lat = results["model"], results["conversion"], results["eval"], results["latency"]
+    rec = records.read_record(results)     # a saved comparison may predate the shared record's keys
+    load = lat.get("load_average_at_end", lat.get("loadavg_1min"))
+    cpus = rec["host"]["cpus"] or lat.get("cpu_count")
     (out / "model.md").write_text(
         f"Model: **{m['label']}** — {m['n_layer']} layers, {m['n_head']} heads, n_embd {m['n_embd']}, vocabulary "
         f"{m['vocab_size']:,}, {m['parameters']:,} parameters (the tied weight counted once). Perplexity over "
         f"{e['tokens']:,} held-out tokens in windows of {e['window']}, up to {e.get('perplexity_batch_windows', 8)} "
         f"windows per batch; logit error over the first {e['logit_tokens']:,} of them (one batch); latency: {lat['statistic']} over a {e['prompt_tokens']}-token prompt, {lat['runs']} runs on "
-        f"{lat['threads']} threads, 1-minute load average {lat['loadavg_1min']:.1f} on {lat['cpu_count']} CPUs while "
+        f"{lat['threads']} threads, 1-minute load average {load:.1f} on {cpus} CPUs while "
         f"measuring. torch {results['versions']['torch']}, quantized engine `{results['versions']['quantized_engine']}`. "
-        f"Command: `{results['command']}`.\n")
+        f"Command: `{rec['command']}`.\n")
     (out / "conversion.md").write_text("\n".join([
         "| | value |", "|---|---:|",
         f"| Conv1D modules converted to nn.Linear | {c['conv1d_layers_converted']} |",
@@ -225,7 +229,7 @@ def build(out):
         f"of {log['args']['batch_size']} × {log['args']['n_positions']} tokens in {log['seconds']:.0f} s on "
         f"{log['args']['threads']} thread(s) of a shared machine (it stops at {log['args']['steps']} steps or "
         f"{log['args']['minutes']:g} minutes), held-out perplexity {log['heldout_perplexity']:.1f}; command "
-        f"`{log['command']}`, log in `model/train_log.json`.\n")
+        f"`{records.read_record(log)['command']}`, log in `model/train_log.json`.\n")
     _checks(results, out)
     from part0_foundations.l04_gpt2_int8 import notebook
 

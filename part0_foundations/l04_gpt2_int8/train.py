@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from course import records
 from part0_foundations.l04_gpt2_int8.data import HELDOUT_PATH, SHIPPED_MODEL_DIR, corpus_split, perplexity, sha256, token_windows
 
 EOT = "<|endoftext|>"
@@ -117,9 +118,9 @@ def main(argv=None):
 
     (out / "NOTICE.md").write_text(NOTICE.format(python=platform.python_version(), every=10, **config.to_dict()))
     (out / "train_log.json").write_text(json.dumps({
-        "command": "python -m part0_foundations.l04_gpt2_int8.train " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "record": records.run_record(argv, program="python -m part0_foundations.l04_gpt2_int8.train"),
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "python": platform.python_version(), "torch": torch.__version__,
+        "torch": torch.__version__,
         "train_tokens": len(ids), "parameters": n_params, "steps": step,
         "seconds": round(time.time() - t0, 1), "heldout_perplexity": round(ppl, 3), "log": log,
     }, indent=1) + "\n")

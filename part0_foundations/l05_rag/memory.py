@@ -123,12 +123,10 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if a.save:
-        import datetime
-        import platform
+        from course import records
 
-        saved = dict(r, command=f"python -m part0_foundations.l05_rag.memory --n {a.n} --d {a.d} --save",
-                     date=datetime.date.today().isoformat(), machine=platform.machine(),
-                     kernel=platform.release(), mem_total=memstat.meminfo().total)
+        saved = {**records.run_record(["--n", str(a.n), "--d", str(a.d), "--save"],
+                                      program="python -m part0_foundations.l05_rag.memory"), **r}
         RESULT.parent.mkdir(exist_ok=True)
         RESULT.write_text(json.dumps(saved, indent=1) + "\n")
     if a.json:

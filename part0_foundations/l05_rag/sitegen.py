@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from course import records
 from course.exercises import exercise_block
 from part0_foundations.l05_rag import evalset
 from part0_foundations.l05_rag import index as ix
@@ -138,10 +139,14 @@ def _memory(out: Path):
 
     m = json.loads(RESULT.read_text())
     steps = m["steps"]
+    rec = records.read_record(m)     # a saved run may predate the shared record's keys
+    host = rec["host"]
+    where = f"{m['machine']}, kernel {m['kernel']}" if "kernel" in m else f"{host['cpu']}, {host['system']}"
+    memory = m["mem_total"] if "mem_total" in m else host["memory_bytes"]
     rows = [f"Index of {m['n']:,} random unit vectors × {m['d']} floats: vectors {m['vector_bytes']:,} bytes, formula "
             f"{m['formula_bytes']:,}, file {m['file_bytes']:,} bytes ({m['filesystem']}). Measured "
-            f"{m['date']} on this course's machine ({m['machine']}, kernel {m['kernel']}, "
-            f"{m['mem_total'] / 2**30:.0f} GiB) with `{m['command']}`.", "",
+            f"{rec['date_utc']} on this course's machine ({where}, "
+            f"{memory / 2**30:.0f} GiB) with `{rec['command']}`.", "",
             "| step | RssAnon | RssFile | index file in page cache |", "|---|---|---|---|"]
     rows += [f"| {s['step']} | {_mib(s['rss_anon'])} | {_mib(s['rss_file'])} | {_mib(s['page_cache'])} "
              f"({100 * s['resident_pages'] / s['file_pages']:.0f}%) |" for s in steps]
