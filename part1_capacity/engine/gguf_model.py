@@ -79,6 +79,20 @@ def tokenizer_vocab(vocab_size: int):
     return tokens, scores, [int(t) for t in types]
 
 
+def add_tokenizer(w, vocab_size: int) -> None:
+    """Write the synthetic llama tokenizer (``tokenizer_vocab``: <unk>=0, <s>=1, </s>=2, byte tokens, plain
+    tokens) into a ``gguf.GGUFWriter``: every model this package writes carries the same one."""
+    tokens, scores, types = tokenizer_vocab(vocab_size)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+
+
 def _tensors(shape: LlamaShape):
     """(name, numpy shape) in file order. numpy shape is (rows, cols) = (out, in); GGUF stores it reversed."""
     d, kv, ff = shape.d_model, shape.n_kv_heads * shape.head_dim, shape.d_ff
@@ -124,15 +138,7 @@ def write_llama_gguf(path, shape: LlamaShape, seed: int = 0, dtype: str = "f32",
     w.add_layer_norm_rms_eps(1e-5)
     w.add_vocab_size(shape.vocab_size)
     w.add_file_type(gguf.LlamaFileType.ALL_F32 if dtype == "f32" else gguf.LlamaFileType.MOSTLY_F16)
-    tokens, scores, types = tokenizer_vocab(shape.vocab_size)
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
+    add_tokenizer(w, shape.vocab_size)
 
     specs = [(name, shp, np.dtype(np.float32) if len(shp) == 1 else matrix) for name, shp in _tensors(shape)]
     for name, shp, dt in specs:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from part1_capacity.engine.gguf_model import tokenizer_vocab
+from part1_capacity.engine.gguf_model import add_tokenizer
 from part1_capacity.errors import InputError
 
 D = 256          # n_embd
@@ -269,15 +269,7 @@ def write(spec: TinySpec, path, seed: int = 0) -> Path:
             w.add_float32(full, value)
         else:
             w.add_uint32(full, int(value))
-    tokens, scores, types = tokenizer_vocab(VOCAB)
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
+    add_tokenizer(w, VOCAB)
     rng = np.random.default_rng(seed)
     for name, ggml_shape in spec.tensors:
         w.add_tensor(name, rng.standard_normal(tuple(reversed(ggml_shape)), dtype=np.float32) * np.float32(0.02))
