@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
+import time
 from pathlib import Path
 
 from part1_capacity.engine import llama
@@ -42,10 +44,15 @@ def run_llama_bench(path, n_prompt=512, n_gen=128, repeats=3, threads=2, binary=
         raise InputError("method: llama-bench not found (set LLAMA_BENCH, put it on PATH or run `make llama-bench`)")
     cmd = [binary, "-m", str(path), "-p", str(n_prompt), "-n", str(n_gen), "-t", str(threads), "-r", str(repeats),
            "-o", "json"]
+    # CPU time the run got against the wall time it took: below 1 the engine's threads waited for CPUs that
+    # other work held (a shared machine), which slows prefill and decode alike
+    before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         raise RuntimeError(f"llama-bench failed ({out.returncode}): {out.stderr.strip()[-400:]}")
-    res = {}
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    res = {"cpu_share": cpu / (wall * threads) if wall > 0 else None}
     for rec in json.loads(out.stdout):
         key = "pp" if rec["n_gen"] == 0 else "tg"
         samples = rec.get("samples_ts") or [rec["avg_ts"]]

@@ -104,6 +104,7 @@ def measure_level(path, level, profile, accelerator, method, repeats, threads, k
         "tg128_tps": tg["tps"], "tg128_stddev": tg["stddev"], "tg128_samples": tg["samples"],
         "tg128_median_tps": statistics.median(tg["samples"]),
         "method": pp["method"], "bench_command": r["command"], "load_average": records.load_average(),
+        "cpu_share": r.get("cpu_share"),
     }
     row.update(roofline_predict(profile, accelerator, level))
     if k is not None:       # this host with measured kernels: the per-type model on the file's own types
@@ -246,6 +247,11 @@ def saved_ladders() -> dict[str, dict]:
     return out
 
 
+def _spread(samples) -> float:
+    """(largest − smallest) ÷ median of one test's timed runs: how far the machine let one measurement wander."""
+    return (max(samples) - min(samples)) / statistics.median(samples) if len(samples) > 1 else 0.0
+
+
 def validation_rows(ladders: dict[str, dict]) -> list[dict]:
     """One row per (run, threads, level) with a speed-model prediction: measured medians, predictions, errors,
     and whether each is within the goal (tg128 15 %, pp512 25 %)."""
@@ -262,7 +268,8 @@ def validation_rows(ladders: dict[str, dict]) -> list[dict]:
                              "tg128": lv.get("tg128_median_tps", lv["tg128_tps"]),
                              "tg128_predicted": lv["predicted_tg128_tps"], "tg128_error": e["tg128"],
                              "pp512_ok": abs(e["pp512"]) <= PP_GOAL, "tg128_ok": abs(e["tg128"]) <= TG_GOAL,
-                             "load_average": lv.get("load_average")})
+                             "pp512_spread": _spread(lv["pp512_samples"]), "tg128_spread": _spread(lv["tg128_samples"]),
+                             "load_average": lv.get("load_average"), "cpu_share": lv.get("cpu_share")})
     return rows
 
 
