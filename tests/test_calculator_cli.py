@@ -6,22 +6,13 @@ import math
 import numpy as np
 import pytest
 
-from part1_capacity.cli import main
+from tests.in_process import run
 from part1_capacity.hardware import GIB, load_accelerator
 from part1_capacity.plan import Workload, make_plan
 from part1_capacity.loader import load_model
 from part1_capacity.sweep import sweep
 
 T128K = 131_072
-
-
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def brute_force(model, acc, T, B, usable_fraction=0.9, overhead=2 * GIB, weight_bytes=2, kv_bytes=2):

@@ -1,20 +1,11 @@
 """Deployments an operator would run: pinned parallelism, nodes, and the search's choice (hand-worked)."""
 import pytest
 
-from part1_capacity.cli import main
+from tests.in_process import run
 from part1_capacity.errors import InputError
 from part1_capacity.plan import Workload, make_plan
 
 GIB = 2 ** 30
-
-
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_pinned_tensor_parallel_llama70b_h100():

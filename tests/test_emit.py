@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from part1_capacity.cli import main
+from tests.in_process import run
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "tests" / "data" / "configs"
@@ -25,15 +25,6 @@ VLLM_FLAGS = {
 # llama-server's flags (common/arg.cpp of the pinned llama.cpp) when its source is not on this machine.
 LLAMA_DOCUMENTED = {"-m", "-c", "-np", "-ctk", "-ctv", "-fa", "-ngl"}
 LLAMA_KV_TYPES = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"}
-
-
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def parse(text, head=1):

@@ -5,7 +5,6 @@ Every expected number is worked by hand below from the bundled model's published
 source states it (file named beside each test); removing or changing a rule breaks the example.
 """
 import json
-import subprocess
 
 import pytest
 
@@ -14,24 +13,9 @@ from part1_capacity.engine_alloc import vllm
 from part1_capacity.errors import InputError
 from part1_capacity.plan import Workload, make_plan
 from part1_capacity.loader import load_model
+from tests.in_process import capacity
 
 KIB, MIB = 2 ** 10, 2 ** 20
-
-
-def capacity(*args):
-    """The CLI in-process (no interpreter start-up): returncode, stdout, stderr as a finished subprocess has."""
-    import contextlib
-    import io
-
-    from part1_capacity import cli
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(list(args))
-        except SystemExit as exc:       # argparse errors
-            code = exc.code
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 # --- vLLM: vllm/v1/kv_cache_interface.py, vllm/v1/core/kv_cache_utils.py -----------------------------------------

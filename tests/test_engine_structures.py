@@ -6,32 +6,16 @@ Expected values are worked by hand from the tiny models' shapes and the rules as
 the code's output. Every rule has a test that fails when the rule is removed.
 """
 import json
-import subprocess
 
 import pytest
 
 from part1_capacity.engine import structures, tiny_models
 from part1_capacity.engine.gguf_profile import calculator_profile
 from part1_capacity.engine_alloc import llama_cpp as rules
+from tests.in_process import capacity
 
 MIB = 2 ** 20
 CONTEXTS, N_SEQ = (1000, 4096), (1, 3)
-
-
-def capacity(*args):
-    """The CLI in-process (no interpreter start-up): returncode, stdout, stderr as a finished subprocess has."""
-    import contextlib
-    import io
-
-    from part1_capacity import cli
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(list(args))
-        except SystemExit as exc:       # argparse errors
-            code = exc.code
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(scope="module")
