@@ -41,9 +41,9 @@ FIGURE_LAYER = "encoder.layer.0.output.dense"   # the widest-spread layer of the
 
 def load_minilm() -> nn.Module:
     """The FP32 sentence encoder, from the offline package (lesson 05's loader), as a private copy to modify."""
-    from part0_foundations.l05_rag.embed import load_model
+    from part0_foundations.l05_rag.embed import load_embedder
 
-    return copy.deepcopy(load_model())
+    return copy.deepcopy(load_embedder())
 
 
 def encoder_linears(model: nn.Module) -> dict[str, nn.Linear]:
