@@ -226,7 +226,8 @@ def knees_md(runs, study) -> str:
 
 def baseline_md(runs) -> str:
     """Does the hog disturb the searcher? The no-fault p99 before and with the hog, and the hog's CPU time."""
-    new = [r for r in runs if r.get("baselines")]
+    new = [r for r in runs if r.get("baselines") and r["baselines"]["hog_held_p99_us"] is not None
+           and r["baselines"]["no_fault_cycles"]]
     if not new:
         return "No saved run records its baselines yet.\n"
     rows = ["| run | index | p99, hog at 0 | p99, hog holding its first step | p99 of all no-fault cycles with "
