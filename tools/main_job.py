@@ -1,4 +1,11 @@
-"""The README's main command: the calculator on the bundled default data, then the course site."""
+"""The README's main command: the calculator on the bundled default data, then the course site.
+
+    python tools/main_job.py               # both
+    python tools/main_job.py calculator    # the calculator only: needs nothing but numpy and the package
+    python tools/main_job.py site          # the course site: needs the whole stack (`make setup-core pyodide`)
+
+`make run` runs the two steps apart, so the calculator's answer comes before the rest of the stack is installed.
+"""
 import subprocess
 import sys
 from pathlib import Path
@@ -6,10 +13,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
-steps = []
-if (REPO / "part1_capacity" / "commands" / "compare.py").exists():
+STEPS = {
     # The four attention structures at 128K on one accelerator, with the kind of bottleneck for each.
-    steps.append([str(BIN / "capacity"), "compare"])
-steps.append([sys.executable, str(REPO / "tools" / "build_site.py")])
-for cmd in steps:
-    subprocess.run(cmd, cwd=REPO, check=True)
+    "calculator": [str(BIN / "capacity"), "compare"],
+    "site": [sys.executable, str(REPO / "tools" / "build_site.py")],
+}
+
+if __name__ == "__main__":
+    wanted = sys.argv[1:] or list(STEPS)
+    unknown = [w for w in wanted if w not in STEPS]
+    if unknown:
+        sys.exit(f"main_job: unknown step {unknown[0]!r}; the steps are: {', '.join(STEPS)}")
+    for name in wanted:
+        subprocess.run(STEPS[name], cwd=REPO, check=True)
