@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from course import records
 from part1_capacity.engine.common import load_result
 
 NAME = "engine"
@@ -17,13 +18,14 @@ def _missing(out, names, what):
 
 
 def _run_info(r) -> str:
-    h = r["host"]
+    rec = records.read_record(r)        # e1.json was saved with "date" before the record's "date_utc"
+    h = rec["host"]
     note = f" — {r['note']}" if r.get("note") else ""
-    load = r.get("load_average_at_start")
+    load = rec["load_average_at_start"]
     load = f", load average {load:.1f} at the start" if load is not None else ""
-    return (f"Run on {r.get('date_utc') or r['date']}, host `{h['node']}`: {h['cpu']}, {h['cpus']} CPUs, "
+    return (f"Run on {rec['date_utc']}, host `{h['node']}`: {h['cpu']}, {h['cpus']} CPUs, "
             f"{h['memory_bytes'] / 2 ** 30:.0f} GiB, llama-cpp-python {r['llama_cpp_python']}{load}{note}. "
-            f"Command: `{r['command']}`\n")
+            f"Command: `{rec['command']}`\n")
 
 
 # --- E1 for every structure -----------------------------------------------------------------------------------------

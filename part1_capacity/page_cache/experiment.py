@@ -12,11 +12,9 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
-import platform
 import shutil
 import resource
 import signal
-import socket
 import statistics
 import tempfile
 import time
@@ -24,7 +22,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from course import memstat, records
-from course.host import cpu_name
 from part1_capacity.page_cache import index as flat_index
 from part1_capacity.page_cache.hog import HogEnded, HogProcess
 from part1_capacity.page_cache.knee import find_knee, trailing_baseline
@@ -117,10 +114,10 @@ def validate(cfg: Config) -> None:
 
 
 def host_facts(workdir: str) -> dict:
-    """What the result depends on: memory, kernel, CPU, disk, swap, load when the run started."""
+    """What the result depends on beside the run record (``course.records``: node, CPU, system, Python, load):
+    memory, swap, disk, the kernel's reclaim settings, the libraries."""
     info = memstat.meminfo()
     swap = memstat.read_kib_fields("/proc/meminfo", ("SwapTotal",)).get("SwapTotal", 0)
-    cpu = cpu_name()
 
     def read(path):
         try:
@@ -137,10 +134,6 @@ def host_facts(workdir: str) -> dict:
     except ImportError:
         faiss_version = None
     return {
-        "hostname": socket.gethostname(),
-        "kernel": platform.release(),
-        "cpu": cpu,
-        "cpus": os.cpu_count(),
         "mem_total_bytes": info.total,
         "swap_total_bytes": swap,
         "page_size_bytes": memstat.PAGE_SIZE,
@@ -152,11 +145,9 @@ def host_facts(workdir: str) -> dict:
         "vm_watermark_scale_factor": read("/proc/sys/vm/watermark_scale_factor"),
         "vm_watermark_boost_factor": read("/proc/sys/vm/watermark_boost_factor"),
         "zone_watermarks_pages": memstat.zone_watermarks(),
-        "loadavg_at_start": read("/proc/loadavg"),
         "mem_available_at_start_bytes": info.available,
         "psi_available": memstat.psi_memory() is not None,
         "cgroup_memory_limit_bytes": memstat.cgroup_memory_limit(),
-        "python": platform.python_version(),
         "numpy": numpy.__version__,
         "faiss": faiss_version,
     }
@@ -452,7 +443,7 @@ def run(cfg: Config, command: str = "", progress=None, on_start=None) -> dict:
         shutil.rmtree(workdir, ignore_errors=True)
         for s, h in old_handlers.items():
             signal.signal(s, h)
-    host["loadavg_at_end"] = Path("/proc/loadavg").read_text().strip()
+    record["load_average_at_end"] = records.load_average()
     return _result(r, host, record, command, started, stop_reason, n_vectors)
 
 

@@ -11,6 +11,7 @@ import math
 import statistics
 from pathlib import Path
 
+from course import records
 from part1_capacity import index_memory
 from part1_capacity.page_cache.knee import trailing_baseline
 
@@ -93,7 +94,7 @@ def plot_run(run, path):
     ax_lat.set_yscale("log")
     ax_lat.set_ylabel("page read latency (µs)")
     ax_lat.set_title(f"{_gb(run['index_bytes'])} index on a {_gb(run['host_mem_bytes'])} host — "
-                     f"{run['started_at'][:10]}, {run['host']['hostname']}")
+                     f"{run['started_at'][:10]}, {_node(run)}")
 
     ax_flt.bar(x_measured, [max(c["major_faults"], 0) for c in cycles], width=0.6 * _step_gb(run), color="tab:red")
     ax_flt.set_yscale("symlog", linthresh=1)
@@ -143,6 +144,11 @@ def knee_threshold(run) -> list[float | None] | None:
     return [cfg["knee_factor"] * (idle if b is None else b) for b in ref]
 
 
+def _node(run) -> str:
+    """The host's name: the run record's (``course.records``), or ``host.hostname`` in a run saved before it."""
+    return run["host"].get("hostname") or records.read_record(run)["host"]["node"]
+
+
 def _step_gb(run):
     return run["config"]["step_bytes"] / 1e9
 
@@ -157,11 +163,18 @@ def _run_facts(run) -> str:
     if dev.get("read_ahead_kb") is not None:
         disk += f", read-ahead {dev['read_ahead_kb']:,} KiB"
     advice = "MADV_RANDOM" if run["config"].get("madvise_random") else "the default (read-around)"
-    load = f"load average at start {h['loadavg_at_start'].split()[0]}"
-    if h.get("loadavg_at_end"):
-        load += f", at end {h['loadavg_at_end'].split()[0]} (2 cores, shared with other work)"
-    return (f"Run of {run['started_at'].replace('T', ' ')[:16]} UTC on host `{h['hostname']}` ({h['cpus']} × "
-            f"{h['cpu']}, {_gb(run['host_mem_bytes'])} RAM, {swap}, Linux {h['kernel']}, index on "
+    rec = records.read_record(run)
+    # Runs saved before the shared run record kept the node, CPU, kernel and /proc/loadavg lines in ``host``.
+    start, end = h.get("loadavg_at_start"), h.get("loadavg_at_end")
+    start = start.split()[0] if start else f"{rec['load_average_at_start']:.2f}"
+    end = end.split()[0] if end else (None if rec["load_average_at_end"] is None
+                                      else f"{rec['load_average_at_end']:.2f}")
+    load = f"load average at start {start}"
+    if end:
+        load += f", at end {end} (2 cores, shared with other work)"
+    system = f"Linux {h['kernel']}" if "kernel" in h else rec["host"]["system"]
+    return (f"Run of {run['started_at'].replace('T', ' ')[:16]} UTC on host `{_node(run)}` ({rec['host']['cpus']} × "
+            f"{rec['host']['cpu']}, {_gb(run['host_mem_bytes'])} RAM, {swap}, {system}, index on "
             f"{disk}; mapping advice {advice}); {load}. Command: "
             f"`{run['command']}`. Stopped because {STOP_REASONS.get(run['stop_reason'], run['stop_reason'])} "
             f"after {len(run['cycles'])} cycles of {run['config']['reads']:,} page reads. "
@@ -200,7 +213,7 @@ def knees_md(runs, study) -> str:
             "|---|---|---|---|---|---|---|---|"]
     for r in runs:
         k99, k50 = r["knee_p99"], r["knee_p50"]
-        name = f"{r['started_at'][:16].replace('T', ' ')} `{r['host']['hostname']}`"
+        name = f"{r['started_at'][:16].replace('T', ' ')} `{_node(r)}`"
         if k99:
             flag = "" if k99["confirmed"] else " (unconfirmed)"
             c99 = (f"{_gb(k99['hog_bytes'])}{flag}",
