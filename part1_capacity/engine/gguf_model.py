@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from part1_capacity.checkpoints import gguf_field
 from part1_capacity.errors import InputError
 
 
@@ -180,17 +181,6 @@ class GGUFShape:
     n_params: int
     file_type: int | None = None   # general.file_type (0: all F32, 1: mostly F16, 7: Q8_0, ...)
     name: str = ""
-
-
-def gguf_field(reader, key):
-    f = reader.fields.get(key)
-    if f is None:
-        return None
-    vals = [f.parts[i].tolist() for i in f.data]
-    vals = [v[0] if isinstance(v, list) and len(v) == 1 else v for v in vals]
-    if f.types and f.types[0].name == "STRING":
-        return bytes(f.parts[f.data[0]]).decode()
-    return vals[0] if len(vals) == 1 else vals
 
 
 def _uniform(value, key):
