@@ -201,6 +201,19 @@ def load_json(path, field: str, max_bytes: int = MAX_FILE_BYTES):
     return loads_json(read_text(path, field, max_bytes), f"{field}: {Path(path)}")
 
 
+def load_toml(path, field: str, max_bytes: int = MAX_FILE_BYTES) -> dict:
+    """Read and parse a TOML file (see ``read_text``); a parse error names ``field`` and the file's name."""
+    import tomllib
+
+    text = read_text(path, field, max_bytes)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{field} {Path(path).name}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{field} {Path(path).name}: not valid TOML here (nested too deeply)") from None
+
+
 def load_json_object(path, field: str, max_bytes: int = MAX_FILE_BYTES) -> dict:
     """As ``load_json``, and the top level must be a JSON object."""
     d = load_json(path, field, max_bytes)

@@ -8,7 +8,6 @@ evidence is not a flag someone sets: it is whether the ledger holds at least one
 from __future__ import annotations
 
 import difflib
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,13 +147,7 @@ def load_archetypes(path=None, ledger: Ledger | None = None) -> dict[str, Archet
     """The archetypes by id, checked against the ledger (the bundled files by default)."""
     path = Path(path) if path else DEFAULT_ARCHETYPES
     ledger = ledger if ledger is not None else load_ledger()
-    text = validate.read_text(path, "archetypes", max_bytes=4 * validate.MIB)
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"archetypes {path.name}: not valid TOML ({exc})") from None
-    except RecursionError:
-        raise InputError(f"archetypes {path.name}: not valid TOML here (nested too deeply)") from None
+    doc = validate.load_toml(path, "archetypes", max_bytes=4 * validate.MIB)   # regular UTF-8 file, size-capped
     return parse_archetypes(doc, ledger, f"archetypes {path.name}")
 
 

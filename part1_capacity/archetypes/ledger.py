@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,11 +184,5 @@ def parse_ledger(doc: dict, origin: str = "claims ledger", archetype_ids=None) -
 def load_ledger(path=None, archetype_ids=None) -> Ledger:
     """Read and validate a ledger file (TOML, ``[[claim]]`` tables); the bundled one by default."""
     path = Path(path) if path else DEFAULT_LEDGER
-    text = validate.read_text(path, "ledger", max_bytes=4 * validate.MIB)   # regular UTF-8 file, size-capped
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"ledger {path.name}: not valid TOML ({exc})") from None
-    except RecursionError:
-        raise InputError(f"ledger {path.name}: not valid TOML here (nested too deeply)") from None
+    doc = validate.load_toml(path, "ledger", max_bytes=4 * validate.MIB)   # regular UTF-8 file, size-capped
     return parse_ledger(doc, f"ledger {path.name}", archetype_ids)
