@@ -183,3 +183,27 @@ def test_emit_vllm_says_the_state_dtype_and_the_disabled_manager():
     assert "--mamba-ssm-cache-dtype float32" in emit("--model", "qwen3-next-80b-a3b", "--state-dtype", "fp32")
     assert "--disable-hybrid-kv-cache-manager" in emit("--model", "gpt-oss-120b", "--engine", "vllm",
                                                        "--disable-hybrid-kv-cache-manager")
+
+
+def test_vllm_only_flag_refused_under_another_engine():
+    # a flag that would be silently ignored is refused: the reader would believe the plan used it
+    for engine in ("law", "llama.cpp"):
+        out = capacity("plan", "--model", "gemma-3-27b", "--accelerator", "h100", "--context", "8192",
+                       "--engine", engine, "--disable-hybrid-kv-cache-manager")
+        assert out.returncode == 2 and "Traceback" not in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1 and "--engine vllm" in out.stderr, out.stderr
+    out = capacity("plan", "--model", "gemma-3-27b", "--accelerator", "h100", "--context", "8192",
+                   "--engine", "vllm", "--disable-hybrid-kv-cache-manager", "--json")
+    assert out.returncode == 0, out.stderr
+
+
+def test_vllm_figure_on_an_accelerator_vllm_does_not_serve_says_so():
+    out = capacity("compare", "--engines", "--models", "llama-3.1-8b", "--accelerator", "m4-max", "--context", "8192",
+                   "--batch", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    engines = {e["engine"]: e for e in json.loads(out.stdout)[0]["engines"]}
+    assert any("does not run on" in n for n in engines["vllm"]["notes"])
+    assert not any("does not run on" in n for n in engines["llama.cpp"]["notes"])
+    on_h100 = json.loads(capacity("plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "8192",
+                                  "--engine", "vllm", "--json").stdout)
+    assert not any("does not run on" in n for n in on_h100["engine_notes"])

@@ -38,6 +38,10 @@ def register(sub):
 
 def run(a) -> int:
     engine_alloc.check_engine(a.engine)
+    if a.disable_hybrid_kv_cache_manager and a.engine != "vllm":
+        # vLLM's flag: silently ignored under another engine, it would let a reader believe the plan used it
+        raise InputError(f"--disable-hybrid-kv-cache-manager: a vLLM flag, only with --engine vllm "
+                         f"(got --engine {a.engine})")
     plan = make_plan(a.model, a.accelerator, workload_from_args(a))
     alloc = engine_alloc.for_plan(plan, a.engine, not a.disable_hybrid_kv_cache_manager)
     if a.emit:

@@ -96,6 +96,9 @@ def _allocate(profile, workload, tensor_parallel, engine, accelerator, hybrid_ma
     batched = vllm.max_num_batched_tokens(memory, getattr(accelerator, "name", ""))
     r = vllm.reservation(profile, T, tp, kvb, conv, sb, batched, hybrid_manager)
     notes = list(r.notes)
+    if accelerator is not None and "vllm" not in getattr(accelerator, "engines", ("vllm",)):
+        notes.insert(0, f"vLLM does not run on {accelerator.name}: what it would allocate, for comparison only "
+                        f"(serve it with llama.cpp)")
     if profile.ssm is not None:
         notes.append(f"state pages: convolution state in the model dtype ({profile.native_dtype}), SSM state in "
                      f"{workload.state_dtype} (vllm/model_executor/layers/mamba/mamba_utils.py)")
