@@ -150,3 +150,9 @@ def test_claims_ledger_that_is_not_a_small_utf8_file(tmp_path, capsys, what, fra
         p = tmp_path / "ledger.toml"
         p.write_bytes('[[claim]]\nid = "café"\n'.encode("latin-1"))
     refused(capsys, ["claims", "--ledger", str(p)], fragment)
+
+
+@pytest.mark.parametrize("value", ["0", "2,2", "x", "257"])
+def test_e2_threads_refused_naming_the_flag_once(capsys, value):
+    # argparse prefixes "argument --threads:"; the message must not name the flag a second time
+    refused(capsys, ["e2", "--threads", value], "argument --threads: expected distinct counts")

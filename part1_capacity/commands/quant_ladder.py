@@ -28,7 +28,7 @@ def _threads(text: str) -> tuple[int, ...]:
     except ValueError:
         out = ()
     if not out or any(not 1 <= t <= 256 for t in out) or len(set(out)) != len(out):
-        raise argparse.ArgumentTypeError(f"--threads: expected distinct counts from 1 to 256 such as 2 or 2,1, "
+        raise argparse.ArgumentTypeError(f"expected distinct counts from 1 to 256 such as 2 or 2,1, "
                                          f"got '{text}'")
     return out
 
