@@ -156,3 +156,24 @@ def test_claims_ledger_that_is_not_a_small_utf8_file(tmp_path, capsys, what, fra
 def test_e2_threads_refused_naming_the_flag_once(capsys, value):
     # argparse prefixes "argument --threads:"; the message must not name the flag a second time
     refused(capsys, ["e2", "--threads", value], "argument --threads: expected distinct counts")
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--type", "flat", "--nlist", "5"], "--nlist: only with --type ivf"),
+    (["--type", "hnsw", "--nlist", "5"], "--nlist: only with --type ivf"),
+    (["--type", "ivf", "--hnsw-m", "16"], "--hnsw-m: only with --type hnsw"),
+])
+def test_index_flag_of_another_index_type_is_refused(capsys, argv, fragment):
+    refused(capsys, ["index", "--vectors", "1000", "--dim", "384", *argv], fragment)
+
+
+def test_index_json_is_strict(capsys, monkeypatch):
+    # a non-finite figure must become the one-line error, never `NaN` in the JSON
+    from part1_capacity import index_memory
+    real = index_memory.plan_index
+
+    def with_nan(*a, **k):
+        import dataclasses
+        return dataclasses.replace(real(*a, **k), knee_ratio=float("nan"))
+    monkeypatch.setattr(index_memory, "plan_index", with_nan)
+    refused(capsys, ["index", "--vectors", "1000", "--dim", "384", "--type", "flat", "--json"], "knee_ratio")

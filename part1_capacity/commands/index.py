@@ -7,8 +7,8 @@ knee_ratio, host_memory_bytes, headroom_bytes, p99_flat (sizes in bytes).
 """
 from __future__ import annotations
 
-import json
-
+from part1_capacity import validate
+from part1_capacity.errors import InputError
 from part1_capacity.fmt import fmt_bytes
 
 
@@ -19,7 +19,7 @@ def register(sub) -> None:
     p.add_argument("--dim", type=int, required=True, help="dimensions per vector (float32)")
     p.add_argument("--type", choices=("flat", "ivf", "hnsw"), required=True, help="FAISS index type")
     p.add_argument("--nlist", type=int, default=None, help="ivf: number of lists (default about √vectors)")
-    p.add_argument("--hnsw-m", type=int, default=32, help="hnsw: neighbours per level, M (default 32)")
+    p.add_argument("--hnsw-m", type=int, default=None, help="hnsw: neighbours per level, M (default 32)")
     p.add_argument("--host-memory-gb", type=float, default=None,
                    help="memory available on the host before the index is read (free's 'available'), GB = 10^9 B")
     p.add_argument("--hot-cache-gb", type=float, default=None,
@@ -30,14 +30,18 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from part1_capacity.index_memory import plan_index
+    from part1_capacity.index_memory import DEFAULT_HNSW_M, plan_index
 
+    # a flag of another index type would be silently ignored: the reader would believe it was used
+    for flag, value, kind in (("--nlist", args.nlist, "ivf"), ("--hnsw-m", args.hnsw_m, "hnsw")):
+        if value is not None and args.type != kind:
+            raise InputError(f"{flag}: only with --type {kind} (got --type {args.type})")
     host = None if args.host_memory_gb is None else args.host_memory_gb * 1e9
     hot = None if args.hot_cache_gb is None else args.hot_cache_gb * 1e9
     r = plan_index(args.type, args.vectors, args.dim, host_memory_bytes=host, nlist=args.nlist,
-                   hnsw_m=args.hnsw_m, hot_cache=hot)
+                   hnsw_m=DEFAULT_HNSW_M if args.hnsw_m is None else args.hnsw_m, hot_cache=hot)
     if args.json:
-        print(json.dumps(r.to_dict(), indent=1))
+        print(validate.dumps_json(r.to_dict(), indent=1))
         return 0
     extra = f", nlist {r.nlist}" if r.nlist else f", M {r.hnsw_m}" if r.hnsw_m else ""
     print(f"{r.type} index, {r.vectors:,} × {r.dim} float32{extra}: {fmt_bytes(r.index_bytes)} "
