@@ -136,3 +136,19 @@ def test_bad_structure_and_unsupported_architecture_exit_2(tmp_path):
         assert out.returncode == 2, (args, out.stderr)
         assert field in out.stderr and "Traceback" not in out.stderr
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_capacity_e1_structure_json_is_strict(monkeypatch):
+    # a non-finite figure becomes the one-line error naming it, never `NaN` in the printed JSON
+    real = structures.run
+
+    def with_nan(*a, **k):
+        r = real(*a, **k)
+        r["structures"][0]["predicted"]["K"][0] = float("nan")
+        return r
+    monkeypatch.setattr(structures, "run", with_nan)
+    out = capacity("e1", "--structure", "mqa", "--json")
+    assert out.returncode == 2 and "NaN" not in out.stdout, out.stdout[:200]
+    last = out.stderr.strip().splitlines()[-1]           # the lines before it are the progress bar
+    assert last.startswith("capacity: error: output: 'structures[0].predicted.K[0]'"), out.stderr[-300:]
+    assert "Traceback" not in out.stderr

@@ -2,8 +2,9 @@
 allocates vs the calculator — the KV slope of one model, or every buffer of every cache structure."""
 from __future__ import annotations
 
-import json
 import sys
+
+from part1_capacity import validate
 
 DEFAULT_PARAMS = 500_000_000
 
@@ -50,7 +51,7 @@ def main(args) -> int:
     if args.save:
         print(f"saved {save_result('e1', result)}", file=sys.stderr)
     if args.json:
-        print(json.dumps(result, indent=1))
+        print(validate.dumps_json(result, indent=1))
     else:
         m = result["model"]
         print(f"model: {m['name']} — {m['n_layers']} layers × {m['n_kv_heads']} KV heads × head_dim {m['head_dim']}")
@@ -88,7 +89,7 @@ def structures_main(args) -> int:
     if args.save:
         print(f"saved {save_result('e1_structures', result)}", file=sys.stderr)
     if args.json:
-        print(json.dumps(result, indent=1))
+        print(validate.dumps_json(result, indent=1))
     else:
         print(render_structures(result))
     return 0 if result["match"] else 1
