@@ -20,7 +20,9 @@ import statistics
 
 from course import records
 from part1_capacity import speed
-from part1_capacity.engine import bench, host, kernels, llama
+# bench and llama load llama_cpp: imported where the ladder runs, so reading a saved ladder (the site build,
+# `make run`) needs no llama.cpp.
+from part1_capacity.engine import host, kernels
 from part1_capacity.engine.common import CALCULATOR_DTYPE, calculator_profile
 from part1_capacity.engine.gguf_model import read_shape, shape_for_params, weight_types, write_llama_gguf
 from part1_capacity.errors import InputError
@@ -91,6 +93,8 @@ def speed_predict(types: dict, profile, k: speed.Kernels) -> dict:
 
 
 def measure_level(path, level, profile, accelerator, method, repeats, threads, k: speed.Kernels | None) -> dict:
+    from part1_capacity.engine import bench, llama
+
     with llama.Model(path) as m:
         size, n_params = m.size_bytes, m.n_params
     r = bench.measure(path, method, N_PROMPT, N_GEN, repeats, threads)
@@ -138,6 +142,7 @@ def run(workdir, gguf=None, params=500_000_000, levels=LEVELS, method="auto", re
     accelerator (name, JSON path) instead of measuring this host. ``threads``: a count or a sequence of counts;
     ``levels`` holds the first, ``levels_by_threads`` every count (each file is measured at all of them while
     it exists)."""
+    from part1_capacity.engine import llama
     from part1_capacity.hardware import accelerator_from_dict, load_accelerator
 
     all_threads = tuple(threads) if isinstance(threads, (tuple, list)) else (threads or host.engine_threads(),)
