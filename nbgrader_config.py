@@ -16,3 +16,18 @@ c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", os.path.join(c.CourseDirec
 # Training cells in some lessons take longer than the default 30 s.
 c.ExecutePreprocessor.timeout = 300
 c.Execute.timeout = 300
+
+# Autograding runs the learner's notebook in a separate, limited process and the checks from each lesson's contract
+# (course/autograde.py), not the test cells in a kernel beside the learner's code: a notebook cannot patch the
+# checks, the references or torch, write to the course, or stop the grader. Per-check limit in seconds:
+# `nbgrader autograde ... --IsolatedExecute.check_timeout=60`.
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades)
+
+from course.autograde import nbgrader_preprocessor  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [
+    nbgrader_preprocessor(), IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata,
+]

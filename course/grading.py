@@ -9,9 +9,13 @@ crashes the grader.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import signal
 import threading
+import time
 import traceback
+from dataclasses import dataclass
+from typing import Callable
 
 
 class CheckFailed(AssertionError):
@@ -25,16 +29,23 @@ class _Timeout(BaseException):
 
 @contextlib.contextmanager
 def time_limit(seconds: float, what: str = "your code"):
-    """Fail with CheckFailed if the block runs longer than ``seconds`` (main thread only; elsewhere no limit)."""
+    """Fail with CheckFailed if the block runs longer than ``seconds`` (main thread only; elsewhere no limit).
+
+    A timer already running (pytest-timeout's, an outer limit) is put back afterwards with its remaining time."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return
 
+    outer_left, _ = signal.getitimer(signal.ITIMER_REAL)
+    start = time.monotonic()
+
     def _raise(signum, frame):
+        if outer_left and outer_left < seconds and callable(old):
+            return old(signum, frame)  # the outer limit came first: its handler decides
         raise _Timeout()
 
     old = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, min(seconds, outer_left) if outer_left else seconds)
     try:
         yield
     except _Timeout:
@@ -42,21 +53,38 @@ def time_limit(seconds: float, what: str = "your code"):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        if outer_left:
+            signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - start), 1e-3))
+
+
+# Set by the grading worker (course.grade_worker): puts back whatever learner code patched, after each call.
+GUARD = None
+
+
+def install_guard(guard) -> None:
+    """``guard.after_learner_call()`` runs after every ``call()``: the worker uses it to undo patches."""
+    global GUARD
+    GUARD = guard
 
 
 def call(fn, *args, what=None, timeout: float = 30.0, **kwargs):
     """Call learner code; turn an exception or a hang into a CheckFailed that names the function."""
     name = what or getattr(fn, "__qualname__", None) or type(fn).__name__
-    with time_limit(timeout, name):
-        try:
-            return fn(*args, **kwargs)
-        except NotImplementedError:
-            raise CheckFailed(f"{name} is not implemented yet (it raised NotImplementedError)") from None
-        except CheckFailed:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any learner error becomes a message
-            tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            raise CheckFailed(f"{name} raised {tb}") from None
+    guard = GUARD  # read once, before learner code runs: the learner cannot switch it off for this call
+    try:
+        with time_limit(timeout, name):
+            try:
+                return fn(*args, **kwargs)
+            except NotImplementedError:
+                raise CheckFailed(f"{name} is not implemented yet (it raised NotImplementedError)") from None
+            except (CheckFailed, _Timeout):
+                raise
+            except BaseException as exc:  # noqa: BLE001 - any learner error (even KeyboardInterrupt) is a message
+                tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+                raise CheckFailed(f"{name} raised {tb}") from None
+    finally:
+        if guard is not None:
+            guard.after_learner_call()
 
 
 def one_torch_thread(check):
@@ -91,12 +119,31 @@ def expect_shape(t, shape, what: str):
     expect(got == tuple(shape), f"{what}: expected shape {tuple(shape)}, got {got}")
 
 
+def _plain(x, what: str):
+    """Learner results are compared as plain tensors/arrays: a subclass could redefine comparison itself."""
+    import numpy as np
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        expect(type(x) in (torch.Tensor, torch.nn.Parameter),
+               f"{what}: expected a torch.Tensor, got the subclass {type(x).__name__}")
+        return x.detach().cpu().double().numpy()
+    if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
+        raise CheckFailed(f"{what}: expected a numpy array, got the subclass {type(x).__name__}")
+    try:
+        return np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise CheckFailed(f"{what}: expected numbers, got {type(x).__name__}") from None
+
+
 def expect_close(got, want, what: str, atol: float = 1e-5, rtol: float = 1e-5):
-    """Element-wise closeness for torch tensors or numpy arrays, with the worst difference in the message."""
+    """Element-wise closeness for torch tensors or numpy arrays, with the worst difference in the message. A torch
+    result must also have the reference's dtype (float64 where float32 is expected is a mistake, not a pass)."""
     import numpy as np
 
-    g = got.detach().cpu().double().numpy() if hasattr(got, "detach") else np.asarray(got, dtype=float)
-    w = want.detach().cpu().double().numpy() if hasattr(want, "detach") else np.asarray(want, dtype=float)
+    if hasattr(want, "detach") and hasattr(got, "detach") and hasattr(got, "dtype"):
+        expect(got.dtype == want.dtype, f"{what}: dtype {got.dtype}, expected {want.dtype} (keep the inputs' dtype)")
+    g, w = _plain(got, what), _plain(want, what)
     expect(g.shape == w.shape, f"{what}: expected shape {w.shape}, got {g.shape}")
     expect(bool(np.all(np.isfinite(g))), f"{what}: the result contains NaN or inf")
     diff = np.abs(g - w)
@@ -106,6 +153,7 @@ def expect_close(got, want, what: str, atol: float = 1e-5, rtol: float = 1e-5):
 
 def expect_raises(fn, exc_type, must_mention: str, what: str):
     """``fn()`` must raise ``exc_type`` whose message mentions ``must_mention``."""
+    guard = GUARD
     try:
         with time_limit(30, what):
             fn()
@@ -115,8 +163,84 @@ def expect_raises(fn, exc_type, must_mention: str, what: str):
             f"{what}: raised {exc_type.__name__} but the message does not name '{must_mention}': {exc}",
         )
         return
-    except CheckFailed:
+    except (CheckFailed, _Timeout):
         raise
-    except Exception as exc:  # noqa: BLE001
+    except BaseException as exc:  # noqa: BLE001
         raise CheckFailed(f"{what}: expected {exc_type.__name__} naming '{must_mention}', got {type(exc).__name__}: {exc}") from None
+    finally:
+        if guard is not None:
+            guard.after_learner_call()
     raise CheckFailed(f"{what}: expected {exc_type.__name__} naming '{must_mention}', but nothing was raised")
+
+
+# --- the lesson contract: written once per lesson, in its checks.py --------------------------------------------------
+@dataclass(frozen=True)
+class Check:
+    """One graded check. ``id`` is also the grade id of its test cell in the notebook (one check per cell, so the
+    points nbgrader records per cell are the points of the check). ``name`` is the learner definition it grades.
+    ``allows`` names reference definitions of the lesson that the check itself hands to the learner's code (the
+    reference KV caches given to a learner's attention): calling those is not copying the reference."""
+
+    id: str
+    name: str
+    fn: Callable
+    points: int
+    hidden: bool = False
+    allows: tuple[str, ...] = ()
+
+    @property
+    def rule(self) -> str:
+        """The rule the check tests: the first paragraph of its docstring, on one line."""
+        return " ".join((self.fn.__doc__ or self.id).strip().split("\n\n")[0].split())
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """A lesson's contract: its package (learner code may not take the reference from it), the modules holding the
+    reference definitions (searched in order) and the checks, in notebook order."""
+
+    package: str
+    reference: tuple[str, ...]
+    checks: tuple[Check, ...]
+
+    def __post_init__(self):
+        ids = [c.id for c in self.checks]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{self.package}: duplicate check ids in {ids}")
+
+    def ids(self) -> list[str]:
+        return [c.id for c in self.checks]
+
+    @property
+    def checks_module(self) -> str:
+        """The module that defines the checks and this contract."""
+        return f"{self.package}.checks"
+
+    def get(self, check_id: str) -> Check:
+        for c in self.checks:
+            if c.id == check_id:
+                return c
+        raise KeyError(f"{self.package}: no check {check_id!r}; the checks are {self.ids()}")
+
+    def names(self) -> list[str]:
+        """The graded definitions, in order."""
+        return list(dict.fromkeys(c.name for c in self.checks))
+
+    @property
+    def points(self) -> int:
+        return sum(c.points for c in self.checks)
+
+    def table(self) -> dict:
+        """check id → (graded definition, check function)."""
+        return {c.id: (c.name, c.fn) for c in self.checks}
+
+    def reference_definition(self, name: str):
+        for mod in self.reference:
+            m = importlib.import_module(mod)
+            if hasattr(m, name):
+                return getattr(m, name)
+        raise KeyError(f"{name} is in none of {self.reference}")
+
+    def source_file(self, module: str | None = None) -> str:
+        """Repository path of a reference module (the first by default), e.g. for the notebook spec."""
+        return (module or self.reference[0]).replace(".", "/") + ".py"

@@ -9,7 +9,10 @@ Each lesson has a ``notebook.py`` with ``ASSIGNMENT`` (nbgrader assignment name,
 - ``solution(path, names, grade_id)``: an nbgrader answer cell holding the exact source of the top-level
   definitions ``names`` of the package file ``path`` (with its ``### BEGIN/END SOLUTION`` regions);
 - ``tests(grade_id, points, src, hidden=None)``: a locked, graded test cell; ``hidden`` goes inside
-  ``### BEGIN/END HIDDEN TESTS``.
+  ``### BEGIN/END HIDDEN TESTS``;
+- ``graded(lesson, *check_ids)``: one locked test cell per check of the lesson contract (``course.grading.Lesson``),
+  its grade id the check id and its points the check's, so the notebook, nbgrader and the pytest grader share one
+  list of checks. A hidden check's cell shows only the rule it tests.
 
 ``build_source_notebook`` turns a spec into the nbgrader *source* notebook under ``solutions/``;
 ``generate_release`` runs real ``nbgrader generate_assignment`` to make ``exercises/``.
@@ -23,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,6 +87,22 @@ def tests(grade_id: str, points: int, src: str, hidden: str | None = None) -> Ce
     if hidden:
         body += "\n### BEGIN HIDDEN TESTS\n" + hidden.strip("\n") + "\n### END HIDDEN TESTS"
     return Cell("tests", body, grade_id=grade_id, points=points)
+
+
+def graded(lesson, *check_ids: str) -> list[Cell]:
+    """The test cells of the named checks of ``lesson`` (a ``course.grading.Lesson``), one cell per check. The
+    notebook imports the lesson's ``checks`` module in its set-up cell."""
+    cells = []
+    for cid in check_ids:
+        c = lesson.get(cid)
+        run = f"checks.{c.fn.__name__}({c.name})"
+        if c.hidden:
+            about = textwrap.wrap(f"Hidden check, run when graded: {c.rule}", 110)
+            body = "\n".join("# " + line for line in about) + f"\n### BEGIN HIDDEN TESTS\n{run}\n### END HIDDEN TESTS"
+        else:
+            body = run
+        cells.append(Cell("tests", body, grade_id=c.id, points=c.points))
+    return cells
 
 
 def load_spec(module: str):
@@ -154,7 +174,8 @@ def generate_release(assignment: str, solutions_dir: Path, out_dir: Path) -> Pat
         root = Path(root)
         shutil.copytree(Path(solutions_dir) / assignment, root / "solutions" / assignment)
         shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
-        env = dict(os.environ, COURSE_ROOT=str(root), NBGRADER_EXCHANGE=str(root / "exchange"))
+        env = dict(os.environ, COURSE_ROOT=str(root), NBGRADER_EXCHANGE=str(root / "exchange"),
+                   PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
         # nbgrader runs `alembic` from PATH: use this environment's, even when the venv is not activated.
         env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
         subprocess.run(

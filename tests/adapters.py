@@ -1,9 +1,16 @@
-"""The one small adapter between the tests and learner code (CS336 style).
+"""The one small adapter between the tests and the grader.
 
-Graders and learners share the same tests: ``Learner.get(name)`` returns the learner's definition, taken
-from their notebook (``--notebook PATH``), or the reference from the package when no notebook is given.
+``--notebook PATH``: the learner's notebook is graded by ``course.autograde.grade`` (its code runs in a separate,
+limited process; results come back as data). Without it the reference solution is graded, in this process. Each
+check is one test; the points per check and the total are printed at the end of the run (``pytest_terminal_summary``
+in conftest.py).
+
+An autograder module without a lesson contract (``LESSON``) still gets the older ``learner`` fixture: its notebook's
+cells run in this process (``Learner``); give it a contract to grade it isolated.
 """
 from __future__ import annotations
+
+import pytest
 
 import importlib
 import json
@@ -11,9 +18,23 @@ import sys
 import types
 from pathlib import Path
 
-import pytest
-
+from course.autograde import Limits, Report, grade, grade_reference
 from course.grading import CheckFailed, time_limit
+
+REPORTS: list[Report] = []
+
+
+def grade_for(config, lesson) -> Report:
+    notebook = config.getoption("--notebook")
+    if notebook is None:
+        report = grade_reference(lesson.checks_module)
+    else:
+        limits = Limits(check_s=float(config.getoption("--check-timeout")),
+                        notebook_s=float(config.getoption("--notebook-timeout")))
+        report = grade(lesson.checks_module, notebook, limits)
+    REPORTS.append(report)
+    return report
+
 
 CELL_TIME_LIMIT_S = 120
 
@@ -75,10 +96,18 @@ class Learner:
         return self.namespace[name]
 
 
-def run_check(learner: Learner, checks_table: dict, check_id: str):
-    """Run one check from a lesson's ``checks.ALL`` table; a failure shows only the learner message."""
-    name, check = checks_table[check_id]
-    impl = learner.get(name)
+def run_check(graded, *args):
+    """One check's result, ``run_check(report, check_id)``; a failure shows only the learner message. The older form
+    ``run_check(learner, checks_table, check_id)`` runs the check here, on a ``Learner``."""
+    if isinstance(graded, Report):
+        (check_id,) = args
+        r = graded.get(check_id)
+        if not r.passed:
+            pytest.fail(f"[{check_id}] {r.message}", pytrace=False)
+        return
+    table, check_id = args
+    name, check = table[check_id]
+    impl = graded.get(name)
     try:
         check(impl)
     except CheckFailed as exc:

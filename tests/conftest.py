@@ -20,14 +20,43 @@ def pytest_addoption(parser):
         "--notebook", action="store", default=None,
         help="grade this learner notebook (its definitions) instead of the reference solution",
     )
+    parser.addoption("--check-timeout", action="store", default=120, help="seconds allowed to one check (--notebook)")
+    parser.addoption("--notebook-timeout", action="store", default=900,
+                     help="seconds allowed to the notebook's cells together (--notebook)")
 
 
 @pytest.fixture(scope="module")
 def learner(request):
-    """The implementation under test: the learner's notebook with --notebook, else the package's reference."""
+    """An autograder module without a lesson contract: the learner's notebook run in this process (--notebook),
+    else its REFERENCE module."""
     from tests.adapters import Learner
 
     return Learner.from_option(request.config.getoption("--notebook"), request.module.REFERENCE)
+
+
+@pytest.fixture(scope="module")
+def graded(request):
+    """The lesson's checks run on the learner's notebook (--notebook) or on the reference: a report."""
+    from tests.adapters import grade_for
+
+    return grade_for(request.config, request.module.LESSON)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The score: points per check and the total, as nbgrader records them."""
+    from tests.adapters import REPORTS
+
+    for report in REPORTS:
+        terminalreporter.write_sep("-", "score")
+        for line in report.table().splitlines():
+            terminalreporter.write_line(line)
+        if report.notebook_errors:
+            terminalreporter.write_line("errors while running the notebook: " + " | ".join(report.notebook_errors)[:2000])
+        if report.landlock:
+            terminalreporter.write_line(f"learner code ran confined (Landlock ABI {report.landlock})")
+        if report.output_dropped:
+            terminalreporter.write_line(f"(the notebook printed {report.output_dropped:,} bytes more than the "
+                                        f"{len(report.output.encode()):,} kept)")
 
 
 @pytest.fixture

@@ -43,7 +43,9 @@ def course_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
     shutil.copytree(REPO / "solutions", root / "solutions")
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
-    env = dict(os.environ, COURSE_ROOT=str(root), NBGRADER_EXCHANGE=str(root / "exchange"))
+    # nbgrader_config.py imports the course's grader (course.autograde): from this tree.
+    env = dict(os.environ, COURSE_ROOT=str(root), NBGRADER_EXCHANGE=str(root / "exchange"),
+               PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
     return root, env
 
 

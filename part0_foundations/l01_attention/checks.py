@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course.grading import call, expect, expect_close, expect_raises, expect_shape
+from course.grading import Check, Lesson, call, expect, expect_close, expect_raises, expect_shape
 
 ATOL = 1e-5
 
@@ -25,17 +25,17 @@ def check_sdpa_matches_torch(sdpa):
     q, k, v = _qkv()
     out = call(sdpa, q, k, v, what="scaled_dot_product_attention(q, k, v)")
     expect_shape(out, (2, 3, 5, 6), "scaled_dot_product_attention output")
-    expect_close(out, F.scaled_dot_product_attention(q, k, v), "no mask", atol=ATOL)
+    expect_close(out, F.scaled_dot_product_attention(q, k, v), "no mask: softmax(q kᵀ / √d) v", atol=ATOL)
 
     g = torch.Generator().manual_seed(1)
     mask = torch.rand(2, 1, 5, 7, generator=g) > 0.3
     mask[..., 0] = True  # keep every row attendable so the reference has no NaN
     out = call(sdpa, q, k, v, mask=mask, what="scaled_dot_product_attention(q, k, v, mask=mask)")
-    expect_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), "boolean mask", atol=ATOL)
+    expect_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), "boolean mask (True = may attend; masked scores → −inf before softmax)", atol=ATOL)
 
     q, k, v = _qkv(lq=6, lk=6, seed=2)
     out = call(sdpa, q, k, v, causal=True, what="scaled_dot_product_attention(q, k, v, causal=True)")
-    expect_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), "causal=True", atol=ATOL)
+    expect_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), "causal=True (query i sees keys j ≤ i)", atol=ATOL)
 
 
 def check_sdpa_stable(sdpa):
@@ -45,21 +45,28 @@ def check_sdpa_stable(sdpa):
     out = call(sdpa, q, k, v, what="scaled_dot_product_attention with large logits")
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double()).float()
     expect(bool(torch.isfinite(out).all()), "large logits produced NaN/inf: subtract the row max before exp")
-    expect_close(out, ref, "large logits", atol=1e-4)
+    expect_close(out, ref, "large logits (subtract the row max before exp)", atol=1e-4)
 
 
 def check_sdpa_masked_weights_zero(sdpa):
-    """Masked positions get exactly zero weight; every attendable row sums to 1."""
+    """Masked positions get exactly zero weight; every attendable row sums to 1; a fully masked row gives zero
+    weights and a zero output, not NaN."""
     q, k, v = _qkv(seed=4)
     g = torch.Generator().manual_seed(5)
     mask = torch.rand(2, 3, 5, 7, generator=g) > 0.5
     mask[..., 1] = True
+    mask[1, 2, 3] = False  # one query row whose every key is masked
     res = call(sdpa, q, k, v, mask=mask, return_weights=True, what="scaled_dot_product_attention(..., return_weights=True)")
     expect(isinstance(res, tuple) and len(res) == 2, "with return_weights=True, return (output, weights)")
-    _, w = res
+    out, w = res
     expect_shape(w, (2, 3, 5, 7), "weights")
+    expect(not bool(torch.isnan(w).any()) and not bool(torch.isnan(out).any()),
+           "a fully masked row gives zero weights and a zero output, not NaN (its row max is −inf: use 0 there)")
+    expect(bool((w[1, 2, 3] == 0).all()) and bool((out[1, 2, 3] == 0).all()),
+           "a fully masked row gives zero weights and a zero output")
     expect(bool((w[~mask] == 0).all()), "masked positions must get exactly zero weight (use -inf before softmax)")
-    expect_close(w.sum(-1), torch.ones(2, 3, 5), "each row of weights must sum to 1", atol=1e-6)
+    rows = mask.any(-1)
+    expect_close(w.sum(-1)[rows], torch.ones(int(rows.sum())), "each attendable row of weights must sum to 1", atol=1e-6)
 
 
 def check_sdpa_errors(sdpa):
@@ -117,7 +124,7 @@ def check_gqa_equals_repeated_mha(MultiHeadAttention):
             dst.weight.copy_(src.weight.view(hkv, hd, d).repeat_interleave(group, 0).reshape(h * hd, d))
             dst.bias.copy_(src.bias.view(hkv, hd).repeat_interleave(group, 0).reshape(h * hd))
     x = torch.randn(3, 7, d)
-    expect_close(call(gqa, x, causal=True), call(mha, x, causal=True), "GQA vs MHA with repeated K/V heads", atol=ATOL)
+    expect_close(call(gqa, x, causal=True), call(mha, x, causal=True), "GQA vs MHA with repeated K/V heads (query head h uses K/V head h // group)", atol=ATOL)
 
 
 def check_mqa_and_cross_attention(MultiHeadAttention):
@@ -147,14 +154,19 @@ def check_mha_errors(MultiHeadAttention):
     expect_raises(lambda: m(torch.randn(2, 5, 31)), ValueError, "x", "an input of width 31 for d_model=32")
 
 
-ALL = {
-    "sdpa_matches_torch": ("scaled_dot_product_attention", check_sdpa_matches_torch),
-    "sdpa_stable": ("scaled_dot_product_attention", check_sdpa_stable),
-    "sdpa_masked_weights_zero": ("scaled_dot_product_attention", check_sdpa_masked_weights_zero),
-    "sdpa_errors": ("scaled_dot_product_attention", check_sdpa_errors),
-    "mha_matches_torch": ("MultiHeadAttention", check_mha_matches_torch),
-    "gqa_equals_repeated_mha": ("MultiHeadAttention", check_gqa_equals_repeated_mha),
-    "mqa_and_cross_attention": ("MultiHeadAttention", check_mqa_and_cross_attention),
-    "mha_errors": ("MultiHeadAttention", check_mha_errors),
-}
-"""check id → (the learner definition it grades, the check). tests/autograder/ parametrizes over this."""
+LESSON = Lesson(
+    package="part0_foundations.l01_attention",
+    reference=("part0_foundations.l01_attention.attention",),
+    checks=(
+        Check("sdpa_matches_torch", "scaled_dot_product_attention", check_sdpa_matches_torch, 2),
+        Check("sdpa_errors", "scaled_dot_product_attention", check_sdpa_errors, 1, hidden=True),
+        Check("sdpa_stable", "scaled_dot_product_attention", check_sdpa_stable, 1),
+        Check("sdpa_masked_weights_zero", "scaled_dot_product_attention", check_sdpa_masked_weights_zero, 1),
+        Check("mha_matches_torch", "MultiHeadAttention", check_mha_matches_torch, 2),
+        Check("mha_errors", "MultiHeadAttention", check_mha_errors, 1, hidden=True),
+        Check("gqa_equals_repeated_mha", "MultiHeadAttention", check_gqa_equals_repeated_mha, 1),
+        Check("mqa_and_cross_attention", "MultiHeadAttention", check_mqa_and_cross_attention, 1),
+    ),
+)
+"""The lesson contract: the notebook's test cells, tests/autograder and the checks' own tests all read it."""
+ALL = LESSON.table()

@@ -1,10 +1,11 @@
 """Spec of the lesson 01 notebook (see course/notebook_spec.py). Run `make notebooks` after editing."""
-from course.notebook_spec import code, given, md, solution, tests
+from course.notebook_spec import code, given, graded, md, solution
+from part0_foundations.l01_attention import checks
 
 ASSIGNMENT = "01_attention"
 NOTEBOOK = "attention.ipynb"
 AUTOGRADER = "tests/autograder/test_attention.py"
-SRC = "part0_foundations/l01_attention/attention.py"
+SRC = checks.LESSON.source_file()
 
 CELLS = [
     md(r"""
@@ -41,12 +42,7 @@ exponential (so large logits cannot overflow), normalise, and multiply by $V$. A
 give zero weights, not NaN.
 """),
     solution(SRC, ["scaled_dot_product_attention"], grade_id="sdpa_impl"),
-    tests("sdpa_matches_torch", 3, "checks.check_sdpa_matches_torch(scaled_dot_product_attention)",
-          hidden="checks.check_sdpa_errors(scaled_dot_product_attention)"),
-    tests("sdpa_stable_and_masked", 2, """
-checks.check_sdpa_stable(scaled_dot_product_attention)
-checks.check_sdpa_masked_weights_zero(scaled_dot_product_attention)
-"""),
+    *graded(checks.LESSON, "sdpa_matches_torch", "sdpa_errors", "sdpa_stable", "sdpa_masked_weights_zero"),
     md(r"""
 ## 3. Multi-head attention with `n_kv_heads`
 
@@ -55,12 +51,7 @@ Project the queries into `n_heads` heads and the keys and values into `n_kv_head
 `n_kv_heads == 1`). With a `context`, keys and values come from it: cross-attention.
 """),
     solution(SRC, ["MultiHeadAttention"], grade_id="mha_impl"),
-    tests("mha_matches_torch", 3, "checks.check_mha_matches_torch(MultiHeadAttention)",
-          hidden="checks.check_mha_errors(MultiHeadAttention)"),
-    tests("gqa_mqa_cross", 2, """
-checks.check_gqa_equals_repeated_mha(MultiHeadAttention)
-checks.check_mqa_and_cross_attention(MultiHeadAttention)
-"""),
+    *graded(checks.LESSON, "mha_matches_torch", "mha_errors", "gqa_equals_repeated_mha", "mqa_and_cross_attention"),
     md(r"""
 ## 4. Why this matters for memory
 

@@ -12,7 +12,7 @@ import datetime as dt
 import torch
 from torch import nn
 
-from course.grading import one_torch_thread, call, expect, expect_close, expect_shape
+from course.grading import Check, Lesson, one_torch_thread, call, expect, expect_close, expect_shape
 from part0_foundations.l01_attention.checks import _copy_from_torch_mha
 from part0_foundations.l02_encoder_decoder import data
 
@@ -251,14 +251,22 @@ def check_checkpoint_in_your_layers(Seq2Seq):
 for _name in [n for n in dir() if n.startswith("check_")]:
     globals()[_name] = one_torch_thread(globals()[_name])
 
-ALL = {
-    "encoder_layer_matches_torch": ("EncoderLayer", check_encoder_layer_matches_torch),
-    "encoder_layer_ignores_padding": ("EncoderLayer", check_encoder_layer_ignores_padding),
-    "decoder_layer_matches_torch": ("DecoderLayer", check_decoder_layer_matches_torch),
-    "decoder_layer_causal": ("DecoderLayer", check_decoder_layer_causal),
-    "decoder_layer_reads_source": ("DecoderLayer", check_decoder_layer_reads_source),
-    "greedy_decode_batched": ("greedy_decode", check_greedy_decode_batched),
-    "greedy_decode_translates": ("greedy_decode", check_greedy_decode_translates),
-    "checkpoint_in_your_layers": ("Seq2Seq", check_checkpoint_in_your_layers),
-}
-"""check id → (the learner definition it grades, the check). tests/autograder/ parametrizes over this."""
+# The greedy checks decode with the reference model: its layers are the check's, not copied by the learner.
+_REFERENCE_MODEL = ("EncoderLayer", "DecoderLayer", "Seq2Seq")
+LESSON = Lesson(
+    package="part0_foundations.l02_encoder_decoder",
+    reference=("part0_foundations.l02_encoder_decoder.model",),
+    checks=(
+        Check("encoder_layer_matches_torch", "EncoderLayer", check_encoder_layer_matches_torch, 2),
+        Check("encoder_layer_ignores_padding", "EncoderLayer", check_encoder_layer_ignores_padding, 1, hidden=True),
+        Check("decoder_layer_matches_torch", "DecoderLayer", check_decoder_layer_matches_torch, 2),
+        Check("decoder_layer_causal", "DecoderLayer", check_decoder_layer_causal, 1),
+        Check("decoder_layer_reads_source", "DecoderLayer", check_decoder_layer_reads_source, 2),
+        Check("greedy_decode_batched", "greedy_decode", check_greedy_decode_batched, 2, allows=_REFERENCE_MODEL),
+        Check("greedy_decode_translates", "greedy_decode", check_greedy_decode_translates, 1, hidden=True,
+              allows=_REFERENCE_MODEL),
+        Check("checkpoint_in_your_layers", "Seq2Seq", check_checkpoint_in_your_layers, 3, allows=("greedy_decode",)),
+    ),
+)
+"""The lesson contract: the notebook's test cells, tests/autograder and the checks' own tests all read it."""
+ALL = LESSON.table()

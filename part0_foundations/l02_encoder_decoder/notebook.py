@@ -1,10 +1,11 @@
 """Spec of the lesson 02 notebook (see course/notebook_spec.py). Run `make notebooks` after editing."""
-from course.notebook_spec import code, given, md, solution, tests
+from course.notebook_spec import code, given, graded, md, solution
+from part0_foundations.l02_encoder_decoder import checks
 
 ASSIGNMENT = "02_encoder_decoder"
 NOTEBOOK = "encoder_decoder.ipynb"
 AUTOGRADER = "tests/autograder/test_encoder_decoder.py"
-SRC = "part0_foundations/l02_encoder_decoder/model.py"
+SRC = checks.LESSON.source_file()
 
 CELLS = [
     md(r"""
@@ -51,8 +52,7 @@ positions must not be attended to — pass `mask` (shape `(B, 1, S)`, `True` at 
 self-attention. Then the feed-forward network. Each sub-layer: `x = norm(x + dropout(sublayer(x)))`.
 """),
     solution(SRC, ["EncoderLayer"], grade_id="encoder_layer_impl"),
-    tests("encoder_layer", 3, "checks.check_encoder_layer_matches_torch(EncoderLayer)",
-          hidden="checks.check_encoder_layer_ignores_padding(EncoderLayer)"),
+    *graded(checks.LESSON, "encoder_layer_matches_torch", "encoder_layer_ignores_padding"),
     md(r"""
 ## 3. The decoder layer: causal self-attention, then cross-attention
 
@@ -62,11 +62,7 @@ is how the decoder reads the source; `memory_mask` hides its padding. Then the f
 `return_cross_weights=True`, also return the cross-attention weights `(B, n_heads, T, S)`.
 """),
     solution(SRC, ["DecoderLayer"], grade_id="decoder_layer_impl"),
-    tests("decoder_layer_matches_torch", 2, "checks.check_decoder_layer_matches_torch(DecoderLayer)"),
-    tests("decoder_layer_causal_and_cross", 3, """
-checks.check_decoder_layer_causal(DecoderLayer)
-checks.check_decoder_layer_reads_source(DecoderLayer)
-"""),
+    *graded(checks.LESSON, "decoder_layer_matches_torch", "decoder_layer_causal", "decoder_layer_reads_source"),
     md(r"""
 ## 4. The stacks and the model (given)
 
@@ -84,8 +80,7 @@ as soon as every row has its `<eos>`, and never generate more than `max_len` tok
 without the `<bos>` column.
 """),
     solution(SRC, ["greedy_decode"], grade_id="greedy_decode_impl"),
-    tests("greedy_decode", 3, "checks.check_greedy_decode_batched(greedy_decode)",
-          hidden="checks.check_greedy_decode_translates(greedy_decode)"),
+    *graded(checks.LESSON, "greedy_decode_batched", "greedy_decode_translates"),
     md(r"""
 ## 6. The trained checkpoint, in your layers
 
@@ -93,7 +88,7 @@ without the `<bos>` column.
 `Seq2Seq` above) and loads the shipped weights with `torch.load(weights_only=True)`. If your layers compute what the
 reference computes, they translate dates.
 """),
-    tests("checkpoint_in_your_layers", 3, "checks.check_checkpoint_in_your_layers(Seq2Seq)"),
+    *graded(checks.LESSON, "checkpoint_in_your_layers"),
     code("""
 model = load_model(model_cls=Seq2Seq)
 texts = ["3 March 2021", "March 3, 2021", "03/03/21", "Wed, 3 Mar 2021", "2021년 3월 3일", "the 3rd of March '21"]

@@ -6,10 +6,11 @@ cache must hold exactly what the law says, to the byte.
 """
 from __future__ import annotations
 
+import dataclasses
 
 import torch
 
-from course.grading import one_torch_thread, call, expect, expect_close, expect_shape
+from course.grading import Check, Lesson, one_torch_thread, call, expect, expect_close, expect_shape
 from part0_foundations.l03_kv_cache import gpt as ref
 from part0_foundations.l03_kv_cache import laws
 from part0_foundations.l03_kv_cache.structures import STRUCTURES, law_bytes
@@ -29,10 +30,12 @@ def _bpe(dtype):
     return torch.empty(0, dtype=dtype).element_size()
 
 
-def _model(name, dtype=torch.float32, seed=0, **learner_classes):
-    """The small model of a structure, with the learner's mixer class swapped in (same weights)."""
+def _model(name, dtype=torch.float32, seed=0, window=None, **learner_classes):
+    """The small model of a structure, with the learner's mixer class swapped in (same weights). ``window``
+    overrides the structure's W (a small W lets a short check run far past it)."""
     torch.manual_seed(seed)
-    model = ref.GPT(STRUCTURES[name]).to(dtype).eval()
+    config = STRUCTURES[name] if window is None else dataclasses.replace(STRUCTURES[name], window=window)
+    model = ref.GPT(config).to(dtype).eval()
     for block in model.blocks:
         old = block.mixer
         if isinstance(old, ref.CausalSelfAttention) and "attention" in learner_classes:
@@ -44,17 +47,25 @@ def _model(name, dtype=torch.float32, seed=0, **learner_classes):
             new = call(cls, model.config, what=f"{cls.__name__}(config)")
         else:
             continue
-        new.load_state_dict(old.state_dict())
+        call(new.load_state_dict, old.state_dict(), what=f"{type(new).__name__}.load_state_dict(the reference weights)")
         block.mixer = new.to(dtype)
     return model
 
 
-def _cached_equals_uncached(model, label, n_new=10):
+def _cached_equals_uncached(model, label, n_new=10, reference=None):
+    """Greedy tokens and logits of generate(use_cache=True) and (use_cache=False) must agree, and with
+    ``reference`` (the same model with the reference mixers, same weights) the logits must equal its logits."""
     prompt = torch.randint(0, model.config.vocab_size, (2, 7), generator=torch.Generator().manual_seed(1))
     a, la = call(model.generate, prompt, n_new, use_cache=True, return_logits=True,
                  what=f"{label}: generate(..., use_cache=True)")
     b, lb = call(model.generate, prompt, n_new, use_cache=False, return_logits=True,
                  what=f"{label}: generate(..., use_cache=False)")
+    if reference is not None:
+        with torch.no_grad():
+            want = reference(b[:, :-1])[:, prompt.shape[1] - 1:]  # the logits that chose b's new tokens
+        expect_close(lb, want, f"{label}: logits vs the reference attention with the same weights (project q, k, v; "
+                     "RoPE on q and k; query head h uses K/V head h // group; a query at p sees keys j ≤ p)",
+                     atol=ATOL)
     expect_close(la, lb, f"{label}: logits with the cache vs without", atol=ATOL)
     expect(torch.equal(a, b), f"{label}: greedy tokens differ with the cache and without")
 
@@ -81,7 +92,7 @@ def check_layer_kv_append(LayerKV):
     cache = call(LayerKV, what="LayerKV()")
     seen = 0
     for k, v in chunks:
-        res = call(cache.append, k, v, what="LayerKV.append(k, v)")
+        res = call(cache.append, k, v, what="LayerKV.append(k, v) (append along the token axis, dim 2)")
         expect(isinstance(res, tuple) and len(res) == 3, "LayerKV.append must return (keys, values, positions)")
         keys, values, pos = res
         seen += k.shape[2]
@@ -127,10 +138,14 @@ def check_window_ring_buffer(WindowKV):
 # --- CausalSelfAttention: the cached attention step ---------------------------------------------------------------
 @one_torch_thread
 def check_cached_equals_uncached(CausalSelfAttention):
-    """generate(use_cache=True) equals use_cache=False (greedy tokens, logits within 1e-5) for MHA, GQA, MQA and
-    the sliding-window hybrid, with your attention in every layer."""
-    for name in ("MHA", "GQA", "MQA", "sliding window"):
-        _cached_equals_uncached(_model(name, attention=CausalSelfAttention), f"{name} with your attention")
+    """generate(use_cache=True) equals use_cache=False (greedy tokens, logits within 1e-5) and the reference
+    attention's logits, for MHA, GQA, MQA and the sliding-window hybrid with your attention in every layer; the
+    window model also with W = 4, run to 17 tokens (a query at p sees keys j with p − W < j ≤ p)."""
+    for name, window in (("MHA", None), ("GQA", None), ("MQA", None), ("sliding window", None),
+                         ("sliding window", 4)):
+        label = f"{name} with your attention" + (f" (W={window}, 17 tokens: keys j with p − W < j ≤ p)" if window else "")
+        _cached_equals_uncached(_model(name, window=window, attention=CausalSelfAttention), label,
+                                reference=_model(name, window=window))
 
 
 @one_torch_thread
@@ -163,8 +178,9 @@ def check_window_cache_stops_at_W(CausalSelfAttention):
 # --- MLA: the latent cache ------------------------------------------------------------------------------------------
 @one_torch_thread
 def check_mla_cached_equals_uncached(MLAttention):
-    """The MLA model with your MLAttention generates the same with the cache and without."""
-    _cached_equals_uncached(_model("MLA", mla=MLAttention), "MLA with your MLAttention")
+    """The MLA model with your MLAttention generates the same with the cache and without, with the logits of the
+    reference MLA (same weights)."""
+    _cached_equals_uncached(_model("MLA", mla=MLAttention), "MLA with your MLAttention", reference=_model("MLA"))
 
 
 @one_torch_thread
@@ -183,13 +199,22 @@ def check_mla_cache_bytes(MLAttention):
     _bytes_match_law(lambda n, dt: _model(n, dt, mla=MLAttention), "MLA")
 
 
-ALL = {
-    "layer_kv_append": ("LayerKV", check_layer_kv_append),
-    "window_ring_buffer": ("WindowKV", check_window_ring_buffer),
-    "cached_equals_uncached": ("CausalSelfAttention", check_cached_equals_uncached),
-    "attention_cache_bytes": ("CausalSelfAttention", check_attention_cache_bytes),
-    "window_cache_stops_at_W": ("CausalSelfAttention", check_window_cache_stops_at_W),
-    "mla_cached_equals_uncached": ("MLAttention", check_mla_cached_equals_uncached),
-    "mla_cache_bytes": ("MLAttention", check_mla_cache_bytes),
-}
-"""check id → (the learner definition it grades, the check). tests/autograder/ parametrizes over this."""
+LESSON = Lesson(
+    package="part0_foundations.l03_kv_cache",
+    reference=("part0_foundations.l03_kv_cache.gpt",),
+    checks=(
+        Check("layer_kv_append", "LayerKV", check_layer_kv_append, 2),
+        Check("window_ring_buffer", "WindowKV", check_window_ring_buffer, 2),
+        # The model hands your attention the reference caches: calling their append is the point, not a copy.
+        Check("cached_equals_uncached", "CausalSelfAttention", check_cached_equals_uncached, 3,
+              allows=("LayerKV", "WindowKV")),
+        Check("attention_cache_bytes", "CausalSelfAttention", check_attention_cache_bytes, 1,
+              allows=("LayerKV", "WindowKV")),
+        Check("window_cache_stops_at_W", "CausalSelfAttention", check_window_cache_stops_at_W, 1, hidden=True,
+              allows=("LayerKV", "WindowKV")),
+        Check("mla_cached_equals_uncached", "MLAttention", check_mla_cached_equals_uncached, 2),
+        Check("mla_cache_bytes", "MLAttention", check_mla_cache_bytes, 2),
+    ),
+)
+"""The lesson contract: the notebook's test cells, tests/autograder and the checks' own tests all read it."""
+ALL = LESSON.table()

@@ -1,10 +1,11 @@
 """Spec of the lesson 03 notebook (see course/notebook_spec.py). Run `make notebooks` after editing."""
-from course.notebook_spec import code, given, md, solution, tests
+from course.notebook_spec import code, given, graded, md, solution
+from part0_foundations.l03_kv_cache import checks
 
 ASSIGNMENT = "03_kv_cache"
 NOTEBOOK = "kv_cache.ipynb"
 AUTOGRADER = "tests/autograder/test_kv_cache.py"
-SRC = "part0_foundations/l03_kv_cache/gpt.py"
+SRC = checks.LESSON.source_file()
 
 CELLS = [
     md(r"""
@@ -40,7 +41,7 @@ A full-attention layer keeps the keys and values of every token: tensors of shap
 token per decode step). `append` returns everything cached, with the positions `0 … T−1`.
 """),
     solution(SRC, ["LayerKV"], grade_id="layer_kv_impl"),
-    tests("layer_kv_append", 2, "checks.check_layer_kv_append(LayerKV)"),
+    *graded(checks.LESSON, "layer_kv_append"),
     md(r"""
 ## 2. A ring buffer for a sliding window
 
@@ -50,7 +51,7 @@ what the new queries may look at (the held tokens, oldest first, plus the new on
 stores the new tokens and counts them in `self.n`.
 """),
     solution(SRC, ["WindowKV"], grade_id="window_kv_impl"),
-    tests("window_ring_buffer", 2, "checks.check_window_ring_buffer(WindowKV)"),
+    *graded(checks.LESSON, "window_ring_buffer"),
     md(r"""
 ## 3. The cached attention step
 
@@ -61,9 +62,7 @@ mask built from positions: a query at $p$ may see a key at $j$ if $j \le p$ (and
 With `cache=None`, `x` is the whole sequence (the uncached path): the same code must give the same result.
 """),
     solution(SRC, ["CausalSelfAttention"], grade_id="attention_impl"),
-    tests("cached_equals_uncached", 3, "checks.check_cached_equals_uncached(CausalSelfAttention)"),
-    tests("attention_cache_bytes", 2, "checks.check_attention_cache_bytes(CausalSelfAttention)",
-          hidden="checks.check_window_cache_stops_at_W(CausalSelfAttention)"),
+    *graded(checks.LESSON, "cached_equals_uncached", "attention_cache_bytes", "window_cache_stops_at_W"),
     md(r"""
 ## 4. The MLA latent cache
 
@@ -75,8 +74,7 @@ $k^C = W^{UK} c^{KV}$, $v = W^{UV} c^{KV}$, and each head's key is $[k^C; k^R]$.
 $$\text{bytes}(T) = L \times (\text{kv\_lora\_rank} + \text{qk\_rope\_head\_dim}) \times b \times T \qquad \text{(no factor 2)}.$$
 """),
     solution(SRC, ["LatentKV", "MLAttention"], grade_id="mla_impl"),
-    tests("mla_cached_equals_uncached", 2, "checks.check_mla_cached_equals_uncached(MLAttention)"),
-    tests("mla_cache_bytes", 2, "checks.check_mla_cache_bytes(MLAttention)"),
+    *graded(checks.LESSON, "mla_cached_equals_uncached", "mla_cache_bytes"),
     md(r"""
 ## 5. The trained model, and the four structures side by side
 

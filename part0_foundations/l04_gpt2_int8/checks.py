@@ -11,7 +11,7 @@ import warnings
 import torch
 from torch import nn
 
-from course.grading import call, expect, expect_close, expect_shape
+from course.grading import Check, Lesson, call, expect, expect_close, expect_shape
 
 # w / scale within this distance of a .5 tie may round either way: division and PyTorch's multiply-by-1/scale
 # differ in the last bit there. Everywhere else the integers must be identical.
@@ -149,7 +149,8 @@ def check_per_channel_matches_torch(quantize_per_channel):
     w = _weight(outlier_rows=(3, 17))
     w[9] = 0.0
     for axis in (0, 1):
-        res = call(quantize_per_channel, w, axis=axis, what=f"quantize_per_channel(w, axis={axis})")
+        res = call(quantize_per_channel, w, axis=axis,
+                   what=f"quantize_per_channel(w, axis={axis}) (one scale per channel along axis, max over the others)")
         expect(isinstance(res, tuple) and len(res) == 2, "quantize_per_channel must return (q, scales)")
         q, s = res
         n = w.shape[axis]
@@ -162,7 +163,7 @@ def check_per_channel_matches_torch(quantize_per_channel):
         ref = _torch_int_repr(w, s, axis).int_repr()
         view = s.view(-1, 1) if axis == 0 else s.view(1, -1)
         _expect_int8_like_torch(q, w, ref, view, f"quantize_per_channel(w, axis={axis})")
-    q, _ = quantize_per_channel(w, axis=0)
+    q, _ = call(quantize_per_channel, w, axis=0, what="quantize_per_channel(w, axis=0)")
     expect(bool((q[9] == 0).all()), "an all-zero row must quantize to zeros")
 
 
@@ -270,15 +271,20 @@ def check_minilm_embeddings_match(int8_round_trip):
            f"has cosine {float(cos.min()):.5f} to the reference INT8 model's (want ≥ 0.9999): check the scales' axis")
 
 
-ALL = {
-    "conversion_exact": ("conv1d_to_linear", check_conversion_exact),
-    "lm_head_untouched_and_tied": ("conv1d_to_linear", check_lm_head_untouched_and_tied),
-    "per_tensor_matches_torch": ("quantize_per_tensor", check_per_tensor_matches_torch),
-    "rounding_and_clamping": ("quantize_per_tensor", check_rounding_and_clamping),
-    "per_channel_matches_torch": ("quantize_per_channel", check_per_channel_matches_torch),
-    "per_channel_not_worse": ("quantize_per_channel", check_per_channel_not_worse),
-    "dequantize": ("dequantize", check_dequantize),
-    "minilm_layer_sqnr": ("int8_round_trip", check_minilm_layer_sqnr),
-    "minilm_embeddings_match": ("int8_round_trip", check_minilm_embeddings_match),
-}
-"""check id → (the learner definition it grades, the check). tests/autograder/ parametrizes over this."""
+LESSON = Lesson(
+    package="part0_foundations.l04_gpt2_int8",
+    reference=("part0_foundations.l04_gpt2_int8.int8",),
+    checks=(
+        Check("conversion_exact", "conv1d_to_linear", check_conversion_exact, 3),
+        Check("lm_head_untouched_and_tied", "conv1d_to_linear", check_lm_head_untouched_and_tied, 2),
+        Check("per_tensor_matches_torch", "quantize_per_tensor", check_per_tensor_matches_torch, 2),
+        Check("rounding_and_clamping", "quantize_per_tensor", check_rounding_and_clamping, 2),
+        Check("per_channel_matches_torch", "quantize_per_channel", check_per_channel_matches_torch, 2),
+        Check("per_channel_not_worse", "quantize_per_channel", check_per_channel_not_worse, 2),
+        Check("dequantize", "dequantize", check_dequantize, 2),
+        Check("minilm_layer_sqnr", "int8_round_trip", check_minilm_layer_sqnr, 2),
+        Check("minilm_embeddings_match", "int8_round_trip", check_minilm_embeddings_match, 2),
+    ),
+)
+"""The lesson contract: the notebook's test cells, tests/autograder and the checks' own tests all read it."""
+ALL = LESSON.table()

@@ -1,10 +1,11 @@
 """Spec of the lesson 04 notebook (see course/notebook_spec.py). Run `make notebooks` after editing."""
-from course.notebook_spec import code, given, md, solution, tests
+from course.notebook_spec import code, given, graded, md, solution
+from part0_foundations.l04_gpt2_int8 import checks
 
 ASSIGNMENT = "04_gpt2_int8"
 NOTEBOOK = "gpt2_int8.ipynb"
 AUTOGRADER = "tests/autograder/test_gpt2_int8.py"
-SRC = "part0_foundations/l04_gpt2_int8/int8.py"
+SRC = checks.LESSON.source_file()
 
 CELLS = [
     md(r"""
@@ -53,8 +54,7 @@ print("Conv1D weight (in, out):", tuple(model.transformer.h[0].mlp.c_fc.weight.s
 bias. Leave everything else alone: `lm_head` is already an `nn.Linear`, and it must stay tied to `wte`.
 """),
     solution(SRC, ["conv1d_to_linear"], grade_id="conv1d_impl"),
-    tests("conversion_exact", 3, "checks.check_conversion_exact(conv1d_to_linear)"),
-    tests("lm_head_tied", 2, "checks.check_lm_head_untouched_and_tied(conv1d_to_linear)"),
+    *graded(checks.LESSON, "conversion_exact", "lm_head_untouched_and_tied"),
     md(r"""
 ## 3. Symmetric INT8, one scale per tensor
 
@@ -67,8 +67,7 @@ Return `(q, scale)`: `q` an `int8` tensor of `w`'s shape, `scale` a 0-dim float3
 use $\max|w| / 127$. Round half to even (`torch.round`), then clamp to $[-128, 127]$.
 """),
     solution(SRC, ["quantize_per_tensor"], grade_id="per_tensor_impl"),
-    tests("per_tensor_matches_torch", 2, "checks.check_per_tensor_matches_torch(quantize_per_tensor)"),
-    tests("rounding_and_clamping", 2, "checks.check_rounding_and_clamping(quantize_per_tensor)"),
+    *graded(checks.LESSON, "per_tensor_matches_torch", "rounding_and_clamping"),
     md(r"""
 ## 4. One scale per output channel
 
@@ -76,15 +75,14 @@ An `nn.Linear` weight is (out, in): axis 0 is the output channel. Each channel g
 $s_c = \max_j |w_{cj}| / 127$, so a channel of small weights is no longer rounded with the step of the largest one.
 """),
     solution(SRC, ["quantize_per_channel"], grade_id="per_channel_impl"),
-    tests("per_channel_matches_torch", 2, "checks.check_per_channel_matches_torch(quantize_per_channel)"),
-    tests("per_channel_not_worse", 2, "checks.check_per_channel_not_worse(quantize_per_channel)"),
+    *graded(checks.LESSON, "per_channel_matches_torch", "per_channel_not_worse"),
     md(r"""
 ## 5. Back to float
 
 $\hat w = q \cdot s$; a 1-D `scale` holds one value per channel along `axis`.
 """),
     solution(SRC, ["dequantize"], grade_id="dequantize_impl"),
-    tests("dequantize", 2, "checks.check_dequantize(dequantize)"),
+    *graded(checks.LESSON, "dequantize"),
     md(r"""
 ## 6. On the real model
 
@@ -131,8 +129,7 @@ are. The checks apply it to a MiniLM layer with outlier channels (its weight SQN
 one scale per tensor) and to all 36 encoder layers (the sentence embeddings must match the reference INT8 model's).
 """),
     solution(SRC, ["int8_round_trip"], grade_id="round_trip_impl"),
-    tests("minilm_layer_sqnr", 2, "checks.check_minilm_layer_sqnr(int8_round_trip)"),
-    tests("minilm_embeddings_match", 2, "checks.check_minilm_embeddings_match(int8_round_trip)"),
+    *graded(checks.LESSON, "minilm_layer_sqnr", "minilm_embeddings_match"),
     md(r"""
 The whole study — per-layer SQNR and outlier spread, embedding cosine and retrieval recall for per-tensor and
 per-channel weights, and activations rounded per tensor or per token — is `python -m

@@ -13,7 +13,7 @@ import tempfile
 
 import numpy as np
 
-from course.grading import call, expect, expect_close, expect_raises, expect_shape
+from course.grading import Check, Lesson, call, expect, expect_close, expect_raises, expect_shape
 from part0_foundations.l05_rag.rag import Chunk, Hit, count_words, format_prompt, format_source
 
 TEXT = (
@@ -243,16 +243,21 @@ def check_index_bytes_formula(flat_index_bytes):
             expect(got == want, f"flat_index_bytes({n}, {d}) = {got}, but FAISS writes {want} bytes")
 
 
-ALL = {
-    "chunk_offsets_exact": ("chunk_text", check_chunk_offsets_exact),
-    "chunk_overlap_exact": ("chunk_text", check_chunk_overlap_exact),
-    "chunk_edge_cases": ("chunk_text", check_chunk_edge_cases),
-    "chunk_errors": ("chunk_text", check_chunk_errors),
-    "topk_matches_faiss": ("cosine_top_k", check_topk_matches_faiss),
-    "topk_errors": ("cosine_top_k", check_topk_errors),
-    "prompt_budget_never_exceeded": ("build_prompt", check_prompt_budget_never_exceeded),
-    "prompt_citations_numbered": ("build_prompt", check_prompt_citations_numbered),
-    "prompt_errors": ("build_prompt", check_prompt_errors),
-    "index_bytes_formula": ("flat_index_bytes", check_index_bytes_formula),
-}
-"""check id → (the learner definition it grades, the check). tests/autograder/ parametrizes over this."""
+LESSON = Lesson(
+    package="part0_foundations.l05_rag",
+    reference=("part0_foundations.l05_rag.rag", "part0_foundations.l05_rag.index"),
+    checks=(
+        Check("chunk_offsets_exact", "chunk_text", check_chunk_offsets_exact, 1),
+        Check("chunk_overlap_exact", "chunk_text", check_chunk_overlap_exact, 1),
+        Check("chunk_edge_cases", "chunk_text", check_chunk_edge_cases, 1),
+        Check("chunk_errors", "chunk_text", check_chunk_errors, 1, hidden=True),
+        Check("topk_matches_faiss", "cosine_top_k", check_topk_matches_faiss, 2),
+        Check("topk_errors", "cosine_top_k", check_topk_errors, 1, hidden=True),
+        Check("prompt_budget_never_exceeded", "build_prompt", check_prompt_budget_never_exceeded, 1),
+        Check("prompt_citations_numbered", "build_prompt", check_prompt_citations_numbered, 1),
+        Check("prompt_errors", "build_prompt", check_prompt_errors, 1, hidden=True),
+        Check("index_bytes_formula", "flat_index_bytes", check_index_bytes_formula, 1),
+    ),
+)
+"""The lesson contract: the notebook's test cells, tests/autograder and the checks' own tests all read it."""
+ALL = LESSON.table()

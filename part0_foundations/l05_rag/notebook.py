@@ -1,11 +1,12 @@
 """Spec of the lesson 05 notebook (see course/notebook_spec.py). Run `make notebooks` after editing."""
-from course.notebook_spec import code, extract_definitions, given, md, solution, tests
+from course.notebook_spec import code, extract_definitions, given, graded, md, solution
+from part0_foundations.l05_rag import checks
 
 ASSIGNMENT = "05_rag"
 NOTEBOOK = "rag.ipynb"
 AUTOGRADER = "tests/autograder/test_rag.py"
-SRC = "part0_foundations/l05_rag/rag.py"
-INDEX = "part0_foundations/l05_rag/index.py"
+SRC = checks.LESSON.source_file()
+INDEX = checks.LESSON.source_file(checks.LESSON.reference[1])
 
 CELLS = [
     md(r"""
@@ -46,11 +47,7 @@ $i\,(\text{size}-\text{overlap})$. The last window ends exactly at `len(text)` (
 window reaches the end, so no window lies wholly inside the previous one. An empty text gives `[]`.
 """),
     solution(SRC, ["chunk_text"], grade_id="chunk_impl"),
-    tests("chunk_offsets_and_overlap", 3, """
-checks.check_chunk_offsets_exact(chunk_text)
-checks.check_chunk_overlap_exact(chunk_text)
-checks.check_chunk_edge_cases(chunk_text)
-""", hidden="checks.check_chunk_errors(chunk_text)"),
+    *graded(checks.LESSON, "chunk_offsets_exact", "chunk_overlap_exact", "chunk_edge_cases", "chunk_errors"),
     md(r"""
 ## 3. Cosine top-k in numpy
 
@@ -61,8 +58,7 @@ best per query, best first, as `(scores, ids)` of shape `(n_queries, k)` — exa
 on unit vectors. `np.argpartition` finds the `k` best without sorting everything.
 """),
     solution(SRC, ["cosine_top_k"], grade_id="topk_impl"),
-    tests("topk_matches_faiss", 3, "checks.check_topk_matches_faiss(cosine_top_k)",
-          hidden="checks.check_topk_errors(cosine_top_k)"),
+    *graded(checks.LESSON, "topk_matches_faiss", "topk_errors"),
     md(r"""
 ## 4. The prompt, within a token budget
 
@@ -73,10 +69,7 @@ not add up across the joins.
 """),
     given(SRC, ["PROMPT_HEADER", "format_source", "format_prompt"]),
     solution(SRC, ["build_prompt"], grade_id="prompt_impl"),
-    tests("prompt_budget_and_citations", 3, """
-checks.check_prompt_budget_never_exceeded(build_prompt)
-checks.check_prompt_citations_numbered(build_prompt)
-""", hidden="checks.check_prompt_errors(build_prompt)"),
+    *graded(checks.LESSON, "prompt_budget_never_exceeded", "prompt_citations_numbered", "prompt_errors"),
     md(r"""
 ## 5. What a flat index costs
 
@@ -87,7 +80,7 @@ in bytes; the check writes real FAISS files and compares.
 """),
     given(INDEX, ["HEADER_BYTES", "FOURCC"]),
     solution(INDEX, ["flat_index_bytes"], grade_id="bytes_impl"),
-    tests("index_bytes_formula", 1, "checks.check_index_bytes_formula(flat_index_bytes)"),
+    *graded(checks.LESSON, "index_bytes_formula"),
     md(r"""
 ## 6. Now on the course itself
 

@@ -5,9 +5,9 @@ import pytest
 from part0_foundations.l05_rag import checks
 from tests.adapters import run_check
 
-REFERENCE = "part0_foundations.l05_rag.reference"
+LESSON = checks.LESSON
 
 
-@pytest.mark.parametrize("check_id", list(checks.ALL))
-def test_rag(learner, check_id):
-    run_check(learner, checks.ALL, check_id)
+@pytest.mark.parametrize("check_id", LESSON.ids())
+def test_rag(graded, check_id):
+    run_check(graded, check_id)
