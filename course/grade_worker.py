@@ -30,6 +30,10 @@ SEALED_ROOTS = ("builtins", "torch", "numpy", "transformers", "faiss", "safetens
                 "datetime", "tempfile")
 
 
+# Threads that libraries start on their own (tqdm's progress-bar monitor, via transformers): not the learner's.
+LIBRARY_THREADS = {"tqdm_monitor"}
+
+
 class NotebookError(Exception):
     """The file is not a notebook this grader can read; the message says why."""
 
@@ -255,7 +259,8 @@ def run_child(job, ids, lesson, refs, cells, notebook_error, guard, send) -> Non
     sys.settrace(None)
     for s, h in restore_signals.items():
         signal.signal(s, h)
-    threads = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    threads = [t.name for t in threading.enumerate()
+               if t is not threading.main_thread() and t.name not in LIBRARY_THREADS]
     send(kind="ready", errors=errors[:20], threads=threads)
 
     imported = reference_imports(cells, lesson)

@@ -1,10 +1,11 @@
-"""Helpers shared by every lesson's ``checks`` module.
+"""Helpers shared by every lesson's ``checks`` module, and the lesson contract.
 
 A check is a plain function that takes the learner's implementation and raises ``CheckFailed`` (an
-``AssertionError``) with a message that tells the learner what to fix. The same checks run in three places:
-the nbgrader test cells of the notebooks, ``pytest tests/autograder/... --notebook PATH`` and the reference
-tests. Learner code that raises, hangs or returns the wrong shape fails the check with a message; it never
-crashes the grader.
+``AssertionError``) with a message that states the rule it tests. Each lesson's ``checks.py`` ends with its contract,
+``LESSON = Lesson(...)``: the checks, their ids (also the grade ids of the notebook's test cells), points, which are
+hidden, and the reference modules. The notebook's test cells (``course.notebook_spec.graded``),
+``pytest tests/autograder/... --notebook PATH`` and ``nbgrader autograde`` (both through ``course.autograde``) read
+it. Learner code that raises, hangs or returns the wrong shape or dtype fails the check with a message.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Every check of every lesson rejects wrong work: each graded definition meets at least two plausible mistakes,
 written as mutants of the reference solution (one edit of its source), and the check fails with the message that
 names the rule. The reference itself passes every check (tests/autograder without --notebook)."""
+import importlib
 import sys
 import types
 
@@ -9,7 +10,8 @@ import pytest
 from course.grading import CheckFailed
 from course.notebook_spec import REPO, all_specs
 
-LESSONS = {spec.ASSIGNMENT: sys.modules[spec.__name__.rsplit(".", 1)[0] + ".checks"].LESSON for spec in all_specs()}
+CHECKS = {spec.ASSIGNMENT: importlib.import_module(spec.__name__.rsplit(".", 1)[0] + ".checks") for spec in all_specs()}
+LESSONS = {a: m.LESSON for a, m in CHECKS.items() if hasattr(m, "LESSON")}
 
 # (lesson, graded definition, check id, [(old, new), ...] edits of the reference module's source, words the
 # failure message must contain). The module is the lesson reference module that defines the definition.
@@ -202,6 +204,11 @@ def test_check_rejects_a_mutant_of_the_solution(assignment, name, check_id, edit
     with pytest.raises(CheckFailed) as err:
         check.fn(mutant(lesson, name, edits))
     assert says.lower() in str(err.value).lower(), str(err.value)
+
+
+def test_every_part0_lesson_has_a_contract():
+    part0 = {a for a, m in CHECKS.items() if m.__name__.startswith("part0_foundations.")}
+    assert part0 and part0 <= set(LESSONS), sorted(part0 - set(LESSONS))
 
 
 @pytest.mark.parametrize("assignment", sorted(LESSONS))
