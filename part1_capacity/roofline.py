@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from part0_foundations.l03_kv_cache import laws
+
 if TYPE_CHECKING:   # hardware.py calls ridge_point below: import the types only when type-checking
     from part1_capacity.hardware import Accelerator
     from part1_capacity.profiles import ModelProfile
@@ -88,7 +90,7 @@ def decode_flops(p: ModelProfile, T, batch):
     """FLOPs of one decode step: ``batch`` new tokens, each attending to its sequence's ``T`` cached tokens."""
     T = np.asarray(T, dtype=np.float64)
     pair = attention_flops_per_pair(p, "decode")
-    seen = p.n_full_layers * T + p.n_window_layers * np.minimum(T, p.window or 1)
+    seen = p.n_full_layers * T + p.n_window_layers * laws.window_tokens(T, p.window or 1)   # the cache law's min(T, W)
     ssm = 2 * p.ssm.state_elements * p.ssm.n_layers if p.ssm else 0
     return np.asarray(batch, dtype=np.float64) * (2 * p.params_active + pair * seen + ssm)
 
