@@ -151,6 +151,16 @@ def e2_validation(ladders: dict) -> str:
     out.append("")
     out.append("Saved ladders: " + ", ".join(f"{p / 1e9:.2f} B at {t} thread{'s' if t > 1 else ''}" for p, t in seen)
                + ".")
+    again = {}
+    for x in rows:   # the same size, threads and type measured in more than one run
+        again.setdefault((x["params"], x["threads"], x["type"]), []).append(x)
+    rep = [(k, max(v, key=lambda y: y[m])[m] / min(v, key=lambda y: y[m])[m], m)
+           for k, v in again.items() if len(v) > 1 for m in ("pp512", "tg128")]
+    if rep:
+        (p, t, ty), ratio, m = max(rep, key=lambda z: z[1])
+        out.append("")
+        out.append(f"Repeatability: the same file measured in two runs differs by up to **{ratio:.2f}×** "
+                   f"({ty} {m}, {p / 1e9:.2f} B, {t} thread{'s' if t > 1 else ''}) — the machine, not the model.")
     tg_ok, pp_ok = sum(x["tg128_ok"] for x in rows), sum(x["pp512_ok"] for x in rows)
     wt = max(rows, key=lambda x: abs(x["tg128_error"]))
     wp = max(rows, key=lambda x: abs(x["pp512_error"]))
