@@ -175,6 +175,27 @@ MUTANTS = [
     ("05_rag", "flat_index_bytes", "index_bytes_formula",
      [("n_bytes = FOURCC + HEADER_BYTES + 8 + 4 * n * d", "n_bytes = FOURCC + HEADER_BYTES + 4 * n * d")],
      "FAISS writes"),
+    # --- Part 1, exercise 1: KV bytes per token from config.json ---------------------------------------------------
+    ("p1_01_kv_from_config", "kv_bytes_per_token", "full_attention",
+     [("per_token = 2 * layers * kv_heads", "per_token = layers * kv_heads")], "key AND a value"),
+    ("p1_01_kv_from_config", "kv_bytes_per_token", "full_attention",
+     [('kv_heads = config.get("num_key_value_heads") or heads', "kv_heads = heads")], "num_key_value_heads"),
+    ("p1_01_kv_from_config", "kv_bytes_per_token", "full_attention",
+     [('head_dim = config.get("head_dim") or hidden // heads', "head_dim = hidden // heads")], "sets head_dim"),
+    ("p1_01_kv_from_config", "kv_bytes_per_token", "mla",
+     [('per_token = layers * (config["kv_lora_rank"]', 'per_token = 2 * layers * (config["kv_lora_rank"]')],
+     "one latent per token"),
+    ("p1_01_kv_from_config", "kv_bytes_per_token", "mla",
+     [('(config["kv_lora_rank"] + config["qk_rope_head_dim"])', '(config["kv_lora_rank"])')], "the law gives"),
+    # --- Part 1, exercise 2: the context that adds an accelerator ---------------------------------------------------
+    ("p1_02_one_more_accelerator", "first_context_adding_an_accelerator", "bisection",
+     [("mid = (lo + hi) // 2", "mid = lo + 1")], "bisection"),
+    ("p1_02_one_more_accelerator", "first_context_adding_an_accelerator", "bisection",
+     [("first = hi", "first = lo")], "you return"),
+    ("p1_02_one_more_accelerator", "first_context_adding_an_accelerator", "none_when_never",
+     [("    first = None\n", "    first = max_context\n")], "None"),
+    ("p1_02_one_more_accelerator", "first_context_adding_an_accelerator", "real_deployments",
+     [("first = hi", "first = lo")], "adds no accelerator yet"),
 ]
 
 

@@ -12,7 +12,7 @@ import json
 import numbers
 from pathlib import Path
 
-from course.grading import call, expect
+from course.grading import Check, Lesson, call, expect
 from part0_foundations.l03_kv_cache import laws
 from part1_capacity.profiles import bundled_models
 
@@ -99,8 +99,13 @@ def check_mla(kv_bytes_per_token):
             _agree(kv_bytes_per_token, label, cfg, want_for)
 
 
-ALL = {
-    "full_attention": ("kv_bytes_per_token", check_full_attention),
-    "mla": ("kv_bytes_per_token", check_mla),
-}
-"""check id → (the learner definition it grades, the check). tests/autograder/ parametrizes over this."""
+LESSON = Lesson(
+    package="part1_capacity.exercises.kv_from_config",
+    reference=("part1_capacity.exercises.kv_from_config.reference",),
+    checks=(
+        Check("full_attention", "kv_bytes_per_token", check_full_attention, 3),
+        Check("mla", "kv_bytes_per_token", check_mla, 2),
+    ),
+)
+"""The exercise's contract: the notebook's test cells, tests/autograder and the checks' own tests all read it."""
+ALL = LESSON.table()

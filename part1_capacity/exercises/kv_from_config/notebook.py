@@ -1,6 +1,7 @@
 """Spec of the Part 1 exercise "KV bytes per token from config.json" (see course/notebook_spec.py). Run
 `make notebooks` after editing."""
-from course.notebook_spec import code, md, solution, tests
+from course.notebook_spec import code, graded, md, solution
+from part1_capacity.exercises.kv_from_config import checks
 
 ASSIGNMENT = "p1_01_kv_from_config"
 NOTEBOOK = "kv_from_config.ipynb"
@@ -44,7 +45,7 @@ Write `kv_bytes_per_token(config, bytes_per_element)`: the bytes one more token 
 layer attending to the whole context. `bytes_per_element` may be fractional (q8_0 stores 32 values in 34 bytes).
 """),
     solution(SRC, ["kv_bytes_per_token"], grade_id="kv_bytes_per_token_impl"),
-    tests("full_attention", 3, "checks.check_full_attention(kv_bytes_per_token)"),
+    *graded(checks.LESSON, "full_attention"),
     md(r"""
 ## 2. MLA: a latent instead of keys and values
 
@@ -53,7 +54,7 @@ RoPE key of width `qk_rope_head_dim` shared by all heads; the keys and values of
 latent at attention time. There is no factor 2, and `num_key_value_heads` plays no part. A file with a
 `kv_lora_rank` is an MLA model: make your function handle it.
 """),
-    tests("mla", 2, "checks.check_mla(kv_bytes_per_token)"),
+    *graded(checks.LESSON, "mla"),
     md(r"""
 ## 3. What it means
 

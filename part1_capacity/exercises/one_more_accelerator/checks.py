@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from course.grading import call, expect
+from course.grading import Check, Lesson, call, expect
 from part1_capacity.exercises.one_more_accelerator.reference import added_by_kv
 from part1_capacity.loader import load_model
 
@@ -81,9 +81,14 @@ def check_real_deployments(first_context_adding_an_accelerator):
                f"{label}: at {got - 1:,} tokens the cache already adds {added(got - 1)}: {got:,} is not the first")
 
 
-ALL = {
-    "bisection": ("first_context_adding_an_accelerator", check_bisection),
-    "none_when_never": ("first_context_adding_an_accelerator", check_none_when_never),
-    "real_deployments": ("first_context_adding_an_accelerator", check_real_deployments),
-}
-"""check id → (the learner definition it grades, the check). tests/autograder/ parametrizes over this."""
+LESSON = Lesson(
+    package="part1_capacity.exercises.one_more_accelerator",
+    reference=("part1_capacity.exercises.one_more_accelerator.reference",),
+    checks=(
+        Check("bisection", "first_context_adding_an_accelerator", check_bisection, 2),
+        Check("none_when_never", "first_context_adding_an_accelerator", check_none_when_never, 1),
+        Check("real_deployments", "first_context_adding_an_accelerator", check_real_deployments, 2),
+    ),
+)
+"""The exercise's contract: the notebook's test cells, tests/autograder and the checks' own tests all read it."""
+ALL = LESSON.table()

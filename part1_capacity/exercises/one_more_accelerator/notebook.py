@@ -1,6 +1,7 @@
 """Spec of the Part 1 exercise "the context that needs one more accelerator" (see course/notebook_spec.py). Run
 `make notebooks` after editing."""
-from course.notebook_spec import code, given, md, solution, tests
+from course.notebook_spec import code, given, graded, md, solution
+from part1_capacity.exercises.one_more_accelerator import checks
 
 ASSIGNMENT = "p1_02_one_more_accelerator"
 NOTEBOOK = "one_more_accelerator.ipynb"
@@ -45,9 +46,7 @@ through the contexts one by one: **bisect**. Keep an interval whose lower end ad
 adds something, and halve it at every question — about $\log_2(\text{max\_context})$ calls, 17 for 128K tokens.
 """),
     solution(SRC, ["first_context_adding_an_accelerator"], grade_id="first_context_impl"),
-    tests("bisection", 2, "checks.check_bisection(first_context_adding_an_accelerator)"),
-    tests("none_when_never", 1, "checks.check_none_when_never(first_context_adding_an_accelerator)"),
-    tests("real_deployments", 2, "checks.check_real_deployments(first_context_adding_an_accelerator)"),
+    *graded(checks.LESSON, "bisection", "none_when_never", "real_deployments"),
     md(r"""
 ## 3. Read it off for real deployments
 
