@@ -10,7 +10,8 @@ One hostile lesson-01 notebook holds every attack, each aimed at a different che
 - `MultiHeadAttention` is the course's reference, imported.
 Expected: 2 of 10 points (the two checks the wrong attention really passes), every other check failed with a message,
 the files untouched, a bounded report, bounded time; the same points per check from pytest and from nbgrader. The
-full and blank notebooks score 10 and 0 on both routes (tests/test_notebooks.py runs them for every lesson).
+full and blank notebooks of every lesson score every point and none, per check, on both routes
+(tests/test_notebooks.py).
 """
 import json
 import os
@@ -221,9 +222,9 @@ def test_reference_imports_and_exits_fail_every_check(tmp_path):
 
 
 def test_nbgrader_autograde_gives_the_same_points(attack, tmp_path):
-    """Real `nbgrader autograde` in a throw-away course: the solution scores every point, the blank release none,
-    the hostile notebook exactly the pytest route's points per check (one test cell per check) — and nothing on
-    disk changed."""
+    """Real `nbgrader autograde` in a throw-away course gives the hostile notebook exactly the pytest route's points
+    per check (one test cell per check), and nothing on disk changed. (The full and blank notebooks of every lesson
+    score every point and none, per cell, in tests/test_notebooks.py.)"""
     notebook, victim, checks_py, before, _ = attack
     root = tmp_path / "course"
     shutil.copytree(REPO / "solutions" / "01_attention", root / "solutions" / "01_attention")
@@ -233,10 +234,8 @@ def test_nbgrader_autograde_gives_the_same_points(attack, tmp_path):
     nbg = nbgrader_cmd()
     subprocess.run(nbg + ["generate_assignment", "01_attention", "--force"], cwd=root, env=env, check=True,
                    capture_output=True)
-    for student, src in (("full", root / "solutions/01_attention/attention.ipynb"),
-                         ("blank", root / "exercises/01_attention/attention.ipynb"), ("hostile", notebook)):
-        (root / "submitted" / student / "01_attention").mkdir(parents=True)
-        shutil.copy(src, root / "submitted" / student / "01_attention" / "attention.ipynb")
+    (root / "submitted" / "hostile" / "01_attention").mkdir(parents=True)
+    shutil.copy(notebook, root / "submitted" / "hostile" / "01_attention" / "attention.ipynb")
     proc = subprocess.run(nbg + ["autograde", "01_attention", "--force", f"--IsolatedExecute.check_timeout={CHECK_S}"],
                           cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -244,14 +243,7 @@ def test_nbgrader_autograde_gives_the_same_points(attack, tmp_path):
 
     from nbgrader.api import Gradebook
 
-    from part0_foundations.l01_attention.checks import LESSON as L01
-
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
-        def cells(student):
-            nb = gb.find_submission_notebook("attention", "01_attention", student)
-            return {g.name: g.score for g in nb.grades if g.name in L01.ids()}
-
-        assert cells("full") == {c.id: c.points for c in L01.checks}
-        assert cells("blank") == {c.id: 0 for c in L01.checks}
-        assert cells("hostile") == EXPECTED_POINTS
+        nb = gb.find_submission_notebook("attention", "01_attention", "hostile")
+        assert {g.name: g.score for g in nb.grades if g.name in EXPECTED_POINTS} == EXPECTED_POINTS
         assert gb.find_submission("01_attention", "hostile").score == 2

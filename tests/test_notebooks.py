@@ -6,6 +6,7 @@
   (scores read from the gradebook, not from `nbgrader validate`, whose exit code is always 0);
 - the pytest autograder grades a notebook: every check passes on the solution and fails on the release.
 """
+import importlib
 import json
 import re
 import os
@@ -74,6 +75,15 @@ def test_release_and_autograde_with_real_nbgrader(spec, course_root):
         max_score = gb.find_assignment(a).max_score
         ok = gb.find_submission(a, "ref_solution").score
         blank = gb.find_submission(a, "blank_release").score
+        nb_name = Path(spec.NOTEBOOK).stem
+        per_cell = {s: {g.name: g.score for g in gb.find_submission_notebook(nb_name, a, s).grades}
+                    for s in ("ref_solution", "blank_release")}
+    lesson = getattr(importlib.import_module(spec.__name__.rsplit(".", 1)[0] + ".checks"), "LESSON", None)
+    if lesson is not None:  # one test cell per check: nbgrader's points per cell are the checks' points
+        assert {k: v for k, v in per_cell["ref_solution"].items() if k in lesson.ids()} == {
+            c.id: c.points for c in lesson.checks}
+        assert {k: v for k, v in per_cell["blank_release"].items() if k in lesson.ids()} == {
+            c.id: 0 for c in lesson.checks}
     assert max_score > 0
     assert ok == max_score, f"the solution notebook scored {ok}/{max_score}"
     assert blank == 0, f"the released (blank) notebook scored {blank}/{max_score}"
