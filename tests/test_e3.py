@@ -288,9 +288,15 @@ def test_bad_settings_are_input_errors(disk_dir):
 
 # --- the command line -----------------------------------------------------------------------------------------
 
+def _default_sigint():
+    # A shell starts background jobs with SIGINT ignored, and a child inherits that (a CI script run with `&`):
+    # the run under test must see Ctrl-C as a terminal user's process does.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _cli(*args, **kw):
     return subprocess.Popen([sys.executable, "-m", "part1_capacity.cli", "e3", *args], cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_sigint, **kw)
 
 
 def test_cli_json_and_bad_input(disk_dir):
