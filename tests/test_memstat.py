@@ -28,12 +28,15 @@ def test_rss_parts_add_up_to_vmrss():
 
 
 def test_touched_heap_memory_is_anonymous():
-    before = memstat.rss_split()
-    block = b"\x01" * (64 * MIB)  # writes every byte, so every page becomes resident
-    after = memstat.rss_split()
+    # A fresh anonymous mapping (what malloc asks the kernel for): its pages are not resident until written. A plain
+    # bytes object could reuse heap pages an earlier test left resident and move nothing in a long test run.
+    with mmap.mmap(-1, 64 * MIB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS) as block:
+        before = memstat.rss_split()
+        for off in range(0, len(block), PAGE):
+            block[off] = 1              # one write per page makes every page resident
+        after = memstat.rss_split()
     assert after.anon - before.anon >= 60 * MIB
     assert after.file - before.file < 4 * MIB
-    del block
 
 
 def test_mmap_reads_grow_file_backed_rss_not_anonymous(disk_dir):
