@@ -307,7 +307,7 @@ def test_cli_json_and_bad_input(disk_dir):
              "--json")
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
-    result = json.loads(out)
+    result = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
     assert json.loads((disk_dir / "r.json").read_text())["cycles"] == result["cycles"]
     step = -(-32 * 10**6 // memstat.PAGE_SIZE) * memstat.PAGE_SIZE  # the hog takes whole pages
     assert [c["hog_bytes"] for c in result["cycles"]] == [0, step]  # a second step would pass the 40 MB cap

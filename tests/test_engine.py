@@ -116,13 +116,17 @@ def test_prefill_and_decode_by_hand_are_separate_measurements(tiny):
     assert len(pp) == len(tg) == 2 and all(math.isfinite(x) and x > 0 for x in pp + tg)
 
 
+def _no_nan(name):
+    raise AssertionError(f"non-standard JSON constant {name} in the output")
+
+
 def test_capacity_e2_json_keys_and_predictions_from_the_calculator(tiny):
     """Predicted decode on a memory-bound accelerator is bandwidth ÷ bytes read per token: the weights at the
     calculator's bits per weight (Q8_0: 8.5) plus the f16 cache at tg128's mean position (64 tokens × 1024 B)."""
     out = capacity("e2", "--gguf", str(tiny), "--method", "python", "--repeats", "2", "--accelerator", "h100",
                    "--json")
     assert out.returncode == 0, out.stderr
-    r = json.loads(out.stdout)
+    r = json.loads(out.stdout, parse_constant=_no_nan)   # strict JSON: no NaN or Infinity
     assert [lv["type"] for lv in r["levels"]] == ["F32", "F16", "Q8_0", "Q5_0", "Q4_K_M"]
     for lv in r["levels"]:
         for key in ("type", "file_bytes", "bits_per_weight", "pp512_tps", "tg128_tps", "predicted_pp512_tps",

@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from part1_capacity import validate
 from part1_capacity.errors import InputError
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -131,7 +132,7 @@ def _run(args) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=1) + "\n")
     if args.json:
-        print(json.dumps(result, indent=1))
+        print(validate.dumps_json(result, indent=1))
     else:
         print(summary(result))
     if out and not interrupted:

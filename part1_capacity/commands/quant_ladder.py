@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from part1_capacity import validate
 
 MAX_REPEATS = 100
 
@@ -87,7 +88,7 @@ def main(args) -> int:
         if result["host_profile"] and args.save_name == "e2":
             print(f"saved {save_result('host_accelerator', result['host_profile'])}", file=sys.stderr)
     if args.json:
-        print(json.dumps(result, indent=1))
+        print(validate.dumps_json(result, indent=1))
         return 0
     m, a = result["model"], result["accelerator"]
     print(f"model: {m['name']} ({m['n_params']:,} parameters); measured by {result['method']}, "
