@@ -63,6 +63,9 @@ def register(sub):
                         "measured at every count, the first is the run's main one")
     p.add_argument("--save-name", type=_name, default="e2", metavar="NAME",
                    help="with --save: results/NAME.json (default e2, the run the site shows first)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="also time llama.cpp's matmul kernels (matmul-bench) before and after the ladder, about a "
+                        "minute, and predict from those: they share the machine's state with the ladder")
     p.add_argument("--note", default="", help="a remark saved with the result (e.g. 'machine shared')")
     p.set_defaults(func=main)
 
@@ -80,7 +83,8 @@ def main(args) -> int:
     bar = Progress(quant_ladder.total_steps(), "e2")
     with scratch_dir("e2-") as tmp:
         result = quant_ladder.run(tmp, gguf=args.gguf, params=args.params, method=args.method, repeats=args.repeats,
-                        accelerator=args.accelerator, threads=args.threads, progress=bar)
+                        accelerator=args.accelerator, threads=args.threads, progress=bar,
+                        calibrate=args.calibrate)
     bar.close()
     result = {**result, **record, "note": args.note}
     if args.save:

@@ -17,7 +17,7 @@ Four measurements per thread count and weight type (shapes chosen apart from any
 - **overhead** — 64 tiny products in one graph: the fixed cost of one graph node (thread hand-off, barrier),
   ``op_overhead_s``; a decode step pays it once per node of the model's graph.
 
-Figures are medians over repeated runs. Run alone: ``python -m part1_capacity.engine.kernels --save``.
+Figures are medians over repeated runs, then over interleaved rounds. Run alone: ``python -m part1_capacity.engine.kernels --save``.
 """
 from __future__ import annotations
 
@@ -66,42 +66,59 @@ def _median(rec) -> float:
 
 def constants_from_runs(runs: list[dict]) -> dict:
     """Per thread count: ``op_overhead_s`` and per type ``decode_s_per_weight``, ``compute_s_per_weight``,
-    ``prefill_s_per_weight_token``, ``bytes_per_weight``, ``repacked`` — from the raw runs (medians).
-    Each product's node overhead is taken off before dividing by its weights."""
+    ``prefill_s_per_weight_token``, ``bytes_per_weight``, ``repacked`` — from the raw runs.
+    Each run gives its median; each product's node overhead is taken off before dividing by its weights; where
+    one measurement was repeated in several rounds, the constant is the median over the rounds (a round the
+    machine slowed, for memory or CPU, moves it less than a mean would)."""
     out: dict = {}
     for r in runs:
-        th = out.setdefault(str(r["threads"]), {"types": {}})
-        if r["kind"] == "overhead":
-            th["op_overhead_s"] = _median(r) / r["copies"]
+        out.setdefault(str(r["threads"]), {"types": {}})
+    for th, v in out.items():
+        over = [_median(r) / r["copies"] for r in runs if r["kind"] == "overhead" and str(r["threads"]) == th]
+        if over:
+            v["op_overhead_s"] = statistics.median(over)
+    per: dict = {}
     for r in runs:
         if r["kind"] == "overhead":
             continue
         th = out[str(r["threads"])]
         o = th.get("op_overhead_s", 0.0)
-        t = th["types"].setdefault(r["type"], {"bytes_per_weight": BYTES_PER_WEIGHT[r["type"]],
-                                               "repacked": r["repacked"]})
+        th["types"].setdefault(r["type"], {"bytes_per_weight": BYTES_PER_WEIGHT[r["type"]], "repacked": r["repacked"]})
         per_node = max(_median(r) / r["copies"] - o, 0.0)
-        weights = r["k"] * r["m"]
-        key = {"stream": "decode_s_per_weight", "cached": "compute_s_per_weight",
-               "prefill": "prefill_s_per_weight_token"}[r["kind"]]
-        t[key] = per_node / weights / (r["n"] if r["kind"] == "prefill" else 1)
+        cost = per_node / (r["k"] * r["m"]) / (r["n"] if r["kind"] == "prefill" else 1)
+        per.setdefault((str(r["threads"]), r["type"], r["kind"]), []).append(cost)
+    key = {"stream": "decode_s_per_weight", "cached": "compute_s_per_weight", "prefill": "prefill_s_per_weight_token"}
+    for (th, t, kind), costs in per.items():
+        out[th]["types"][t][key[kind]] = statistics.median(costs)
     return out
 
 
-def measure(threads=(1, 2), types=TYPES, reps=15, progress=None) -> list[dict]:
-    """All four measurements for each thread count and type; returns the raw runs (with a ``kind`` each)."""
+def measure(threads=(1, 2), types=TYPES, reps=15, rounds=5, progress=None) -> list[dict]:
+    """All four measurements for each thread count and type, repeated in ``rounds`` interleaved rounds (every
+    type once per round), so a spell of slow memory on this shared machine touches every type alike instead of
+    one type's whole measurement; returns the raw runs (with a ``kind`` and a ``round`` each)."""
     runs = []
-    for th in threads:
-        rec = run_bench("f32", 64, 8, 1, th, 64, 4 * reps)
-        runs.append({**rec, "kind": "overhead"})
-        for t in types:
-            if progress:
-                progress(f"{t}, {th} thread{'s' if th > 1 else ''}")
-            per_copy = STREAM_KM * STREAM_KM * BYTES_PER_WEIGHT[t]
-            copies = math.ceil(STREAM_BYTES / per_copy)
-            runs.append({**run_bench(t, STREAM_KM, STREAM_KM, 1, th, copies, reps), "kind": "stream"})
-            runs.append({**run_bench(t, CACHED_KM, CACHED_KM, 1, th, 1, 20 * reps), "kind": "cached"})
-            runs.append({**run_bench(t, PREFILL_KM, PREFILL_KM, PREFILL_N, th, 2, 3), "kind": "prefill"})
+    for rnd in range(rounds):
+        for th in threads:
+            rec = run_bench("f32", 64, 8, 1, th, 64, 4 * reps)
+            runs.append({**rec, "kind": "overhead", "round": rnd})
+            for t in types:
+                if progress:
+                    progress(f"round {rnd + 1}/{rounds}: {t}, {th} thread{'s' if th > 1 else ''}")
+                per_copy = STREAM_KM * STREAM_KM * BYTES_PER_WEIGHT[t]
+                copies = math.ceil(STREAM_BYTES / per_copy)
+                runs.append({**run_bench(t, STREAM_KM, STREAM_KM, 1, th, copies, reps), "kind": "stream", "round": rnd})
+                runs.append({**run_bench(t, CACHED_KM, CACHED_KM, 1, th, 1, 20 * reps), "kind": "cached",
+                             "round": rnd})
+                runs.append({**run_bench(t, PREFILL_KM, PREFILL_KM, PREFILL_N, th, 2, 3), "kind": "prefill",
+                             "round": rnd})
+    return runs
+
+
+def compact(runs: list[dict]) -> list[dict]:
+    """The runs with their seconds rounded to 4 digits (far below the runs' own wander), to keep saved files small."""
+    for r in runs:
+        r["seconds"] = [float(f"{x:.4g}") for x in r["seconds"]]
     return runs
 
 
@@ -116,17 +133,26 @@ def main(argv=None):
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
-    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--reps", type=int, default=15, help="timed runs per measurement (default 15)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of every measurement (default 5)")
     ap.add_argument("--save", action="store_true", help=f"save part1_capacity/results/{RESULT}.json")
     args = ap.parse_args(argv)
-    threads = tuple(int(x) for x in args.threads.split(","))
+    try:
+        threads = tuple(int(x) for x in args.threads.split(","))
+    except ValueError:
+        ap.error(f"--threads must be comma-separated whole numbers from 1 to {os.cpu_count()}, got {args.threads!r}")
+    if not all(1 <= t <= (os.cpu_count() or 1) for t in threads):
+        ap.error(f"--threads must each be from 1 to {os.cpu_count()} (this machine's CPUs), got {args.threads!r}")
+    for name, v, hi in (("--reps", args.reps, 1000), ("--rounds", args.rounds, 100)):
+        if not 1 <= v <= hi:
+            ap.error(f"{name} must be from 1 to {hi}, got {v}")
     record = run_record(program="python -m part1_capacity.engine.kernels")
-    runs = measure(threads, reps=args.reps, progress=lambda s: print("measuring", s, flush=True))
+    runs = measure(threads, reps=args.reps, rounds=args.rounds, progress=lambda s: print("measuring", s, flush=True))
     from course.records import load_average
 
     # a measurement at some thread counts replaces those and keeps the saved ones at other counts
     kept = [r for r in ((load_result(RESULT) or {}).get("runs") or []) if r["threads"] not in threads]
-    for r in runs:
+    for r in compact(runs):
         r["date_utc"], r["load_average"] = record["date_utc"], record["load_average_at_start"]
     result = {**record, "load_average_at_end": load_average(), "binary": "matmul-bench (make matmul-bench)",
               "runs": kept + runs, "constants": constants_from_runs(kept + runs)}

@@ -135,13 +135,19 @@ def kernels_for(threads: int) -> speed.Kernels | None:
     return speed.kernels_from_dict({"threads": threads, **th, "source": "results/e2_kernels.json"})
 
 
+SESSION_ROUNDS = (3, 2)   # kernel rounds measured before and after the ladder with ``calibrate``
+
+
 def run(workdir, gguf=None, params=500_000_000, levels=LEVELS, method="auto", repeats=3, threads=None,
-        accelerator=None, progress=None) -> dict:
+        accelerator=None, progress=None, calibrate=False) -> dict:
     """The ladder in ``workdir`` (a scratch folder the caller deletes). ``gguf``: an F32/F16 source to quantize
     (default: write an F32 llama model of at least ``params`` parameters). ``accelerator``: a calculator
     accelerator (name, JSON path) instead of measuring this host. ``threads``: a count or a sequence of counts;
     ``levels`` holds the first, ``levels_by_threads`` every count (each file is measured at all of them while
-    it exists)."""
+    it exists). ``calibrate``: also time the kernel constants in this session, in rounds before and after the
+    ladder (``SESSION_ROUNDS``), and predict from those — this machine's memory bandwidth drifts over tens of
+    minutes by more than the goal, and constants measured around the ladder share its drift; they are still
+    measured on matmul-bench, never on the ladder."""
     from part1_capacity.engine import llama
     from part1_capacity.hardware import accelerator_from_dict, load_accelerator
 
@@ -149,6 +155,10 @@ def run(workdir, gguf=None, params=500_000_000, levels=LEVELS, method="auto", re
     threads = all_threads[0]
     bar = progress or _NoBar()
     acc = load_accelerator(accelerator) if accelerator is not None else None  # bad names fail before any work
+    if calibrate and accelerator is not None:
+        raise InputError("--calibrate times this host's kernels; it cannot go with --accelerator")
+    if calibrate and not kernels.find_binary():
+        raise InputError("--calibrate needs matmul-bench: run `make matmul-bench` (or set MATMUL_BENCH)")
     if gguf:
         shape = read_shape(gguf)
         if shape.file_type not in SOURCE_FILE_TYPES:
@@ -172,6 +182,10 @@ def run(workdir, gguf=None, params=500_000_000, levels=LEVELS, method="auto", re
     else:
         accs = {th: acc for th in all_threads}
     bar.update(1.0, "host measured" if accelerator is None else f"predicting for {acc.id}")
+    session = []
+    if calibrate:
+        session += kernels.measure(all_threads, rounds=SESSION_ROUNDS[0],
+                                   progress=lambda s: bar.update(1.0, f"kernels before the ladder, {s}"))
     profile = calculator_profile(shape)
     by_threads = {str(th): [] for th in all_threads}
     source_type = SOURCE_FILE_TYPES[shape.file_type]
@@ -187,8 +201,12 @@ def run(workdir, gguf=None, params=500_000_000, levels=LEVELS, method="auto", re
         if dst != source:
             dst.unlink()
         bar.update(1 + 3 * (i + 1), f"{level} done")
+    if calibrate:
+        after = kernels.measure(all_threads, rounds=SESSION_ROUNDS[1],
+                                progress=lambda s: bar.update(total_steps(levels), f"kernels after the ladder, {s}"))
+        session += [{**r, "round": r["round"] + SESSION_ROUNDS[0]} for r in after]
     rows = by_threads[str(threads)]
-    return {
+    result = {
         "levels": rows,
         "levels_by_threads": by_threads,
         "host_profile": profile_dict,   # the measured host as a calculator accelerator entry (None: not measured)
@@ -200,28 +218,39 @@ def run(workdir, gguf=None, params=500_000_000, levels=LEVELS, method="auto", re
         "threads": threads, "all_threads": list(all_threads), "repeats": repeats, "n_prompt": N_PROMPT, "n_gen": N_GEN,
         "method": rows[0]["method"] if rows else method,
     }
+    if calibrate:
+        result["session_kernels"] = {"rounds_before": SESSION_ROUNDS[0], "rounds_after": SESSION_ROUNDS[1],
+                                     "runs": kernels.compact(session),
+                                     "constants": kernels.constants_from_runs(session)}
+        result = repredict(result)
+    return result
 
 
 def repredict(result: dict, constants: dict | None = None) -> dict:
-    """The speed model's predictions for a saved run, from the saved kernel constants (or ``constants``): what the
-    benchmark script and the site show, so a later kernel measurement updates every ladder alike. Rows measured
-    on a named accelerator (no host profile) are left as they are."""
+    """The speed model's predictions for a saved run, from ``constants`` if given, else the kernels measured around
+    the run itself (``session_kernels``, with ``calibrate``), else the saved kernel constants
+    (``results/e2_kernels.json``, so a later kernel measurement updates every such ladder alike): what the
+    benchmark script and the site show. Rows measured on a named accelerator (no host profile) are left
+    as they are."""
     from part1_capacity.engine.gguf_model import GGUFShape
 
     if not result.get("host_profile") or "gguf_shape" not in result["model"]:
         return result          # measured for a named accelerator, or saved before the speed model
-    constants = constants or kernels.load_constants() or {}
+    session = (result.get("session_kernels") or {}).get("constants")
+    where = ("the given kernel constants" if constants else "kernels measured around this run" if session
+             else "results/e2_kernels.json")
+    constants = constants or session or kernels.load_constants() or {}
     profile = calculator_profile(GGUFShape(**result["model"]["gguf_shape"]))
     out = {**result, "levels_by_threads": {}}
     for th, rows in (result.get("levels_by_threads") or {str(result["threads"]): result["levels"]}).items():
         c = constants.get(str(th))
-        k = speed.kernels_from_dict({"threads": int(th), **c, "source": "results/e2_kernels.json"}) if c else None
+        k = speed.kernels_from_dict({"threads": int(th), **c, "source": where}) if c else None
         new = []
         for r in rows:
             r = dict(r)
             if k is not None and r.get("weight_types"):
                 r.update(speed_predict(r["weight_types"], profile, k))
-                r["prediction_basis"] = f"speed model, measured kernels ({th} threads)"
+                r["prediction_basis"] = f"speed model, {where} ({th} threads)"
                 r["prediction_error"] = {m: r[f"predicted_{m}_tps"] / r[f"{m}_median_tps"] - 1
                                          for m in ("pp512", "tg128")}
             new.append(r)

@@ -1,0 +1,74 @@
+"""How the speed model is validated against the ladders: the goal arithmetic, the kernels a run is predicted from,
+and how repeated kernel rounds combine — on worked examples (no timing is asserted)."""
+import copy
+
+import pytest
+
+from part1_capacity.engine import kernels
+from part1_capacity.engine import quant_ladder as ql
+from part1_capacity.engine.common import load_result
+
+
+def _level(kind, pp, pp_pred, tg, tg_pred):
+    return {"type": kind, "pp512_tps": pp, "pp512_median_tps": pp, "tg128_tps": tg, "tg128_median_tps": tg,
+            "predicted_pp512_tps": pp_pred, "predicted_tg128_tps": tg_pred,
+            "prediction_error": {"pp512": pp_pred / pp - 1, "tg128": tg_pred / tg - 1},
+            "prediction_basis": "speed model, test kernels (2 threads)",
+            "pp512_samples": [pp * 0.9, pp, pp * 1.1], "tg128_samples": [tg, tg]}
+
+
+def test_goals_are_15_percent_for_decode_and_25_for_prefill_either_way():
+    levels = [_level("F32", 100, 124, 10, 11.4),     # +24 % prefill, +14 % decode: both met
+              _level("F16", 100, 126, 10, 11.6),     # +26 %, +16 %: both missed
+              _level("Q8_0", 100, 76, 10, 8.6),      # −24 %, −14 %: met
+              _level("Q5_0", 100, 74, 10, 8.4),      # −26 %, −16 %: missed
+              {**_level("Q4_K", 100, 100, 10, 10), "prediction_basis": "roofline"}]   # not the speed model: left out
+    rows = ql.validation_rows({"run": {"model": {"n_params": 5e8}, "threads": 2, "levels": levels,
+                                       "levels_by_threads": {"2": levels}}})
+    assert [r["type"] for r in rows] == ["F32", "F16", "Q8_0", "Q5_0"]
+    assert [(r["pp512_ok"], r["tg128_ok"]) for r in rows] == [(True, True), (False, False), (True, True),
+                                                              (False, False)]
+    assert rows[0]["pp512_spread"] == pytest.approx(0.2)   # (110 − 90) ÷ 100
+    assert rows[0]["threads"] == 2 and rows[0]["params"] == 5e8
+
+
+def test_study_ratios_come_from_the_f32_and_q4_k_m_rows():
+    f32 = {"type": "F32", "file_bytes": 4000, "pp512_tps": 100, "tg128_tps": 10}
+    q4 = {"type": "Q4_K_M", "file_bytes": 600, "pp512_tps": 160, "tg128_tps": 24.8}
+    x = ql.study_ratios([f32, q4])
+    assert x == pytest.approx({"size": 0.15, "prefill_gain": 0.6, "decode_gain": 1.48, "theory": 4000 / 600})
+    assert ql.study_ratios([f32]) is None
+
+
+def _run(kind, seconds, rnd, threads=1, type_="q8_0", k=1000, m=1000, n=1, copies=1):
+    return {"kind": kind, "threads": threads, "type": type_, "k": k, "m": m, "n": n, "copies": copies,
+            "repacked": False, "seconds": seconds, "round": rnd}
+
+
+def test_repeated_rounds_combine_by_their_median():
+    """Three rounds of the same streamed product, one of them slowed by the machine: the constant is the middle
+    round's, not the mean (which the slow round would pull up by a third)."""
+    runs = [_run("stream", [1.0e-3, 1.0e-3, 1.2e-3], 0), _run("stream", [3.0e-3] * 3, 1),
+            _run("stream", [1.1e-3] * 3, 2)]
+    c = kernels.constants_from_runs(runs)["1"]["types"]["q8_0"]
+    assert c["decode_s_per_weight"] == pytest.approx(1.1e-3 / 1e6)
+
+
+def test_a_run_with_kernels_measured_around_it_is_predicted_from_them():
+    """A saved ladder carrying its own kernel rounds: its predictions use them, not the separately saved file,
+    and say so. With every decode cost doubled, the predicted matmul time of each decode step doubles."""
+    r = load_result("e2")
+    c = kernels.load_constants()
+    if r is None or c is None:
+        pytest.skip("no saved E2 run with kernel constants in this checkout")
+    r = {k: v for k, v in r.items() if k != "session_kernels"}
+    slow = copy.deepcopy(c)
+    for th in slow.values():
+        for t in th["types"].values():
+            t["decode_s_per_weight"] *= 2
+    base, own = ql.repredict(r, c), ql.repredict({**r, "session_kernels": {"constants": slow}})
+    for a, b in zip(base["levels"], own["levels"]):
+        assert b["predicted_parts_s"]["tg128"]["matmuls"] == pytest.approx(2 * a["predicted_parts_s"]["tg128"]["matmuls"])
+        assert b["predicted_parts_s"]["pp512"] == pytest.approx(a["predicted_parts_s"]["pp512"], rel=0.02)
+        assert "measured around this run" in b["prediction_basis"]
+    assert "e2_kernels.json" in ql.repredict(r)["levels"][0]["prediction_basis"]
