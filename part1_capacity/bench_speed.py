@@ -1,11 +1,13 @@
 """Benchmark: the per-weight-type speed model against every saved quantization ladder, as one table.
 
-    python -m part1_capacity.bench_speed
+    python -m part1_capacity.bench_speed [--constants-file]
 
-Reads ``results/e2_kernels.json`` (the kernel constants, measured by ``python -m part1_capacity.engine.kernels
---save``) and every saved ladder (``results/e2.json``, ``results/e2_*.json``, written by ``capacity e2 --save
-[--save-name NAME] --threads 2,1``), recomputes the predictions and prints predicted ÷ measured for pp512 and
-tg128, with the goals (tg128 within 15 %, pp512 within 25 %). Nothing is timed here: the timings are the saved runs'.
+Reads every saved ladder (``results/e2.json``, ``results/e2_*.json``, written by ``capacity e2 --save
+[--save-name NAME] --threads 2,1 --calibrate``), recomputes the predictions from the kernel rounds timed around
+each run (``--calibrate``) or, for a run without them or with ``--constants-file``, from
+``results/e2_kernels.json`` (``python -m part1_capacity.engine.kernels --save``), and prints predicted ÷ measured
+for pp512 and tg128, with the goals (tg128 within 15 %, pp512 within 25 %). Nothing is timed here: the timings are
+the saved runs'.
 """
 from __future__ import annotations
 
@@ -13,9 +15,20 @@ import sys
 
 
 def main(argv=None) -> int:
+    import argparse
+
+    from part1_capacity.engine import kernels
     from part1_capacity.engine import quant_ladder as ql
 
-    ladders = ql.saved_ladders()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--constants-file", action="store_true",
+                    help="predict every ladder from results/e2_kernels.json, not from the kernels timed around it")
+    args = ap.parse_args(argv)
+    constants = kernels.load_constants() if args.constants_file else None
+    if args.constants_file and not constants:
+        print("no saved kernel constants: run `python -m part1_capacity.engine.kernels --save`", file=sys.stderr)
+        return 1
+    ladders = ql.saved_ladders(constants, "results/e2_kernels.json")
     rows = ql.validation_rows(ladders)
     if not rows:
         print("no saved ladder with kernel constants: run `python -m part1_capacity.engine.kernels --save` and "
@@ -38,6 +51,8 @@ def main(argv=None) -> int:
           f"{worst_tg['run']}: {worst_tg['tg128_error']:+.0%}); pp512 within {ql.PP_GOAL:.0%}: {pp_ok}/{n} (worst "
           f"{worst_pp['type']}, {worst_pp['threads']} threads, {worst_pp['run']}: {worst_pp['pp512_error']:+.0%})")
     print("'!' marks a miss of the goal; load = the 1-minute load average when that level was measured")
+    for run in dict.fromkeys(r["run"] for r in rows):
+        print(f"{run}: predicted from {next(r['basis'] for r in rows if r['run'] == run).split(' (')[0]}")
     for name, r in ladders.items():
         for th, levels in r.get("levels_by_threads", {}).items():
             s = ql.study_ratios(levels)

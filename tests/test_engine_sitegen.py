@@ -79,3 +79,33 @@ def test_calculator_page_engines_table_has_law_llama_cpp_and_vllm():
     assert "| structure | model | tensor-parallel ranks | law | llama.cpp | vLLM |" in text
     assert text.count("\n| ") == 4                      # the four structures (the header starts the text)
     assert "768 cells" in text and "2,096 tokens" in text   # the window cache and the hybrid block size
+
+
+def test_stream_table_ratios_and_ranges():
+    r = {"threads": 2, "date_utc": "2026-01-01T00:00:00", "long_run_gbs": [40.0, 60.0], "long_run_window_s": 0.25,
+         "rounds": [{"llama_bench_gbs": 40.0, "matmul_bench_gbs": 50.0}, {"llama_bench_gbs": 66.0, "matmul_bench_gbs": 60.0}]}
+    text = sitegen.e2_stream(r)
+    assert "| 1 | 40.0 | 50.0 | 0.80 |" in text and "| 2 | 66.0 | 60.0 | 1.10 |" in text
+    assert "llama-bench ranges 40–66 GB/s and matmul-bench 50–60" in text and "(median 0.95)" in text
+    assert "saved run" in sitegen.e2_stream(None)
+
+
+def test_drift_lists_each_rounds_streaming_rate():
+    def run(t, sec, rnd, th=2):
+        return {"kind": "stream", "threads": th, "type": t, "k": 1000, "m": 1000, "copies": 1, "seconds": [sec],
+                "round": rnd}
+    kern = {"date_utc": "2026-01-01T00:00", "runs": [run("f32", 4e-4, 0), run("f32", 1e-4, 1),   # 4 MB: 10, 40 GB/s
+                                                        run("f16", 1e-4, 0), run("f16", 2e-4, 1)]}  # 2 MB: 20, 10
+    text = sitegen.e2_drift(kern, {})
+    assert "| 2 | 10, 40 | 20, 10 |" in text
+
+
+def test_misses_name_every_level_outside_its_goal():
+    from part1_capacity.engine import quant_ladder as ql
+
+    ladders = ql.saved_ladders()
+    rows = ql.validation_rows(ladders)
+    text = sitegen.e2_misses(ladders)
+    for x in rows:
+        named = f"{x['type']} decode, {x['params'] / 1e9:.2f} B at {x['threads']} thread" in text
+        assert named == (not x["tg128_ok"]), x

@@ -72,3 +72,18 @@ def test_a_run_with_kernels_measured_around_it_is_predicted_from_them():
         assert b["predicted_parts_s"]["pp512"] == pytest.approx(a["predicted_parts_s"]["pp512"], rel=0.02)
         assert "measured around this run" in b["prediction_basis"]
     assert "e2_kernels.json" in ql.repredict(r)["levels"][0]["prediction_basis"]
+
+
+def test_benchmark_script_prints_every_saved_level_with_the_goals(capsys):
+    from part1_capacity import bench_speed
+
+    rows = ql.validation_rows(ql.saved_ladders())
+    if not rows:
+        pytest.skip("no saved ladder in this checkout")
+    assert bench_speed.main([]) == 0
+    out = capsys.readouterr().out
+    table = [line for line in out.splitlines() if line.startswith(tuple(r["run"] + " " for r in rows))]
+    assert len(table) == len(rows)
+    assert f"tg128 within 15%: {sum(r['tg128_ok'] for r in rows)}/{len(rows)}" in out
+    assert bench_speed.main(["--constants-file"]) == 0
+    assert "e2_kernels.json" in capsys.readouterr().out

@@ -113,7 +113,7 @@ def measure_level(path, level, profile, accelerator, method, repeats, threads, k
     row.update(roofline_predict(profile, accelerator, level))
     if k is not None:       # this host with measured kernels: the per-type model on the file's own types
         row.update(speed_predict(types, profile, k))
-        row["prediction_basis"] = f"speed model, measured kernels ({threads} threads)"
+        row["prediction_basis"] = f"speed model, measured kernels ({threads} thread{'s' if threads > 1 else ''})"
     else:                   # a datasheet accelerator: the calculator's roofline with the data's per-type assumption
         row.update({"predicted_pp512_tps": row["roofline_pp512_tps"],
                     "predicted_tg128_tps": row["roofline_tg128_tps"],
@@ -226,7 +226,7 @@ def run(workdir, gguf=None, params=500_000_000, levels=LEVELS, method="auto", re
     return result
 
 
-def repredict(result: dict, constants: dict | None = None) -> dict:
+def repredict(result: dict, constants: dict | None = None, source: str = "the given kernel constants") -> dict:
     """The speed model's predictions for a saved run, from ``constants`` if given, else the kernels measured around
     the run itself (``session_kernels``, with ``calibrate``), else the saved kernel constants
     (``results/e2_kernels.json``, so a later kernel measurement updates every such ladder alike): what the
@@ -237,8 +237,7 @@ def repredict(result: dict, constants: dict | None = None) -> dict:
     if not result.get("host_profile") or "gguf_shape" not in result["model"]:
         return result          # measured for a named accelerator, or saved before the speed model
     session = (result.get("session_kernels") or {}).get("constants")
-    where = ("the given kernel constants" if constants else "kernels measured around this run" if session
-             else "results/e2_kernels.json")
+    where = source if constants else "kernels measured around this run" if session else "results/e2_kernels.json"
     constants = constants or session or kernels.load_constants() or {}
     profile = calculator_profile(GGUFShape(**result["model"]["gguf_shape"]))
     out = {**result, "levels_by_threads": {}}
@@ -250,7 +249,7 @@ def repredict(result: dict, constants: dict | None = None) -> dict:
             r = dict(r)
             if k is not None and r.get("weight_types"):
                 r.update(speed_predict(r["weight_types"], profile, k))
-                r["prediction_basis"] = f"speed model, {where} ({th} threads)"
+                r["prediction_basis"] = f"speed model, {where} ({th} thread{'s' if th != '1' else ''})"
                 r["prediction_error"] = {m: r[f"predicted_{m}_tps"] / r[f"{m}_median_tps"] - 1
                                          for m in ("pp512", "tg128")}
             new.append(r)
@@ -265,9 +264,10 @@ STUDY = {"size": 0.15, "prefill_gain": 0.60, "decode_gain": 1.48, "theory": 6.5,
                    "(2.48×) where the size ratio promised 6.5×"}
 
 
-def saved_ladders() -> dict[str, dict]:
+def saved_ladders(constants: dict | None = None, source: str = "the given kernel constants") -> dict[str, dict]:
     """Every saved ladder run (``results/e2.json`` and ``results/e2_*.json`` except the kernel constants), with
-    the speed model's predictions recomputed from the saved kernel constants."""
+    the speed model's predictions recomputed (``repredict``: from ``constants`` if given, else each run's own
+    kernel rounds, else the saved kernel constants)."""
     from part1_capacity.engine.common import RESULTS, load_result
 
     out = {}
@@ -277,7 +277,7 @@ def saved_ladders() -> dict[str, dict]:
             continue
         r = load_result(name)
         if r and r.get("levels"):
-            out[name] = repredict(r)
+            out[name] = repredict(r, constants, source)
     return out
 
 
@@ -286,11 +286,29 @@ def _spread(samples) -> float:
     return (max(samples) - min(samples)) / statistics.median(samples) if len(samples) > 1 else 0.0
 
 
+def round_predictions(result: dict) -> dict:
+    """For a run with its own kernel rounds: the predictions each single round's constants give,
+    {(threads, type): {"pp512": [tok/s per round], "tg128": [...]}} — how far the machine's own wander between
+    rounds moves the prediction. Empty without ``session_kernels``."""
+    runs = (result.get("session_kernels") or {}).get("runs") or []
+    out: dict = {}
+    for i in sorted({r["round"] for r in runs}):
+        one = repredict(result, kernels.constants_from_runs([r for r in runs if r["round"] == i]), "one round")
+        for th, levels in one["levels_by_threads"].items():
+            for lv in levels:
+                if lv.get("predicted_tg128_tps") is not None:
+                    d = out.setdefault((int(th), lv["type"]), {"pp512": [], "tg128": []})
+                    d["pp512"].append(lv["predicted_pp512_tps"])
+                    d["tg128"].append(lv["predicted_tg128_tps"])
+    return out
+
+
 def validation_rows(ladders: dict[str, dict]) -> list[dict]:
     """One row per (run, threads, level) with a speed-model prediction: measured medians, predictions, errors,
     and whether each is within the goal (tg128 15 %, pp512 25 %)."""
     rows = []
     for name, r in ladders.items():
+        per_round = round_predictions(r)
         for th, levels in (r.get("levels_by_threads") or {str(r["threads"]): r["levels"]}).items():
             for lv in levels:
                 if not lv.get("prediction_error") or "speed model" not in lv.get("prediction_basis", ""):
@@ -303,7 +321,9 @@ def validation_rows(ladders: dict[str, dict]) -> list[dict]:
                              "tg128_predicted": lv["predicted_tg128_tps"], "tg128_error": e["tg128"],
                              "pp512_ok": abs(e["pp512"]) <= PP_GOAL, "tg128_ok": abs(e["tg128"]) <= TG_GOAL,
                              "pp512_spread": _spread(lv["pp512_samples"]), "tg128_spread": _spread(lv["tg128_samples"]),
-                             "load_average": lv.get("load_average"), "cpu_share": lv.get("cpu_share")})
+                             "load_average": lv.get("load_average"), "cpu_share": lv.get("cpu_share"),
+                             "basis": lv["prediction_basis"].removeprefix("speed model, "),
+                             "rounds": per_round.get((int(th), lv["type"]))})
     return rows
 
 

@@ -137,19 +137,26 @@ def e2_validation(ladders: dict) -> str:
     rows = ql.validation_rows(ladders)
     if not rows:
         return "*No saved ladder with kernel constants yet.*\n"
-    out = ["| model | threads | type | pp512 measured | spread | predicted | error | tg128 measured | spread | "
-           "predicted | error | load |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    def span(x, m, fmt):
+        r = (x.get("rounds") or {}).get(m)
+        return f"{min(r):{fmt}}–{max(r):{fmt}}" if r else "–"
+
+    out = ["| model | threads | type | pp512 measured | spread | predicted | one round's prediction | error | "
+           "tg128 measured | spread | predicted | one round's prediction | error | load |",
+           "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for x in rows:
         out.append(f"| {x['params'] / 1e9:.2f} B | {x['threads']} | {x['type']} | {x['pp512']:,.1f} | "
-                   f"{100 * x['pp512_spread']:.0f}% | {x['pp512_predicted']:,.1f} | "
+                   f"{100 * x['pp512_spread']:.0f}% | {x['pp512_predicted']:,.1f} | {span(x, 'pp512', ',.0f')} | "
                    f"{'' if x['pp512_ok'] else '**'}{100 * x['pp512_error']:+.0f}%{'' if x['pp512_ok'] else '**'} | "
                    f"{x['tg128']:,.2f} | {100 * x['tg128_spread']:.0f}% | {x['tg128_predicted']:,.2f} | "
+                   f"{span(x, 'tg128', ',.1f')} | "
                    f"{'' if x['tg128_ok'] else '**'}{100 * x['tg128_error']:+.0f}%{'' if x['tg128_ok'] else '**'} | "
                    f"{x['load_average'] or 0:.1f} |")
     n = len(rows)
     seen = sorted({(x["params"], x["threads"]) for x in rows})
     out.append("")
     out.append("Saved ladders: " + ", ".join(f"{p / 1e9:.2f} B at {t} thread{'s' if t > 1 else ''}" for p, t in seen)
+               + ". Predicted from: " + "; ".join(sorted({f"{x['params'] / 1e9:.2f} B — {x['basis'].split(' (')[0]}" for x in rows}))
                + ".")
     again = {}
     for x in rows:   # the same size, threads and type measured in more than one run
@@ -170,10 +177,112 @@ def e2_validation(ladders: dict) -> str:
                f"{100 * wt['tg128_error']:+.0f}%); **{pp_ok} of {n}** prefill predictions within {ql.PP_GOAL:.0%} "
                f"(worst: {wp['type']}, {wp['params'] / 1e9:.2f} B, {wp['threads']} "
                f"thread{'s' if wp['threads'] > 1 else ''}, {100 * wp['pp512_error']:+.0f}%). Misses in bold. "
-               f"\"spread\" is (largest − smallest) ÷ median of the level's timed runs; \"load\" the machine's "
-               f"1-minute load average when the level was measured (above the number of CPUs, other work shared "
-               f"them). Largest spread: {100 * max(max(x['pp512_spread'], x['tg128_spread']) for x in rows):.0f}% — "
-               f"on these runs the measurement itself wanders by more than the goal.")
+               f"\"spread\" is (largest − smallest) ÷ median of the level's timed runs; \"one round's prediction\" "
+               f"the range the constants of each single kernel round predict (the prediction itself takes each "
+               f"constant's median over the rounds); \"load\" the machine's 1-minute load average when the level was "
+               f"measured (above the number of CPUs, other work shared them).")
+    inside = [x for x in rows if x.get("rounds")]
+    if inside:
+        n_in = sum(min(x["rounds"]["tg128"]) * (1 - ql.TG_GOAL) <= x["tg128"] <= max(x["rounds"]["tg128"])
+                   * (1 + ql.TG_GOAL) for x in inside)
+        out.append("")
+        out.append(f"Measured decode within {ql.TG_GOAL:.0%} of some single round's prediction: **{n_in} of "
+                   f"{len(inside)}**.")
+    return "\n".join(out) + "\n"
+
+
+def _stream_rates(runs: list[dict], threads: int, type_: str) -> list[float]:
+    """GB/s of each streamed-decode run of one type at one thread count, in the order measured (one per round)."""
+    import statistics
+
+    from part1_capacity.engine.kernels import BYTES_PER_WEIGHT
+
+    return [r["k"] * r["m"] * BYTES_PER_WEIGHT[type_] * r["copies"] / statistics.median(r["seconds"]) / 1e9
+            for r in runs if r["kind"] == "stream" and r["threads"] == threads and r["type"] == type_]
+
+
+def e2_drift(kern: dict | None, ladders: dict) -> str:
+    """How far this machine's streaming rate moves between kernel measurements: the same matmul-bench product
+    (F32 and F16 weights streamed from memory) in each round of each saved measurement, in GB/s."""
+    sets = []
+    if kern:
+        sets.append((f"kernel constants file ({kern.get('date_utc', '')[:16].replace('T', ' ')})", kern["runs"]))
+    for name, r in ladders.items():
+        sk = r.get("session_kernels")
+        if sk:
+            sets.append((f"around the {r['model']['n_params'] / 1e9:.2f} B ladder "
+                         f"({r.get('date_utc', '')[:16].replace('T', ' ')}; {sk['rounds_before']} rounds before, "
+                         f"{sk['rounds_after']} after)", sk["runs"]))
+    if not sets:
+        return ""
+    out = ["| measurement | threads | F32 streamed, each round (GB/s) | F16 streamed, each round (GB/s) |",
+           "|---|---:|---|---|"]
+    for label, runs in sets:
+        for th in sorted({r["threads"] for r in runs}):
+            f32, f16 = (", ".join(f"{g:.0f}" for g in _stream_rates(runs, th, t)) for t in ("f32", "f16"))
+            out.append(f"| {label} | {th} | {f32} | {f16} |")
+    return "\n".join(out) + "\n"
+
+
+def e2_misses(ladders: dict) -> str:
+    """Where the speed model misses its goals on the saved ladders, with the numbers that say why."""
+    from part1_capacity.engine import quant_ladder as ql
+    from part1_capacity.engine.kernels import BYTES_PER_WEIGHT
+
+    rows = ql.validation_rows(ladders)
+    if not rows:
+        return ""
+    miss = [x for x in rows if not (x["tg128_ok"] and x["pp512_ok"])]
+    out = ["**Where it misses, and why.** "
+           + ("Every level is within its goals on these runs." if not miss else
+              "The misses: " + "; ".join(f"{x['type']} {'decode' if not x['tg128_ok'] else 'prefill'}, "
+                                         f"{x['params'] / 1e9:.2f} B at {x['threads']} thread"
+                                         f"{'s' if x['threads'] > 1 else ''} "
+                                         f"({100 * (x['tg128_error'] if not x['tg128_ok'] else x['pp512_error']):+.0f}%)"
+                                         for x in miss) + ".")]
+    # decode of F32 weights only streams them: its rate in the ladder against the same rate in the kernel rounds
+    facts = []
+    for name, r in ladders.items():
+        runs = (r.get("session_kernels") or {}).get("runs")
+        for th, levels in (r.get("levels_by_threads") or {}).items():
+            lv = next((x for x in levels if x["type"] == "F32" and x.get("weight_types")), None)
+            rates = _stream_rates(runs, int(th), "f32") if runs else []
+            if lv and rates and int(th) > 1:
+                w = lv["weight_types"]
+                per_token = sum(n * BYTES_PER_WEIGHT[t] for part in ("matmul", "output") for t, n in w[part].items())
+                facts.append(f"the {r['model']['n_params'] / 1e9:.2f} B ladder's F32 decode at {th} threads read its "
+                             f"weights at {lv['tg128_median_tps'] * per_token / 1e9:.0f} GB/s, while the same two "
+                             f"threads streamed F32 weights at {min(rates):.0f}–{max(rates):.0f} GB/s in the kernel "
+                             f"rounds around it")
+    if facts:
+        out.append("In numbers: " + "; ".join(facts) + ".")
+    by = {}
+    for x in rows:
+        by.setdefault((x["threads"], x["type"] in ("F32", "F16")), []).append(x["tg128_error"])
+    parts = [f"{'F32 and F16' if fl else 'the quantized types'} at {th} thread{'s' if th > 1 else ''}: "
+             f"{100 * min(e):+.0f}% to {100 * max(e):+.0f}%" for (th, fl), e in sorted(by.items())]
+    out.append("Decode errors by kind: " + "; ".join(parts) + ".")
+    return "\n\n".join(out) + "\n"
+
+
+def e2_stream(r: dict | None) -> str:
+    """The saved side-by-side run of ``python -m part1_capacity.bench_stream``: llama-bench's F32 decode and
+    matmul-bench's streamed F32 product as memory bandwidth, round after round, and one long run in windows."""
+    if not r:
+        return "*No saved run: `python -m part1_capacity.bench_stream --save`.*\n"
+    out = ["| round | llama-bench F32 decode (GB/s) | matmul-bench F32 stream (GB/s) | ratio |", "|---:|---:|---:|---:|"]
+    ratios = []
+    for i, x in enumerate(r["rounds"], 1):
+        ratios.append(x["llama_bench_gbs"] / x["matmul_bench_gbs"])
+        out.append(f"| {i} | {x['llama_bench_gbs']:.1f} | {x['matmul_bench_gbs']:.1f} | {ratios[-1]:.2f} |")
+    lb = [x["llama_bench_gbs"] for x in r["rounds"]]
+    mb = [x["matmul_bench_gbs"] for x in r["rounds"]]
+    out.append("")
+    out.append(f"{r['threads']} threads, {r.get('date_utc', '')[:16].replace('T', ' ')} UTC. Across the rounds "
+               f"llama-bench ranges {min(lb):.0f}–{max(lb):.0f} GB/s and matmul-bench {min(mb):.0f}–{max(mb):.0f}; "
+               f"the ratio of neighbours {min(ratios):.2f}–{max(ratios):.2f} (median "
+               f"{__import__('statistics').median(ratios):.2f}). One long matmul-bench run, in windows of "
+               f"{r['long_run_window_s']:.2f} s: {', '.join(f'{g:.0f}' for g in r['long_run_gbs'])} GB/s.")
     return "\n".join(out) + "\n"
 
 
@@ -407,6 +516,9 @@ def build(out):
     kern = load_result(KERNELS)
     (out / "e2_validation.md").write_text(e2_validation(ladders))
     (out / "e2_study.md").write_text(e2_study(ladders))
+    (out / "e2_misses.md").write_text(e2_misses(ladders))
+    (out / "e2_stream.md").write_text(e2_stream(load_result("e2_stream")))
+    (out / "e2_drift.md").write_text(e2_drift(kern, ladders) or "*No saved kernel rounds.*\n")
     (out / "e2_differences.md").write_text(e2_differences(ladders, kern))
     (out / "e2_kernels.md").write_text(e2_kernels_table(kern) if kern else
                                        "*No saved kernel constants: `python -m part1_capacity.engine.kernels "
