@@ -97,20 +97,44 @@ def _pytest_grade(autograder, notebook):
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def _broken_release(spec, folder):
+    """The released notebook with its first answer cell replaced by a syntax error."""
+    nb = json.loads((REPO / "exercises" / spec.ASSIGNMENT / spec.NOTEBOOK).read_text())
+    answer = next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution"))
+    answer["source"] = "def broken(:\n"
+    bad = folder / f"broken-{spec.ASSIGNMENT}.ipynb"
+    bad.write_text(json.dumps(nb))
+    return bad
+
+
+@pytest.fixture(scope="module", autouse=True)
+def pytest_gradings(tmp_path_factory):
+    """Every pytest-route grading of this module, started at once in the background: each is a subprocess that
+    grades one notebook, and running them beside the serial nbgrader tests keeps a second CPU busy. The tests
+    below read their results; what they check does not depend on the order the gradings ran in."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    folder = tmp_path_factory.mktemp("broken")
+    pool = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1))
+    jobs = {}
+    for spec in SPECS:
+        for kind, nb in (("solution", REPO / "solutions" / spec.ASSIGNMENT / spec.NOTEBOOK),
+                         ("release", REPO / "exercises" / spec.ASSIGNMENT / spec.NOTEBOOK),
+                         ("broken", _broken_release(spec, folder))):
+            jobs[spec.ASSIGNMENT, kind] = pool.submit(_pytest_grade, spec.AUTOGRADER, nb)
+    yield jobs
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
-def test_pytest_autograder_on_notebooks(spec, tmp_path):
-    code, out = _pytest_grade(spec.AUTOGRADER, REPO / "solutions" / spec.ASSIGNMENT / spec.NOTEBOOK)
+def test_pytest_autograder_on_notebooks(spec, pytest_gradings):
+    code, out = pytest_gradings[spec.ASSIGNMENT, "solution"].result()
     assert code == 0 and " passed" in out and "failed" not in out, out[-3000:]
 
-    code, out = _pytest_grade(spec.AUTOGRADER, REPO / "exercises" / spec.ASSIGNMENT / spec.NOTEBOOK)
+    code, out = pytest_gradings[spec.ASSIGNMENT, "release"].result()
     summary = out.strip().splitlines()[-1]
     assert code == 1 and re.search(r"\d+ failed", summary) and "passed" not in summary and "error" not in summary, out[-3000:]
 
     # A broken notebook (syntax error, a hang is covered by the time limit) fails checks, never crashes the grader.
-    nb = json.loads((REPO / "exercises" / spec.ASSIGNMENT / spec.NOTEBOOK).read_text())
-    answer = next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution"))
-    answer["source"] = "def broken(:\n"
-    bad = tmp_path / "broken.ipynb"
-    bad.write_text(json.dumps(nb))
-    code, out = _pytest_grade(spec.AUTOGRADER, bad)
+    code, out = pytest_gradings[spec.ASSIGNMENT, "broken"].result()
     assert code == 1 and "SyntaxError" in out and "INTERNALERROR" not in out, out[-3000:]
