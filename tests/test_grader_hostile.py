@@ -176,33 +176,26 @@ def attack(tmp_path_factory):
     return hostile_notebook(tmp / "attention.ipynb", victim), victim, checks_py, checks_py.read_text(), tmp
 
 
+@pytest.fixture(scope="module", autouse=True)
+def pytest_route(attack):
+    """The pytest-route grading of the hostile notebook, started in the background as soon as the notebook exists:
+    it runs beside the tests before it (the nbgrader route among them), keeping a second CPU busy. Its checks are in
+    the last test of this module."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    yield pool.submit(
+        subprocess.run,
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(REPO / "tests/autograder/test_attention.py"),
+         "--notebook", str(attack[0]), f"--check-timeout={CHECK_S}"],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    pool.shutdown(wait=True)
+
+
 def _assert_untouched(victim, checks_py, before):
     assert victim.read_text() == "keep me", "the notebook deleted a file outside its folder"
     assert checks_py.read_text() == before, "the notebook changed the grader's checks.py"
     assert not (REPO / "pwned.txt").exists(), "the notebook wrote into the grader's working directory"
-
-
-def test_pytest_route_survives_every_attack(attack):
-    notebook, victim, checks_py, before, _ = attack
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(REPO / "tests/autograder/test_attention.py"),
-         "--notebook", str(notebook), f"--check-timeout={CHECK_S}"],
-        cwd=REPO, capture_output=True, text=True, timeout=300)
-    out = proc.stdout + proc.stderr
-    _assert_untouched(victim, checks_py, before)
-    assert proc.returncode == 1, out[-3000:]
-    assert len(out) < 100_000, f"the report carries {len(out):,} characters of the notebook's printout"
-    assert "INTERNALERROR" not in out and "no tests ran" not in out, out[-3000:]
-    for check_id, says in EXPECTED.items():
-        line = next((ln for ln in out.splitlines() if ln.lstrip().startswith(f"[{check_id}]")), "")
-        assert says in line, f"{check_id}: {line or out[-3000:]}"
-    for check_id, points in EXPECTED_POINTS.items():
-        assert re.search(rf"^  {check_id}\s+{points}/", out, flags=re.M), (check_id, out[-1500:])
-    assert re.search(r"total\s+2/10", out), out[-1500:]
-    assert "code cell 2 raised KeyboardInterrupt" in out, out[-1500:]  # the notebook's error, reported
-    assert re.search(r"printed [\d,]+ bytes more than the [\d,]+ kept", out), out[-1500:]
-    if sys.platform.startswith("linux"):
-        assert "learner code ran confined (Landlock ABI" in out, "Landlock is not in force on this Linux"
 
 
 def test_reference_imports_and_exits_fail_every_check(tmp_path):
@@ -247,3 +240,23 @@ def test_nbgrader_autograde_gives_the_same_points(attack, tmp_path):
         nb = gb.find_submission_notebook("attention", "01_attention", "hostile")
         assert {g.name: g.score for g in nb.grades if g.name in EXPECTED_POINTS} == EXPECTED_POINTS
         assert gb.find_submission("01_attention", "hostile").score == 2
+
+
+def test_pytest_route_survives_every_attack(attack, pytest_route):
+    notebook, victim, checks_py, before, _ = attack
+    proc = pytest_route.result()
+    out = proc.stdout + proc.stderr
+    _assert_untouched(victim, checks_py, before)
+    assert proc.returncode == 1, out[-3000:]
+    assert len(out) < 100_000, f"the report carries {len(out):,} characters of the notebook's printout"
+    assert "INTERNALERROR" not in out and "no tests ran" not in out, out[-3000:]
+    for check_id, says in EXPECTED.items():
+        line = next((ln for ln in out.splitlines() if ln.lstrip().startswith(f"[{check_id}]")), "")
+        assert says in line, f"{check_id}: {line or out[-3000:]}"
+    for check_id, points in EXPECTED_POINTS.items():
+        assert re.search(rf"^  {check_id}\s+{points}/", out, flags=re.M), (check_id, out[-1500:])
+    assert re.search(r"total\s+2/10", out), out[-1500:]
+    assert "code cell 2 raised KeyboardInterrupt" in out, out[-1500:]  # the notebook's error, reported
+    assert re.search(r"printed [\d,]+ bytes more than the [\d,]+ kept", out), out[-1500:]
+    if sys.platform.startswith("linux"):
+        assert "learner code ran confined (Landlock ABI" in out, "Landlock is not in force on this Linux"
