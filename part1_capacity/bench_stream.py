@@ -25,13 +25,11 @@ LONG_REPS, WINDOW = 240, 20      # the long run: timed products, and how many ma
 def measure(threads: int, rounds: int, workdir, progress=print) -> dict:
     from part1_capacity.engine import kernels
     from part1_capacity.engine.bench import run_llama_bench
-    from part1_capacity.engine.gguf_model import shape_for_params, write_llama_gguf
+    from part1_capacity.engine.gguf_model import shape_for_params, weight_types, write_llama_gguf
 
     path = workdir / "model-f32.gguf"
     write_llama_gguf(path, shape_for_params(500_000_000))
-    from part1_capacity.engine.gguf_model import weight_types
-    w = weight_types(path)
-    per_token = sum(n * kernels.BYTES_PER_WEIGHT[t] for part in ("matmul", "output") for t, n in w[part].items())
+    per_token = kernels.decode_bytes_per_token(weight_types(path))
     km = kernels.STREAM_KM
     copies = math.ceil(kernels.STREAM_BYTES / (km * km * 4))
     out = {"threads": threads, "weight_bytes_per_token": per_token, "rounds": []}

@@ -115,6 +115,12 @@ def measure(threads=(1, 2), types=TYPES, reps=15, rounds=5, progress=None) -> li
     return runs
 
 
+def decode_bytes_per_token(weight_types: dict) -> float:
+    """Bytes of weights one decode token streams: every matmul and output weight once, at its type's bytes per
+    weight (``weight_types`` as ``gguf_model.weight_types`` gives it; the embedding lookup reads one row, left out)."""
+    return sum(n * BYTES_PER_WEIGHT[t] for part in ("matmul", "output") for t, n in weight_types[part].items())
+
+
 def compact(runs: list[dict]) -> list[dict]:
     """The runs with their seconds rounded to 4 digits (far below the runs' own wander), to keep saved files small."""
     for r in runs:

@@ -227,7 +227,7 @@ def e2_drift(kern: dict | None, ladders: dict) -> str:
 def e2_misses(ladders: dict) -> str:
     """Where the speed model misses its goals on the saved ladders, with the numbers that say why."""
     from part1_capacity.engine import quant_ladder as ql
-    from part1_capacity.engine.kernels import BYTES_PER_WEIGHT
+    from part1_capacity.engine.kernels import decode_bytes_per_token
 
     rows = ql.validation_rows(ladders)
     if not rows:
@@ -248,8 +248,7 @@ def e2_misses(ladders: dict) -> str:
             lv = next((x for x in levels if x["type"] == "F32" and x.get("weight_types")), None)
             rates = _stream_rates(runs, int(th), "f32") if runs else []
             if lv and rates and int(th) > 1:
-                w = lv["weight_types"]
-                per_token = sum(n * BYTES_PER_WEIGHT[t] for part in ("matmul", "output") for t, n in w[part].items())
+                per_token = decode_bytes_per_token(lv["weight_types"])
                 facts.append(f"the {r['model']['n_params'] / 1e9:.2f} B ladder's F32 decode at {th} threads read its "
                              f"weights at {lv['tg128_median_tps'] * per_token / 1e9:.0f} GB/s, while the same two "
                              f"threads streamed F32 weights at {min(rates):.0f}–{max(rates):.0f} GB/s in the kernel "
