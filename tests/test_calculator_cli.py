@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from tests.in_process import run
-from part1_capacity.hardware import GIB, load_accelerator
-from part1_capacity.plan import Workload, make_plan
-from part1_capacity.loader import load_model
-from part1_capacity.sweep import sweep
+from part1_capacity.calculator.hardware import GIB, load_accelerator
+from part1_capacity.calculator.plan import Workload, make_plan
+from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.sweep import sweep
 
 T128K = 131_072
 

@@ -1,4 +1,4 @@
-"""What engines allocate (part1_capacity/engine_alloc): vLLM's rules on hand-worked examples from vLLM's source, the
+"""What engines allocate (part1_capacity/calculator/engine_rules): vLLM's rules on hand-worked examples from vLLM's source, the
 plan's --engine keys, the side-by-side comparison and the recurrent-state dtype servers keep.
 
 Every expected number is worked by hand below from the bundled model's published shape and the rule as vLLM's
@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from part1_capacity import engine_alloc
-from part1_capacity.engine_alloc import vllm
-from part1_capacity.errors import InputError
-from part1_capacity.plan import Workload, make_plan
-from part1_capacity.loader import load_model
+from part1_capacity.calculator import engine_rules as engine_alloc
+from part1_capacity.calculator.engine_rules import vllm
+from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.plan import Workload, make_plan
+from part1_capacity.calculator.loader import load_model
 from tests.in_process import capacity
 
 KIB, MIB = 2 ** 10, 2 ** 20

@@ -4,7 +4,7 @@
 - the latency plot and the speed ratio come from the saved benchmark run (results/bench_latency.json), with its
   date and host: nothing is re-timed while the site builds;
 - the sample text comes from the shipped checkpoint;
-- the 128K table uses the calculator's model profiles (part1_capacity/data/models.json, each with its source),
+- the 128K table uses the calculator's model profiles (part1_capacity/calculator/data/models.json, each with its source),
   whose cache sizes are the laws of laws.py.
 """
 import json
