@@ -41,6 +41,7 @@ import numpy as np
 from part1_capacity.calculator import roofline, speed, weights
 from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.sharding import kv_fraction_per_rank, splits_heads, state_fraction_per_rank
 
 # vLLM's custom all-reduce for small (decode) messages inside one NVLink node takes a few microseconds per call
 # (vllm/distributed/device_communicators/custom_all_reduce.py: one-shot kernel for messages below its size limit);
@@ -52,12 +53,6 @@ MAX_EXPERT_GROUP = 256        # largest expert-parallel group searched (ranks)
 
 
 # --- the rules -----------------------------------------------------------------------------------------------------
-def splits_heads(model, t: int) -> bool:
-    """vLLM's rule: the query heads divide by ``t``; K/V heads divide by it or are replicated (``t`` a multiple)
-    (vllm/config: ``verify_with_parallel_config`` — total_num_attention_heads % tensor_parallel_size)."""
-    return model.n_heads % t == 0 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)
-
-
 def tp_degrees(model, acc, pinned: int | None = None) -> list[int]:
     """Tensor-parallel degrees inside the accelerator's scale-up domain that split the heads evenly (powers of
     two); only ``pinned`` when the workload pins one (refused if the domain is smaller)."""
@@ -74,23 +69,6 @@ def tp_degrees(model, acc, pinned: int | None = None) -> list[int]:
     return out or [1]
 
 
-def kv_fraction_per_rank(model, tp: int) -> float:
-    """Share of one sequence's attention cache a tensor-parallel rank holds.
-
-    GQA/MHA/MQA: ``max(n_kv_heads/tp, 1) / n_kv_heads`` — at least one K/V head per rank, replicated when
-    ``n_kv_heads < tp``. MLA: 1 — the latent is replicated on every rank."""
-    if model.is_mla:
-        return 1.0
-    return max(model.n_kv_heads / tp, 1) / model.n_kv_heads
-
-
-def state_fraction_per_rank(model, tp: int) -> float:
-    """Recurrent state splits by its heads across tensor-parallel ranks."""
-    if model.ssm is None:
-        return 0.0
-    return max(model.ssm.n_heads / tp, 1) / model.ssm.n_heads
-
-
 def usable_bytes(acc, wl) -> float:
     """Bytes of one accelerator the engine may fill: ``memory × usable_fraction − overhead``."""
     return acc.memory_bytes * wl.usable_fraction - wl.overhead_bytes
@@ -99,7 +77,7 @@ def usable_bytes(acc, wl) -> float:
 def cache_per_rank(model, wl, T, tp: int):
     """Bytes of ONE sequence's cache (all layers) that one tensor-parallel rank holds at ``T`` tokens: attention
     K/V (or the MLA latent) × ``kv_fraction_per_rank`` + recurrent state × ``state_fraction_per_rank``. With
-    ``wl.engine`` llama.cpp or vllm, what that engine allocates instead (``engine_alloc``)."""
+    ``wl.engine`` llama.cpp or vllm, what that engine allocates instead (``engine_rules``)."""
     if getattr(wl, "engine", "law") != "law":
         from part1_capacity.calculator.engine_rules import sequence_bytes_per_rank
 

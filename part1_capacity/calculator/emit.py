@@ -71,7 +71,7 @@ def vllm_command(plan, hf_repo: str | None = None) -> str:
              f"--kv-cache-dtype {VLLM_KV[wl.kv_dtype]}", f"--gpu-memory-utilization {wl.usable_fraction:g}"]
     if repo in TRUST_REMOTE_CODE:
         args.append("--trust-remote-code")
-    # The SSM state dtype the plan sized, when vLLM would keep another by itself (engine_alloc/vllm.py;
+    # The SSM state dtype the plan sized, when vLLM would keep another by itself (engine_rules/vllm.py;
     # vllm/config/cache.py MambaDType), and the hybrid manager switched off when the plan assumed it.
     ssm = vllm_rules.mamba_ssm_cache_dtype_args(m, wl.state_dtype)
     if ssm:

@@ -13,10 +13,9 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from part1_capacity.calculator import roofline, validate
+from part1_capacity.calculator import validate
 from part1_capacity.calculator.dtypes import closest, get_dtype
 from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.speed import kernels_from_dict
 
 DATA = Path(__file__).resolve().parent / "data"
 GB, GIB = 1e9, 2 ** 30
@@ -41,7 +40,7 @@ class Accelerator:
     engines: tuple = ("vllm", "llama.cpp")   # serving engines that run on it
     status: str = "vendor"
     source: str = ""
-    kernels: object = field(default=None, compare=False)   # speed.Kernels: measured per-type kernel costs (hosts)
+    kernels: object = field(default=None, compare=False)   # Kernels (below): measured per-type kernel costs (hosts)
 
     def peak_flops(self, weights_dtype: str) -> float:
         """Dense peak for matmuls with weights of this dtype, by the dtype's compute class (``DType.compute``,
@@ -50,11 +49,6 @@ class Accelerator:
         compute = get_dtype(weights_dtype, "weights_dtype").compute
         eight_bit = {"fp8": self.flops_fp8, "int8": self.flops_int8}.get(compute, 0.0)
         return eight_bit or self.flops_16
-
-    def ridge_point(self, weights_dtype: str) -> float:
-        """Arithmetic intensity (FLOP/byte) above which a kernel is compute-bound here (``roofline.ridge_point``
-        at this dtype's peak)."""
-        return roofline.ridge_point(self.peak_flops(weights_dtype), self.bandwidth)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -74,6 +68,36 @@ class Accelerator:
         if self.kernels is not None:
             d["kernels"] = asdict(self.kernels)
         return d
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """Measured kernel constants of one host at one thread count (``experiments/engine/kernels.py``; used by ``speed.py``)."""
+    threads: int
+    op_overhead_s: float
+    types: dict        # ggml type name → {decode_s_per_weight, compute_s_per_weight, prefill_s_per_weight_token, ...}
+    source: str = ""
+
+    def cost(self, ggml_type: str, key: str) -> float:
+        if ggml_type not in self.types:
+            raise InputError(f"kernels: no measurement for weight type '{ggml_type}'; measured: "
+                             f"{', '.join(self.types)}")
+        return float(self.types[ggml_type][key])
+
+
+def kernels_from_dict(d: dict, where: str = "kernels") -> Kernels:
+    """Validate the ``kernels`` entry of an accelerator (one thread count's constants)."""
+    try:
+        k = Kernels(int(d["threads"]), float(d["op_overhead_s"]), dict(d["types"]), str(d.get("source", "")))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{where}: expected threads, op_overhead_s and types ({exc})") from None
+    for t, c in k.types.items():
+        for key in ("decode_s_per_weight", "prefill_s_per_weight_token"):
+            v = c.get(key) if isinstance(c, dict) else None
+            if not isinstance(v, (int, float)) or not v > 0 or v != v or v == float("inf"):
+                raise InputError(f"{where}: type '{t}' needs a positive finite '{key}', got {v!r}")
+    return k
+
 
 
 def _num(d, key, where, required=True, positive=True):

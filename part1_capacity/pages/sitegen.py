@@ -71,7 +71,7 @@ def structures_table(plans, confirmed: dict | None = None) -> str:
 def engines_table() -> str:
     """The comparison's workload as the law, llama.cpp and vLLM allocate it (``capacity compare --engines``), with
     the rules that moved each engine's figure."""
-    from part1_capacity.calculator.engine_rules import compare_engines
+    from part1_capacity.calculator.compare import compare_engines
 
     rows = compare_engines(DEFAULT_MODELS, DEFAULT_ACCELERATOR, Workload(context=DEFAULT_CONTEXT, batch=DEFAULT_BATCH))
     out = ["| structure | model | tensor-parallel ranks | law | llama.cpp | vLLM |", "|---|---|---:|---:|---:|---:|"]

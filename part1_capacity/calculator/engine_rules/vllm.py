@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.sharding import kv_heads_per_rank, state_shards
 
 BLOCK_SIZE = 16                 # vllm/config/cache.py: block_size 16 on CUDA
 KERNEL_BLOCK_ALIGNMENT = 16     # vllm/platforms/interface.py: max(backend's smallest kernel block, block_size)
@@ -55,11 +56,6 @@ def max_num_batched_tokens(memory_bytes: float, name: str = "") -> int:
     return 8192 if memory_bytes >= 70 * 2 ** 30 and "a100" not in name.lower() else 2048
 
 
-def kv_heads_per_rank(n_kv_heads: int, tp: int) -> int:
-    """``max(1, n_kv_heads // tp)`` (vllm/model_executor/models/llama.py): replicated when tp > n_kv_heads."""
-    return max(1, n_kv_heads // tp)
-
-
 def attention_page_per_token(profile, tp: int, kv_bytes: float) -> float:
     """Bytes one token adds to one attention layer's page on one rank (kv_cache_interface.py)."""
     if profile.is_mla:   # MLAAttentionSpec: num_kv_heads 1, head_size kv_lora_rank + rope; not split by TP
@@ -73,7 +69,7 @@ def state_page(profile, tp: int, conv_bytes: float, ssm_bytes: float) -> float:
     modelled: the B/C groups vLLM replicates when ``n_groups`` does not divide by ``tp``
     (``MambaStateShapeCalculator.extra_groups_for_head_shards``), a few percent of the convolution state."""
     s = profile.ssm
-    split = min(tp, s.n_heads)
+    split = state_shards(s.n_heads, tp)
     return (s.conv_elements * conv_bytes + (s.state_elements - s.conv_elements) * ssm_bytes) / split
 
 
