@@ -29,6 +29,7 @@ from pathlib import Path
 from part1_capacity.calculator import validate
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.weights import GGUF, SAFETENSORS, Checkpoint
+from course.units import ceil_div
 
 # Bits per element of every safetensors dtype (safetensors' Dtype enum; F4/F6 are packed sub-byte floats).
 SAFETENSORS_BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8,
@@ -70,7 +71,7 @@ def tensor_bytes(dtype: str, shape, where: str) -> int:
     if dtype not in SAFETENSORS_BITS:
         raise InputError(f"{where}: tensor dtype '{dtype}' is not known; known: {', '.join(SAFETENSORS_BITS)}")
     n = math.prod(int(s) for s in shape)
-    return -(-n * SAFETENSORS_BITS[dtype] // 8)
+    return ceil_div(n * SAFETENSORS_BITS[dtype], 8)
 
 
 def read_safetensors(files, n_layers: int, n_mtp: int = 0) -> Checkpoint:

@@ -18,10 +18,11 @@ from part1_capacity.calculator.sharding import (  # noqa: F401  (kv_fraction_per
     kv_fraction_per_rank, splits_heads, state_fraction_per_rank)
 from part1_capacity.calculator.dtypes import KV_DTYPES, get_dtype
 from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.hardware import GIB, Accelerator, load_accelerator
+from part1_capacity.calculator.hardware import Accelerator, load_accelerator
 from part1_capacity.calculator.loader import load_model
 from part1_capacity.calculator.profiles import ModelProfile
 from part1_capacity.calculator.tiers import tiers_for
+from course.units import GIB, ceil_div
 
 DEFAULT_USABLE_FRACTION = 0.90      # vLLM's default gpu_memory_utilization
 DEFAULT_OVERHEAD_BYTES = 2 * GIB    # activations of a chunked prefill + runtime; vLLM profiles 1–4 GiB at start-up
@@ -221,7 +222,7 @@ def _overflow(model, acc, wl, dep0: deploy.Deployment) -> tuple[dict, list]:
     fewer than ranks; the MLA latent on every rank) — ``replication`` says by how much."""
     U = deploy.usable_bytes(acc, wl)
     T, B = wl.context, wl.batch
-    m = -(-B // dep0.data)
+    m = ceil_div(B, dep0.data)
     need = m * float(deploy.cache_per_rank(model, wl, T, dep0.tensor)) / dep0.pipeline
     free = max(U - dep0.weights_per_rank, 0.0)
     over = max(need - free, 0.0)

@@ -17,6 +17,7 @@ from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.calculator.engine_rules import llama_cpp, vllm
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.sharding import kv_fraction_per_rank, state_fraction_per_rank
+from course.units import GIB
 
 ENGINES = ("law", "llama.cpp", "vllm")
 LLAMA_CPP_KV = ("fp32", "fp16", "bf16", "q8_0")       # ggml cache types the calculator has a dtype for
@@ -91,7 +92,7 @@ def _allocate(profile, workload, tensor_parallel, engine, accelerator, hybrid_ma
         raise InputError(f"kv_dtype: vLLM's --kv-cache-dtype takes auto ({', '.join(VLLM_KV[:2])}, fp32) or fp8, "
                          f"not {workload.kv_dtype}")
     conv = get_dtype(profile.native_dtype).bytes
-    memory = accelerator.memory_bytes if accelerator is not None else 80 * 2 ** 30
+    memory = accelerator.memory_bytes if accelerator is not None else 80 * GIB
     batched = vllm.max_num_batched_tokens(memory, getattr(accelerator, "name", ""))
     r = vllm.reservation(profile, T, tp, kvb, conv, sb, batched, hybrid_manager)
     notes = list(r.notes)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.sharding import kv_heads_per_rank, state_shards
+from course.units import GIB, ceil_div
 
 BLOCK_SIZE = 16                 # vllm/config/cache.py: block_size 16 on CUDA
 KERNEL_BLOCK_ALIGNMENT = 16     # vllm/platforms/interface.py: max(backend's smallest kernel block, block_size)
@@ -46,14 +47,13 @@ GROUP_SIZE_SLACK = 1.5          # kv_cache_utils.py: max_num_layers < min_num_la
 SOURCE = "vLLM v1 (vllm-project/vllm main)"
 
 
-def cdiv(a, b) -> int:
-    return -(-int(a) // int(b))
+cdiv = ceil_div   # vLLM's name (vllm/utils: cdiv)
 
 
 def max_num_batched_tokens(memory_bytes: float, name: str = "") -> int:
     """vllm/engine/arg_utils.py (``get_batch_defaults``, ``vllm serve``): 8192 on GPUs of ≥ 70 GiB other than the
     A100, 2048 otherwise."""
-    return 8192 if memory_bytes >= 70 * 2 ** 30 and "a100" not in name.lower() else 2048
+    return 8192 if memory_bytes >= 70 * GIB and "a100" not in name.lower() else 2048
 
 
 def attention_page_per_token(profile, tp: int, kv_bytes: float) -> float:
