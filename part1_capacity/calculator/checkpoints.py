@@ -212,7 +212,7 @@ def gguf_profile_dict(path, field: str = "model", reader=None) -> dict:
     if max(kv) < 1:
         raise InputError(f"{field}: {path.name}: attention.head_count_kv must be >= 1 on at least one layer "
                          "(0 marks a layer without attention)")
-    out = {"id": f"gguf:{path.stem}", "name": gguf_field(r, "general.name") or path.stem, "_architecture": arch,
+    out = {"id": f"gguf:{path.stem}", "name": validate.printable(gguf_field(r, "general.name") or path.stem), "_architecture": arch,
            "n_layers": n, "n_heads": n_heads, "n_kv_heads": max(kv),
            "head_dim": f("attention.key_length", d // n_heads, lo=1), "hidden_size": d,
            "max_context": f("context_length", lo=1), "source": f"read from the GGUF's metadata ({arch})"}

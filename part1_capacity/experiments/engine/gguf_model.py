@@ -228,7 +228,7 @@ def read_shape(path) -> GGUFShape:
     n_ctx = gguf_field(r, f"{arch}.context_length") or 0
     return GGUFShape(arch, int(n_layers), int(n_heads), int(n_kv), int(k_len), int(v_len),
                      int(d_model), int(n_ctx), n_params, gguf_field(r, "general.file_type"),
-                     gguf_field(r, "general.name") or path.stem)
+                     validate.printable(str(gguf_field(r, "general.name") or path.stem)))
 
 
 def weight_types(path) -> dict[str, dict[str, int]]:
