@@ -59,3 +59,30 @@ def test_an_output_that_takes_no_bytes_is_refused_before_e3_runs(capsys, monkeyp
 @pytest.mark.parametrize("params", ["inf", "1e400", "nan", "-5", "1e3", "1e12", "0.05M"])
 def test_e2_params_outside_what_can_be_written(capsys, params):
     refused(capsys, ["e2", "--params", params], "--params: expected a")
+
+
+def test_an_emitted_command_never_runs_what_a_name_carries(capsys):
+    refused(capsys, PLAN + ["--accelerator", "h100", "--emit", "vllm", "--hf-repo", "x; rm -rf ~ #$(id)"],
+            "hf_repo: 'x; rm -rf ~ #$(id)' is not a Hugging Face repository id")
+
+
+def test_a_gguf_with_shell_characters_in_its_name_is_served_by_that_quoted_path(tmp_path, capsys):
+    import shlex
+
+    from part1_capacity.cli import main
+    from tests.test_checkpoints import write_gguf
+    p = tmp_path / "a;touch PWNED;#.gguf"
+    write_gguf(p)
+    assert main(["plan", "--model", str(p), "--accelerator", "h100", "--context", "64", "--emit", "llama.cpp"]) == 0
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    # the shell reads back exactly the path given, as one word
+    assert shlex.split(first.rstrip("\\").strip())[:3] == ["llama-server", "-m", str(p)]
+
+
+def test_emit_with_json_prints_the_plan_and_the_command(capsys):
+    from part1_capacity.cli import main
+    assert main(PLAN + ["--accelerator", "h100", "--emit", "vllm", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["emit"]["engine"] == "vllm" and got["emit"]["command"].startswith("vllm serve meta-llama/")
+    assert got["model"] == "llama-3.1-8b" and "kv_bytes_total" in got
