@@ -266,9 +266,14 @@ def _ssm(f: Fields, n_layers: int) -> dict:
     lesson-03 laws in ``profiles.ssm_from_dict``)."""
     g = f.int
     if f.raw("linear_num_key_heads") is not None or f.raw("linear_key_head_dim") is not None:
-        return {"kind": "gated_deltanet", "n_layers": n_layers, "n_k_heads": g("linear_num_key_heads", lo=1),
-                "n_v_heads": g("linear_num_value_heads", lo=1), "k_head_dim": g("linear_key_head_dim", lo=1),
-                "v_head_dim": g("linear_value_head_dim", lo=1), "d_conv": g("linear_conv_kernel_dim", lo=1)}
+        out = {"kind": "gated_deltanet", "n_layers": n_layers, "n_k_heads": g("linear_num_key_heads", lo=1),
+               "n_v_heads": g("linear_num_value_heads", lo=1), "k_head_dim": g("linear_key_head_dim", lo=1),
+               "v_head_dim": g("linear_value_head_dim", lo=1), "d_conv": g("linear_conv_kernel_dim", lo=1)}
+        if f.raw("mamba_ssm_dtype") or f.raw("mamba_ssm_cache_dtype"):
+            # the checkpoint names the state's dtype (Qwen3.5: "mamba_ssm_dtype": "float32"), which vLLM follows
+            out["state_dtype"] = DTYPE_NAMES.get(str(f.raw("mamba_ssm_cache_dtype") or f.raw("mamba_ssm_dtype")),
+                                                 "fp32")
+        return out
     heads = f.raw("mamba_n_heads") or f.raw("mamba_num_heads")
     if heads is not None:
         hn = "mamba_n_heads" if f.raw("mamba_n_heads") is not None else "mamba_num_heads"
@@ -337,6 +342,9 @@ def check_config(config: dict, where: str) -> str:
     if isinstance(config.get("text_config"), dict):
         check_fields(config["text_config"], f"{where}: text_config")
     f = Fields(config, None, where)
+    for key, what in NOT_MODELLED.items():
+        if f.raw(key) not in (None, False, [], 0):
+            raise InputError(f"{f.where}: {what} ('{key}'): not modelled")
     missing = [k for k in SHAPE_FIELDS if not f.stated(k)]
     if missing:
         raise InputError(f"{f.where}: missing field '{missing[0]}' (with {', '.join(SHAPE_FIELDS)}, it defines "
@@ -451,6 +459,8 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
     mlp_types = f.raw("mlp_layer_types")
     bias = f.flag("attention_bias") or f.flag("qkv_bias")
     ssm = _ssm(f, 1) if any(x in ("linear", "both") for x in kinds) else None
+    pattern = f.raw("hybrid_override_pattern")
+    one_op_per_block = isinstance(pattern, str) and len(pattern) == len(kinds)
     for i, kind in enumerate(kinds):
         p = f"model.layers.{i}"
         out.append((f"{p}.input_layernorm.weight", (D,)))
@@ -461,7 +471,13 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
         moe = bool(e) and i >= dense_first and i not in mlp_only and (i + 1) % step == 0
         if isinstance(mlp_types, list) and i < len(mlp_types):
             moe = bool(e) and mlp_types[i] in ("sparse", "moe")
-        if kind != "linear" or f.raw("intermediate_size"):
+        if f.raw("expert_layer_period"):          # Jamba: experts every period-th layer from the offset
+            moe = bool(e) and i % f.int("expert_layer_period", lo=1) == f.int("expert_layer_offset", 0)
+        if one_op_per_block:                      # Nemotron-H: a block is a mixer or an MLP, never both
+            if kind != "none":
+                continue
+            moe = bool(e) and pattern[i] == "E"
+        if True:
             out.append((f"{p}.post_attention_layernorm.weight", (D,)))
             out += _moe(f, p, D, e, moe_I) if moe else [(f"{p}.mlp.gate_up_proj.weight", (2 * I, D)),
                                                        (f"{p}.mlp.down_proj.weight", (D, I))]

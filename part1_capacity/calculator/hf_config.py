@@ -60,6 +60,9 @@ def build(config: dict, where: str):
     if mt is None:
         raise InputError(f"{where}: model_type {config.get('model_type')!r} is not one transformers "
                          f"{tr.__version__} knows (and no known class in 'architectures'): its layers cannot be read")
+    if getattr(tr.CONFIG_MAPPING[mt], "is_encoder_decoder", False) is True or config.get("is_encoder_decoder"):
+        raise InputError(f"{where}: an encoder-decoder's cross-attention caches the encoder output per sequence "
+                         f"('is_encoder_decoder'): not modelled")
     fields = {k: v for k, v in config.items() if k not in ("model_type", "auto_map")}
     try:
         return tr.AutoConfig.for_model(mt, **fields)
