@@ -21,6 +21,7 @@ against ``transformers``' meta-device build in the tests); a file path plans wit
 """
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import re
@@ -160,7 +161,7 @@ class Fields:
 
     def raw(self, name):
         for key in ALIASES.get(name, (name,)):
-            if self.file.get(key) is not None:
+            if key in self.file:            # a field the file states, null included ("sliding_window": null)
                 return self.file[key]
         for key in ALIASES.get(name, (name,)):
             if self.defaults.get(key) is not None:
@@ -211,54 +212,76 @@ def _periodic(n: int, period: int, last_is_global=True) -> list[bool]:
 
 
 def layer_kinds(f: Fields) -> list[str]:
-    """Per layer: 'full', 'window', 'chunked', 'linear', 'both' or 'none', from every way a config marks it."""
+    """Per layer: 'full', 'window', 'chunked', 'linear', 'both' or 'none', from every way a config marks it.
+
+    What the file states comes first (its ``layer_types``, then a pattern it states), then the defaults' own
+    ``layer_types`` (a class's default size: repeated by its period to the file's layer count), then a pattern
+    the defaults state; a ``sliding_window`` with no pattern windows every layer (Mistral-7B)."""
     for key, what in NOT_MODELLED.items():
         v = f.raw(key)
         if v not in (None, False, [], 0):
             raise InputError(f"{f.where}: {what} ('{key}'): not modelled")
     n = f.int("num_hidden_layers", lo=1, hi=512)
-    types = f.raw("layer_types") or f.raw("layers_block_type")
-    pattern = f.raw("hybrid_override_pattern")
-    if isinstance(pattern, str) and not f.file.get("layer_types") and not f.file.get("layers_block_type"):
-        types = list(pattern)                        # Nemotron-H: M (Mamba-2) * (attention) - (MLP) E (MoE)
-    if types is not None:
-        if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-            raise InputError(f"{f.where}: field 'layer_types' must be a list of names, got {validate.show(types)}")
-        bad = [t for t in types if t not in KINDS]
-        if bad:
-            raise InputError(f"{f.where}: layer type {validate.show(bad[0])} is a layer the calculator does not "
-                             f"model; known: {', '.join(k for k in KINDS if len(k) > 1)}")
-        kinds = [KINDS[t] for t in types]
-        if len(kinds) != n and not isinstance(pattern, str):
-            raise InputError(f"{f.where}: layer_types has {len(kinds)} entries for num_hidden_layers={n}")
+    kinds = _stated_kinds(f, f.file, n)
+    if kinds is None:
+        types = f.defaults.get("layer_types") or f.defaults.get("layers_block_type")
+        if isinstance(types, list) and types and len(types) != n:
+            period = next(p for p in range(1, len(types) + 1)
+                          if all(types[i] == types[i % p] for i in range(len(types))))
+            types = [types[i % period] for i in range(n)]
+        kinds = _named_kinds(f, types, n) if types else _stated_kinds(f, f.defaults, n)
+    if kinds is not None:
         return kinds
-    attn_types = f.raw("attn_type_list")                     # MiniMax: 1 softmax attention, 0 lightning attention
-    if isinstance(attn_types, list):
-        if len(attn_types) != n or set(attn_types) - {0, 1}:
+    if f.raw("sliding_window") and f.raw("use_sliding_window") is not False:
+        return ["window"] * n
+    return ["full"] * n
+
+
+def _named_kinds(f: Fields, types, n: int) -> list[str]:
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        raise InputError(f"{f.where}: field 'layer_types' must be a list of names, got {validate.show(types)}")
+    bad = [t for t in types if t not in KINDS]
+    if bad:
+        raise InputError(f"{f.where}: layer type {validate.show(bad[0])} is a layer the calculator does not "
+                         f"model; known: {', '.join(k for k in KINDS if len(k) > 1)}")
+    if len(types) != n:
+        raise InputError(f"{f.where}: layer_types has {len(types)} entries for num_hidden_layers={n}")
+    return [KINDS[t] for t in types]
+
+
+def _stated_kinds(f: Fields, src: dict, n: int) -> list[str] | None:
+    """The layer kinds a pattern in ``src`` (the file's fields, or the defaults') states; None when it states none.
+    Sizes a pattern needs are read from the file, else the defaults (``f``)."""
+    types = src.get("layer_types") or src.get("layers_block_type")
+    if types is not None and src is f.file:
+        return _named_kinds(f, types, n)
+    pattern = src.get("hybrid_override_pattern")
+    if isinstance(pattern, str):                           # Nemotron-H: M (Mamba-2) * (attention) - (MLP) E (MoE)
+        if len(pattern) != n:
+            raise InputError(f"{f.where}: hybrid_override_pattern has {len(pattern)} entries for "
+                             f"num_hidden_layers={n}")
+        return [KINDS[c] for c in pattern]
+    attn_types = src.get("attn_type_list")                 # MiniMax: 1 softmax attention, 0 lightning attention
+    if attn_types is not None:
+        if not isinstance(attn_types, list) or len(attn_types) != n or set(attn_types) - {0, 1}:
             raise InputError(f"{f.where}: field 'attn_type_list' must be {n} values of 0 (lightning) or 1 (softmax)")
         return ["full" if t else "linear" for t in attn_types]
-    if f.raw("attn_layer_period"):                           # Jamba: attention every period-th layer from offset
+    if src.get("attn_layer_period"):                       # Jamba: attention every period-th layer from the offset
         period, offset = f.int("attn_layer_period", lo=1, hi=512), f.int("attn_layer_offset", 0, hi=511)
         return ["full" if i % period == offset else "linear" for i in range(n)]
-    chunk = f.raw("attention_chunk_size")
-    nope = f.raw("no_rope_layers")
-    if chunk:                                               # Llama 4: RoPE layers chunked, NoPE layers global
+    if src.get("attention_chunk_size"):                    # Llama 4: RoPE layers chunked, NoPE layers global
+        nope = f.raw("no_rope_layers")
         if isinstance(nope, list) and len(nope) == n:
             return ["chunked" if x else "full" for x in nope]
         every = f.int("no_rope_layer_interval", 4, lo=1, hi=512)
         return ["chunked" if local else "full" for local in _periodic(n, every)]
-    every = f.raw("full_attention_interval")
-    if every and (f.raw("linear_num_key_heads") or f.raw("linear_key_head_dim")):
+    if src.get("full_attention_interval") and (f.raw("linear_num_key_heads") or f.raw("linear_key_head_dim")):
         return ["linear" if local else "full" for local in _periodic(n, f.int("full_attention_interval", lo=1))]
-    window = f.raw("sliding_window")
-    if window and f.raw("use_sliding_window") is not False:
-        p = f.raw("sliding_window_pattern") or f.raw("_sliding_window_pattern")
-        if p:
-            return ["window" if local else "full" for local in _periodic(n, f.int("sliding_window_pattern", lo=1)
-                                                                          if f.raw("sliding_window_pattern")
-                                                                          else int(p))]
-        return ["window"] * n
-    return ["full"] * n
+    p = src.get("sliding_window_pattern") or src.get("_sliding_window_pattern")
+    if p and f.raw("sliding_window") and f.raw("use_sliding_window") is not False:
+        p = validate.number(p, f"{f.where}: field 'sliding_window_pattern'", lo=1, hi=512, integer=True)
+        return ["window" if local else "full" for local in _periodic(n, p)]
+    return None
 
 
 def _ssm(f: Fields, n_layers: int) -> dict:
@@ -345,6 +368,9 @@ def check_config(config: dict, where: str) -> str:
     for key, what in NOT_MODELLED.items():
         if f.raw(key) not in (None, False, [], 0):
             raise InputError(f"{f.where}: {what} ('{key}'): not modelled")
+    types = f.file.get("layer_types")
+    if isinstance(types, list):
+        _named_kinds(f, types, len(types))          # a layer type not modelled is named before anything else
     missing = [k for k in SHAPE_FIELDS if not f.stated(k)]
     if missing:
         raise InputError(f"{f.where}: missing field '{missing[0]}' (with {', '.join(SHAPE_FIELDS)}, it defines "
@@ -511,7 +537,8 @@ def _attention(f: Fields, p: str, D: int, H: int, KV: int, hd: int, bias: bool):
               (f"{p}.self_attn.v_proj.bias", (KV * hd,))]
         if f.flag("attention_bias"):
             a.append((f"{p}.self_attn.o_proj.bias", (D,)))
-    if f.flag("use_qk_norm") or f.raw("model_type") in ("qwen3", "qwen3_moe"):
+    weightless = f.raw("attn_temperature_tuning") is not None      # Llama 4's QK norm is an L2 norm, no weights
+    if (f.flag("use_qk_norm") and not weightless) or f.raw("model_type") in ("qwen3", "qwen3_moe"):
         a += [(f"{p}.self_attn.q_norm.weight", (hd,)), (f"{p}.self_attn.k_norm.weight", (hd,))]
     return a
 
@@ -551,7 +578,10 @@ def _recurrent(f: Fields, p: str, D: int, s: dict, H: int, hd: int):
         return [(f"{p}.mamba.in_proj.weight", (2 * d_in, D)), (f"{p}.mamba.conv1d.weight", (d_in, 1, s["d_conv"])),
                 (f"{p}.mamba.conv1d.bias", (d_in,)), (f"{p}.mamba.x_proj.weight", (rank + 2 * ds, d_in)),
                 (f"{p}.mamba.dt_proj.weight", (d_in, rank)), (f"{p}.mamba.dt_proj.bias", (d_in,)),
-                (f"{p}.mamba.A_log", (d_in, ds)), (f"{p}.mamba.D", (d_in,)), (f"{p}.mamba.out_proj.weight", (D, d_in))]
+                (f"{p}.mamba.A_log", (d_in, ds)), (f"{p}.mamba.D", (d_in,)), (f"{p}.mamba.out_proj.weight", (D, d_in)),
+                # Jamba's Mamba-1 mixer normalises its time step, B and C
+                (f"{p}.mamba.dt_layernorm.weight", (rank,)), (f"{p}.mamba.b_layernorm.weight", (ds,)),
+                (f"{p}.mamba.c_layernorm.weight", (ds,))]
     # lightning attention: q, k, v, output gate and output projections, a norm
     inner = s["n_heads"] * s["head_dim"]
     return [(f"{p}.self_attn.qkv_proj.weight", (3 * inner, D)), (f"{p}.self_attn.output_gate.weight", (inner, D)),
@@ -625,9 +655,15 @@ def _profile(text: str, where: str, model_id: str, params_json) -> ModelProfile:
 
     d = json.loads(text)
     check_config(d, where)                          # the file's own checks first: before transformers sees it
+    given = [(n, tuple(s)) for n, s in json.loads(params_json)] if params_json else None
+    if hf_config.known_model_type(d) is None:
+        # a repository that ships its own modelling code for a type transformers lacks (MiniMax-M1): read by
+        # structure from the file alone — every field it states — and counted from those fields
+        prof = profile_from_fields(d, {}, where, model_id, given)
+        return dataclasses.replace(prof, source=f"{prof.source}; read from its own fields (transformers has no "
+                                                f"class for this model_type)")
     defaults = hf_config.defaults_for(d, where)
-    params = ([(n, tuple(s)) for n, s in json.loads(params_json)] if params_json
-              else hf_config.meta_parameters(d, where))
+    params = given if given is not None else hf_config.meta_parameters(d, where)
     return profile_from_fields(d, defaults, where, model_id, params)
 
 

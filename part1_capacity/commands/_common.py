@@ -62,7 +62,8 @@ def add_workload_flags(p: argparse.ArgumentParser, context_default=None, batch_d
         p.add_argument("--weights-dtype", default=None,
                        help="fp32 bf16 fp16 fp8 int8 int4 mxfp4 q8_0 q5_0 q4_k_m (default: the model's native)")
         p.add_argument("--kv-dtype", default="bf16", help="fp32 bf16 fp16 fp8 int8 q8_0 (default bf16)")
-        p.add_argument("--state-dtype", default=None, help="recurrent-state dtype of SSM hybrids (default: kv)")
+        p.add_argument("--state-dtype", default=None, help="recurrent-state dtype of SSM hybrids (default: what the engine keeps — the checkpoint's "
+                                "dtype for it, else the model dtype; llama.cpp f32 — never the KV dtype)")
     p.add_argument("--usable-fraction", type=fraction, default=DEFAULT_USABLE_FRACTION,
                    help=f"share of accelerator memory the engine may use (default {DEFAULT_USABLE_FRACTION})")
     p.add_argument("--overhead-gib", type=non_negative, default=DEFAULT_OVERHEAD_BYTES / GIB,
