@@ -236,3 +236,17 @@ def test_a_config_that_leaves_out_its_shape_is_refused(tmp_path):
     p.write_text(json.dumps({"model_type": "llama"}))
     with pytest.raises(InputError, match="missing field 'num_hidden_layers'"):
         load_model(str(p))
+
+
+def test_a_model_type_transformers_lacks_plans_from_the_fields_it_states(tmp_path):
+    """Kimi-K2 names its own code (model_type kimi_k2) but the DeepseekV3ForCausalLM class: read through that
+    class. MiniMax-M1 names neither a type nor a class transformers has: read from its own fields, and said so."""
+    assert hf_config.known_model_type(cfg("kimi-k2")) == "deepseek_v3"
+    m = load_model(path("minimax-m1"))
+    assert "read from its own fields" in m.source
+    # a config with no known type or class still needs its shape
+    d = {k: v for k, v in cfg("minimax-m1").items() if k != "hidden_size"}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(InputError, match="missing field 'hidden_size'"):
+        load_model(str(p))
