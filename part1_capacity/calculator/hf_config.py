@@ -9,7 +9,7 @@ class's defaults and derived fields (``layer_types`` from ``sliding_window_patte
 code. ``attribute_map`` aliases (GPT-2's ``n_layer``) are written under both names.
 
 ``transformers`` is imported only when a function here is called; ``torch`` only by ``meta_parameters``.
-Nothing is downloaded (``HF_HUB_OFFLINE`` is set before the import).
+Nothing is downloaded (``for_model`` and ``from_config`` build from the fields given; the Hub is ``hub.py``'s).
 """
 from __future__ import annotations
 
@@ -17,9 +17,7 @@ from part1_capacity.calculator.errors import InputError
 
 
 def _transformers():
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")          # nothing is downloaded, ever
+    # nothing here downloads: AutoConfig.for_model and from_config build from the fields given
     import transformers
 
     transformers.logging.set_verbosity_error()            # a config's harmless notices are not our output

@@ -51,6 +51,21 @@ def non_negative(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
 
 
+def add_revision_flag(p: argparse.ArgumentParser):
+    p.add_argument("--revision", default=None, metavar="REV",
+                   help="with a Hub repository id as --model: the branch, tag or commit to read (default main)")
+
+
+def model_name(a, attr: str = "model"):
+    """--model with --revision folded in (``org/name@rev``: what the loader reads)."""
+    name, rev = getattr(a, attr), getattr(a, "revision", None)
+    if rev is None or name is None:
+        return name
+    if "/" not in str(name) or "@" in str(name):
+        raise InputError(f"--revision: only with a Hub repository id as --model (org/name), got {name!r}")
+    return f"{name}@{rev}"
+
+
 def add_workload_flags(p: argparse.ArgumentParser, context_default=None, batch_default=1, dtype_flags=True,
                        grid=False):
     """The workload flags; ``grid=True`` leaves out --context/--batch (a sweep takes lists instead)."""
