@@ -250,3 +250,41 @@ def test_a_model_type_transformers_lacks_plans_from_the_fields_it_states(tmp_pat
     p.write_text(json.dumps(d))
     with pytest.raises(InputError, match="missing field 'hidden_size'"):
         load_model(str(p))
+
+
+# --- the pure path the CLI takes for counted types, against the transformers path --------------------------------
+def test_the_stored_defaults_are_transformers_own():
+    """data/config_defaults.json holds each counted type's class defaults as the pinned transformers gives them
+    (regenerate with `python -m part1_capacity.calculator.configs` after changing the pin)."""
+    table = configs.stored_defaults()
+    assert table["transformers"] == hf_config.version()
+    assert set(table["model_types"]) == set(configs.COUNTED)
+    for mt in configs.COUNTED:
+        assert table["model_types"][mt] == json.loads(json.dumps(hf_config.class_defaults(mt), default=str)), mt
+
+
+STORED = [n for n in ALL if configs.stored_type(cfg(n))]
+
+
+def test_every_counted_type_has_a_published_config_counted_exactly():
+    types = {configs.stored_type(cfg(n)) for n in STORED}
+    assert types == set(configs.COUNTED)
+    assert set(STORED) <= set(EXACT)
+
+
+@pytest.mark.parametrize("name", STORED)
+def test_the_pure_path_plans_exactly_as_the_transformers_path(name):
+    d = cfg(name)
+    pure = configs.profile_from_config(d, "config.json", model_id=name)          # stored defaults, pure count
+    full = configs.profile_from_fields(d, hf_config.defaults_for(d), "config.json", name,
+                                       hf_config.meta_parameters(d))
+    assert pure == full
+
+
+def test_a_counted_config_plans_without_transformers_or_torch():
+    code = ("import sys; from part1_capacity.cli import main; "
+            f"assert main(['plan', '--model', {path('mixtral-8x7b')!r}, '--accelerator', 'h100', '--context', '4096', "
+            "'--json']) == 0; "
+            "heavy = [m for m in ('transformers', 'torch') if m in sys.modules]; assert not heavy, heavy")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-800:]

@@ -168,6 +168,16 @@ class Fields:
                 return self.defaults[key]
         return None
 
+    def first(self, *names):
+        """The value of the first of ``names`` the file states, else the first the defaults give (a default's
+        alias never shadows the name the file uses: qwen3_moe's ``num_experts`` is its ``num_local_experts``)."""
+        for src in (self.file, self.defaults):
+            for name in names:
+                for key in ALIASES.get(name, (name,)):
+                    if src.get(key) is not None:
+                        return src[key]
+        return None
+
     def stated(self, name) -> bool:
         return any(self.file.get(k) is not None for k in ALIASES.get(name, (name,)))
 
@@ -297,13 +307,15 @@ def _ssm(f: Fields, n_layers: int) -> dict:
             out["state_dtype"] = DTYPE_NAMES.get(str(f.raw("mamba_ssm_cache_dtype") or f.raw("mamba_ssm_dtype")),
                                                  "fp32")
         return out
-    heads = f.raw("mamba_n_heads") or f.raw("mamba_num_heads")
+    heads = f.first("mamba_n_heads", "mamba_num_heads")
     if heads is not None:
-        hn = "mamba_n_heads" if f.raw("mamba_n_heads") is not None else "mamba_num_heads"
-        hd = "mamba_d_head" if f.raw("mamba_d_head") is not None else "mamba_head_dim"
-        ds = "mamba_d_state" if f.raw("mamba_d_state") is not None else "ssm_state_size"
-        dc = "mamba_d_conv" if f.raw("mamba_d_conv") is not None else "conv_kernel"
-        ng = "mamba_n_groups" if f.raw("mamba_n_groups") is not None else "n_groups"
+        def pick(a, b):            # the name the file uses, else the one the defaults give
+            return a if (a in f.file or (b not in f.file and f.raw(a) is not None)) else b
+        hn = pick("mamba_n_heads", "mamba_num_heads")
+        hd = pick("mamba_d_head", "mamba_head_dim")
+        ds = pick("mamba_d_state", "ssm_state_size")
+        dc = pick("mamba_d_conv", "conv_kernel")
+        ng = pick("mamba_n_groups", "n_groups")
         if f.raw(hd) in (None, "auto") and f.raw("mamba_d_ssm"):
             head_dim = g("mamba_d_ssm", lo=1) // g(hn, lo=1)
         else:
@@ -340,12 +352,10 @@ def _head_dim(f: Fields, heads: int) -> int:
 
 def experts(f: Fields) -> tuple[int, int]:
     """(routed experts per MoE layer, experts each token uses): 0, 0 for a dense model."""
-    e = next((f.raw(k) for k in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
-              if f.raw(k)), 0)
+    e = f.first("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts") or 0
     if isinstance(e, list) or not e or e == 1:
         return 0, 0
-    k = next((f.raw(k) for k in ("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token")
-              if f.raw(k)), None)
+    k = f.first("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token")
     if isinstance(k, list):
         k = k[0] if len(set(k)) == 1 else None
     if k is None:
@@ -637,6 +647,43 @@ _MULTIMODAL = re.compile(r"(^|\.)(vision_tower|vision_model|visual|multi_modal_p
                          r"embed_vision|embed_audio|audio_model|vision_embed)\.")
 
 
+# Model types whose parameters ``count_parameters`` counts exactly: the tests hold each to transformers' meta-device
+# build on a published config (tests/test_families.py). A text-only config of these types plans in pure Python
+# with the class defaults stored in data/config_defaults.json (no transformers, no torch); every other type, and
+# every multimodal checkpoint (its vision tower), goes through transformers.
+COUNTED = ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "deepseek_v32", "jamba")
+STORED_DEFAULTS = Path(__file__).resolve().parent / "data" / "config_defaults.json"
+
+
+@lru_cache(maxsize=1)
+def stored_defaults() -> dict:
+    """``{"model_types": {type: class defaults}, "architectures": {class: type}, "transformers": version}``."""
+    return json.loads(STORED_DEFAULTS.read_text())
+
+
+def stored_type(d: dict) -> str | None:
+    """The stored model type that reads this text-only config (its own, or the one its architecture names)."""
+    if isinstance(d.get("text_config"), dict) or isinstance(d.get("vision_config"), dict):
+        return None
+    table = stored_defaults()
+    mt = d.get("model_type")
+    if mt in table["model_types"]:
+        return mt
+    archs = d.get("architectures") if isinstance(d.get("architectures"), list) else []
+    return next((table["architectures"][a] for a in archs if a in table["architectures"]), None)
+
+
+def write_stored_defaults(path=STORED_DEFAULTS) -> dict:
+    """Regenerate data/config_defaults.json from the installed transformers (run after changing its pin:
+    ``python -m part1_capacity.calculator.configs``)."""
+    from part1_capacity.calculator import hf_config
+
+    table = {"transformers": hf_config.version(), "model_types": {mt: hf_config.class_defaults(mt) for mt in COUNTED},
+             "architectures": {a: mt for mt in COUNTED for a in hf_config.architectures_of(mt)}}
+    Path(path).write_text(json.dumps(table, indent=1, sort_keys=True, default=str) + "\n")
+    return table
+
+
 def profile_from_config(d: dict, where: str = "config.json", model_id: str = "config",
                         parameters=None) -> ModelProfile:
     """A config.json's profile: ``transformers`` supplies the defaults (``hf_config.defaults_for``) and the exact
@@ -656,6 +703,9 @@ def _profile(text: str, where: str, model_id: str, params_json) -> ModelProfile:
     d = json.loads(text)
     check_config(d, where)                          # the file's own checks first: before transformers sees it
     given = [(n, tuple(s)) for n, s in json.loads(params_json)] if params_json else None
+    mt = stored_type(d)
+    if mt is not None:                              # pure Python: the stored class defaults, the exact count
+        return profile_from_fields(d, stored_defaults()["model_types"][mt], where, model_id, given)
     if hf_config.known_model_type(d) is None:
         # a repository that ships its own modelling code for a type transformers lacks (MiniMax-M1): read by
         # structure from the file alone — every field it states — and counted from those fields
@@ -672,3 +722,7 @@ def profile_from_config_path(path) -> ModelProfile:
     p = Path(path).resolve()
     model_id = p.name if p.is_dir() else (p.parent.name if p.stem == "config" else p.stem)
     return profile_from_config(d, where, model_id=model_id)
+
+
+if __name__ == "__main__":
+    print(f"wrote {STORED_DEFAULTS} for {len(write_stored_defaults()['model_types'])} model types")

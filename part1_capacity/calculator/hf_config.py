@@ -113,3 +113,15 @@ def meta_parameters(config: dict, where: str = "config.json") -> list[tuple[str,
         msg = (str(first).strip().splitlines() or [type(first).__name__])[0][:200]
         raise InputError(f"{where}: transformers cannot build this model: {msg}") from None
     return [(n, tuple(p.shape)) for n, p in model.named_parameters()]
+
+
+def version() -> str:
+    return _transformers().__version__
+
+
+def architectures_of(model_type: str) -> list[str]:
+    """The causal-LM class names ``transformers`` maps to ``model_type`` (what a config's ``architectures`` names)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    cls = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
+    return [] if cls is None else ([cls] if isinstance(cls, str) else list(cls))
