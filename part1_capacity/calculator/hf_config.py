@@ -84,11 +84,27 @@ def class_defaults(model_type: str) -> dict:
     """The defaults of ``model_type``'s config class alone (no file): what a stored table for a Python without
     ``transformers`` (the browser) holds. Derived fields are those of the class's default size."""
     cfg = _transformers().AutoConfig.for_model(model_type)
-    out = _as_dict(cfg)
+    out = _undrived(cfg, _as_dict(cfg))
     text = cfg.get_text_config()
     if text is not cfg:
-        out["text_config"] = _as_dict(text)
+        out["text_config"] = _undrived(text, _as_dict(text))
     return out
+
+
+# sizes a class derives from other sizes when left out (Llama's head_dim = hidden_size / heads): a default
+# instance's value would be that of the default size, so the class's own default (None) is kept instead
+_DERIVED = ("head_dim", "num_key_value_heads")
+
+
+def _undrived(cfg, d: dict) -> dict:
+    import dataclasses
+
+    if dataclasses.is_dataclass(type(cfg)):
+        defaults = {f.name: f.default for f in dataclasses.fields(type(cfg))}
+        for k in _DERIVED:
+            if k in defaults and defaults[k] is None:
+                d[k] = None
+    return d
 
 
 def meta_parameters(config: dict, where: str = "config.json") -> list[tuple[str, tuple[int, ...]]]:
