@@ -657,7 +657,8 @@ STORED_DEFAULTS = Path(__file__).resolve().parent / "data" / "config_defaults.js
 
 @lru_cache(maxsize=1)
 def stored_defaults() -> dict:
-    """``{"model_types": {type: class defaults}, "architectures": {class: type}, "transformers": version}``."""
+    """``{"model_types": {type: class defaults}, "architectures": {class: type}, "known_types": [every type
+    transformers has], "transformers": version}``."""
     return json.loads(STORED_DEFAULTS.read_text())
 
 
@@ -669,6 +670,8 @@ def stored_type(d: dict) -> str | None:
     mt = d.get("model_type")
     if mt in table["model_types"]:
         return mt
+    if mt in table["known_types"]:            # a type transformers has: its own class reads it, not another's
+        return None
     archs = d.get("architectures") if isinstance(d.get("architectures"), list) else []
     return next((table["architectures"][a] for a in archs if a in table["architectures"]), None)
 
@@ -679,7 +682,8 @@ def write_stored_defaults(path=STORED_DEFAULTS) -> dict:
     from part1_capacity.calculator import hf_config
 
     table = {"transformers": hf_config.version(), "model_types": {mt: hf_config.class_defaults(mt) for mt in COUNTED},
-             "architectures": {a: mt for mt in COUNTED for a in hf_config.architectures_of(mt)}}
+             "architectures": {a: mt for mt in COUNTED for a in hf_config.architectures_of(mt)},
+             "known_types": hf_config.known_types()}
     Path(path).write_text(json.dumps(table, indent=1, sort_keys=True, default=str) + "\n")
     return table
 

@@ -141,3 +141,10 @@ def architectures_of(model_type: str) -> list[str]:
 
     cls = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
     return [] if cls is None else ([cls] if isinstance(cls, str) else list(cls))
+
+
+def known_types() -> list[str]:
+    """Every model_type ``transformers`` has a config class for."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return sorted(CONFIG_MAPPING_NAMES)
