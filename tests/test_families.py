@@ -288,3 +288,15 @@ def test_a_counted_config_plans_without_transformers_or_torch():
             "heavy = [m for m in ('transformers', 'torch') if m in sys.modules]; assert not heavy, heavy")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-800:]
+
+
+def test_families_are_listed_by_structure_from_their_profiles():
+    ps = [load_model(path(n)) for n in ("llama-4-scout", "minimax-m1", "qwen3.5-35b-a3b", "deepseek-v3.2")]
+    assert configs.families_by_structure(ps) == {"chunked_attention": ["llama-4-scout"],
+                                                 "ssm_hybrid": ["minimax-m1", "qwen3.5-35b-a3b"],
+                                                 "mla": ["deepseek-v3.2"]}
+    assert configs.structure_summary(ps[0]) == ("chunked attention, 36 of 48 layers chunked (chunk 8,192), "
+                                                "8 K/V heads for 40, MoE")
+    assert configs.structure_summary(ps[3]) == "MLA latent + indexer keys, MoE"
+    # a vision tower makes active < total, but is no expert
+    assert "MoE" not in configs.structure_summary(load_model(path("gemma-3-27b-it")))

@@ -34,6 +34,7 @@ from part1_capacity.calculator.profiles import ModelProfile, profile_from_dict
 from part1_capacity.calculator.weights import WeightGroup
 
 # model_type → (what decides its cache, a published config.json the tests read: tests/data/configs/README.md).
+# Not a list of what is supported — any family is read by structure — but the published files the tests hold.
 FAMILIES = {
     "llama": ("GQA", "meta-llama/Llama-3.1-70B-Instruct"),
     "mistral": ("GQA; sliding window on every layer when set", "mistralai/Mistral-7B-v0.1"),
@@ -51,6 +52,15 @@ FAMILIES = {
     "granitemoehybrid": ("Mamba-2 hybrid, MoE", "ibm-granite/granite-4.0-h-tiny"),
     "qwen3_next": ("Gated DeltaNet hybrid, MoE", "Qwen/Qwen3-Next-80B-A3B-Instruct"),
     "falcon_h1": ("Mamba-2 and attention side by side in every layer", "tiiuae/Falcon-H1-0.5B-Base"),
+    "mixtral": ("GQA, MoE", "mistralai/Mixtral-8x7B-v0.1"),
+    "qwen3_moe": ("GQA, MoE", "Qwen/Qwen3-235B-A22B"),
+    "qwen3_vl_moe": ("GQA, MoE (multimodal: text_config)", "Qwen/Qwen3-VL-30B-A3B-Instruct"),
+    "qwen3_5_moe": ("Gated DeltaNet hybrid, MoE (multimodal: text_config)", "Qwen/Qwen3.5-35B-A3B"),
+    "llama4": ("chunked attention, 3 chunked : 1 global, MoE (multimodal: text_config)",
+               "meta-llama/Llama-4-Scout-17B-16E-Instruct"),
+    "kimi_k2": ("MLA, MoE, FP8 (DeepseekV3ForCausalLM)", "moonshotai/Kimi-K2-Instruct"),
+    "deepseek_v32": ("MLA with indexer keys, MoE, FP8", "deepseek-ai/DeepSeek-V3.2"),
+    "minimax_m1": ("lightning-attention hybrid, MoE (its own code)", "MiniMaxAI/MiniMax-M1"),
 }
 
 # Limits checked before transformers sees the file: far beyond any published model, near enough that a model
@@ -466,6 +476,40 @@ def profile_from_fields(config: dict, defaults: dict | None = None, where: str =
     prof["model_dtype"] = native
     prof["weight_groups"] = [{"name": g.name, "params": g.params, "dtype": g.dtype} for g in groups]
     return profile_from_dict(prof, where)
+
+
+# --- what a profile's structure is, in words (the calculator page lists families by it) ------------------------
+def structure_summary(p: ModelProfile) -> str:
+    """What decides one model's cache, from its profile: the attention structure, windows or chunks, recurrent
+    state, experts, shared K/V, indexer keys."""
+    from part0_foundations.l03_kv_cache.laws import STRUCTURES
+
+    parts = [STRUCTURES.get(p.structure, p.structure.replace("_", " "))]
+    if p.ssm is not None:
+        parts[0] = {"mamba1": "Mamba-1", "mamba2": "Mamba-2", "gated_deltanet": "gated DeltaNet",
+                    "lightning": "lightning attention"}[p.ssm.kind] + f" hybrid ({p.ssm.n_layers} of {p.n_layers} "
+        parts[0] += "layers recurrent)"
+    if p.n_window_layers:
+        kind = "chunked (chunk" if p.window_kind == "chunked" else "sliding-window (window"
+        parts.append(f"{p.n_window_layers} of {p.n_layers} layers {kind} {p.window:,})")
+    if p.is_mla:
+        parts[-1 if p.ssm is None and not p.n_window_layers else len(parts)] = (
+            "MLA latent" + (" + indexer keys" if p.index_head_dim else ""))
+    elif p.n_kv_heads < p.n_heads:
+        parts.append(f"{p.n_kv_heads} K/V heads for {p.n_heads}")
+    if p.n_kv_shared_layers:
+        parts.append(f"{p.n_kv_shared_layers} layers reuse earlier K/V")
+    if p.params_routed:                 # routed experts (a vision tower alone also makes active < total)
+        parts.append("MoE")
+    return ", ".join(dict.fromkeys(parts))
+
+
+def families_by_structure(profiles) -> dict[str, list[str]]:
+    """``{structure id: [model ids]}`` for the given profiles, in the order given."""
+    out: dict[str, list[str]] = {}
+    for p in profiles:
+        out.setdefault(p.structure, []).append(p.id)
+    return out
 
 
 # --- parameters from the fields ------------------------------------------------------------------------------------
