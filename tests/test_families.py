@@ -259,6 +259,7 @@ def test_the_stored_defaults_are_transformers_own():
     table = configs.stored_defaults()
     assert table["transformers"] == hf_config.version()
     assert set(table["model_types"]) == set(configs.COUNTED)
+    assert table["known_types"] == hf_config.known_types()
     for mt in configs.COUNTED:
         assert table["model_types"][mt] == json.loads(json.dumps(hf_config.class_defaults(mt), default=str)), mt
 
@@ -300,3 +301,17 @@ def test_families_are_listed_by_structure_from_their_profiles():
     assert configs.structure_summary(ps[3]) == "MLA latent + indexer keys, MoE"
     # a vision tower makes active < total, but is no expert
     assert "MoE" not in configs.structure_summary(load_model(path("gemma-3-27b-it")))
+
+
+def test_per_layer_mlp_widths_and_a_disabled_zero_window_are_read(tmp_path):
+    """Gemma 3n states one MLP width per layer; Qwen2-MoE's class writes sliding_window 0 when use_sliding_window
+    is false. Both are valid files (a zero window with the window on is still refused)."""
+    d = {**cfg("mixtral-8x7b"), "intermediate_size": [14336] * 32, "sliding_window": 0, "use_sliding_window": False}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    m = load_model(str(p))
+    assert m.kv_bytes_per_token(2) == 131_072 and m.n_window_layers == 0
+    d["use_sliding_window"] = True
+    p.write_text(json.dumps(d))
+    with pytest.raises(InputError, match="field 'sliding_window': must be a positive integer"):
+        load_model(str(p))

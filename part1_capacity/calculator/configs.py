@@ -85,6 +85,7 @@ _LIMITS = {
     "n_groups": (1, 4096), "linear_num_key_heads": (1, 4096), "linear_num_value_heads": (1, 4096),
     "linear_key_head_dim": (1, 4096), "linear_value_head_dim": (1, 4096), "linear_conv_kernel_dim": (1, 64),
 }
+_PER_LAYER = ("intermediate_size",)   # may be one value per layer
 _LISTS = ("layer_types", "layers_block_type", "mlp_only_layers", "attn_layer_indices")
 QUANT_METHODS = ("fp8", "mxfp4", "awq", "gptq")
 
@@ -114,8 +115,18 @@ def check_fields(d: dict, where: str) -> None:
     """Refuse values that would make ``transformers`` (or our own layer walk) crash, hang or blow up: numbers
     out of range, wrong types, zero periods. Fields left out are fine: their defaults come from ``transformers``."""
     for key, (lo, hi) in _LIMITS.items():
-        if d.get(key) is not None:
-            validate.number(d[key], f"{where}: field '{key}'", lo=lo, hi=hi, integer=True)
+        v = d.get(key)
+        if v is None:
+            continue
+        if key == "sliding_window" and v == 0 and d.get("use_sliding_window") is False:
+            continue                      # Qwen2-MoE's class writes 0 when the window is off
+        if key in _PER_LAYER and isinstance(v, list):     # Gemma 3n: an MLP width per layer (MatFormer)
+            if not 0 < len(v) <= 512:
+                raise InputError(f"{where}: field '{key}' must be one number or one per layer, got {len(v)} values")
+            for x in v:
+                validate.number(x, f"{where}: field '{key}'", lo=lo, hi=hi, integer=True)
+            continue
+        validate.number(v, f"{where}: field '{key}'", lo=lo, hi=hi, integer=True)
     for key in _LISTS:
         v = d.get(key)
         if v is not None and (not isinstance(v, list) or len(v) > 512

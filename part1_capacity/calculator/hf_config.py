@@ -125,6 +125,13 @@ def meta_parameters(config: dict, where: str = "config.json") -> list[tuple[str,
             break
         except (Exception, RecursionError) as exc:
             first = first or exc
+    if model is None and cfg.get_text_config() is not cfg:
+        # a tower that needs a library not installed (Gemma 3n's vision tower needs timm): the language model alone
+        try:
+            with torch.device("meta"):
+                model = tr.AutoModelForCausalLM.from_config(cfg.get_text_config())
+        except (Exception, RecursionError):
+            model = None
     if model is None:
         msg = (str(first).strip().splitlines() or [type(first).__name__])[0][:200]
         raise InputError(f"{where}: transformers cannot build this model: {msg}") from None
