@@ -1,6 +1,6 @@
 """Benchmark: `capacity plan` by a bundled id, a config.json and a Hub repository id, warm (not a test).
 
-Each case runs ``python -m part1_capacity.cli plan ... --json`` in a fresh process: one warm-up run (file caches
+Each case runs ``capacity plan ... --json`` in a fresh process: one warm-up run (file caches
 warm), then ``--repeat`` timed runs; the median wall time is reported with its ratio to the bundled id. The Hub id
 is served by a small Hub on 127.0.0.1 (tests/local_hub.py) holding a checkpoint written here (config.json and two
 safetensors shards); nothing leaves the machine.
@@ -31,7 +31,8 @@ def _tiny_hub_repo():
 
 
 def run(model: str, env: dict, repeat: int) -> tuple[float, float]:
-    argv = [sys.executable, "-m", "part1_capacity.cli", "plan", "--model", model, "--accelerator", "h100",
+    # the `capacity` command as a user runs it (its entry point beside this Python; PYTHONPATH picks this tree)
+    argv = [str(Path(sys.executable).with_name("capacity")), "plan", "--model", model, "--accelerator", "h100",
             "--context", "4096", "--json"]
     times = []
     for i in range(repeat + 1):
