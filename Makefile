@@ -131,6 +131,8 @@ $(LLAMA_DONE): requirements-llama.txt $(CORE)
 	@# A clone set up before the cache existed has its own build folder with both: keep it rather than compile again.
 	@if [ -d $(LLAMA_BUILD) ] && [ ! -L $(LLAMA_BUILD) ] && test -x $(LLAMA_BUILD)/bin/llama-bench \
 	    && $(BIN)/python -c "import llama_cpp" 2>/dev/null; then touch $@; exit 0; fi; \
+	if [ -L build ]; then echo "build/ is a link to $$(readlink -f build), another clone's: not relinking its llama.cpp"; \
+	  exit 1; fi; \
 	$(MAKE) --no-print-directory llama-sdist && \
 	entry=$$($(LLAMA_ENTRY_SH)) && mkdir -p $(LLAMA_CACHE) && \
 	flock $$entry.lock $(MAKE) --no-print-directory llama-entry ENTRY=$$entry && \
@@ -199,16 +201,16 @@ $(PYODIDE_DIR)/.done:
 # code) linked against the ggml libraries of the one llama.cpp build above (the shared ones llama_cpp and
 # llama-bench load, same vendored source and flags), so it times exactly the kernels llama-bench runs.
 # (test-backend-ops cannot: it pins half the CPUs' threads and never uses the repacking buffer.) Seconds to build;
-# cached in the llama.cpp entry per sha256 of its source, so clones with different versions of it never mix them.
+# kept in the llama.cpp build folder (the cache's) per sha256 of its source, so clones with different versions of
+# it never share one; build/matmul-bench links to it.
 MATMUL_BENCH := build/matmul-bench
 .PHONY: matmul-bench
 matmul-bench: llama
-	@entry=$$(dirname $$(readlink -f $(LLAMA_BUILD))) && \
-	out=$$entry/matmul-bench/$$(sha256sum part1_capacity/engine/matmul_bench.c | cut -c1-16) && \
+	@lib=$$(readlink -f $(LLAMA_BUILD)) && out=$$lib/matmul-bench/$$(sha256sum part1_capacity/engine/matmul_bench.c | cut -c1-16) && \
 	{ test -x $$out/matmul-bench || { mkdir -p $$out && \
-	  $(CC) -O2 -std=gnu11 -I$$entry/src/llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp/ggml/include \
-	    part1_capacity/engine/matmul_bench.c -o $$out/matmul-bench.$$$$ -L$$entry/build/bin \
-	    -lggml -lggml-cpu -lggml-base -Wl,-rpath,$$entry/build/bin -lm -lpthread && \
+	  $(CC) -O2 -std=gnu11 -I$$(readlink -f $(LLAMA_SRC))/llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp/ggml/include \
+	    part1_capacity/engine/matmul_bench.c -o $$out/matmul-bench.$$$$ -L$$lib/bin \
+	    -lggml -lggml-cpu -lggml-base -Wl,-rpath,$$lib/bin -lm -lpthread && \
 	  mv $$out/matmul-bench.$$$$ $$out/matmul-bench; }; } && ln -sfn $$out/matmul-bench $(MATMUL_BENCH)
 
 clean:
