@@ -127,19 +127,22 @@ llama:
 	@test -x $(LLAMA_BUILD)/bin/llama-bench || rm -f $(LLAMA_DONE)
 	@$(MAKE) --no-print-directory $(LLAMA_DONE)
 
+# A clone set up before the cache existed has its own build folder with both: it is kept rather than compiled again.
+# (Only the lines that call $(MAKE) run under `make -n`: the one that replaces build/ folders has none.)
+LLAMA_OWN_SH = { [ -d $(LLAMA_BUILD) ] && [ ! -L $(LLAMA_BUILD) ] && test -x $(LLAMA_BUILD)/bin/llama-bench \
+                 && $(BIN)/python -c "import llama_cpp" 2>/dev/null; }
 $(LLAMA_DONE): requirements-llama.txt $(CORE)
-	@# A clone set up before the cache existed has its own build folder with both: keep it rather than compile again.
-	@if [ -d $(LLAMA_BUILD) ] && [ ! -L $(LLAMA_BUILD) ] && test -x $(LLAMA_BUILD)/bin/llama-bench \
-	    && $(BIN)/python -c "import llama_cpp" 2>/dev/null; then touch $@; exit 0; fi; \
-	if [ -L build ]; then echo "build/ is a link to $$(readlink -f build), another clone's: not relinking its llama.cpp"; \
-	  exit 1; fi; \
-	$(MAKE) --no-print-directory llama-sdist && \
-	entry=$$($(LLAMA_ENTRY_SH)) && mkdir -p $(LLAMA_CACHE) && \
-	flock $$entry.lock $(MAKE) --no-print-directory llama-entry ENTRY=$$entry && \
-	rm -rf $(LLAMA_BUILD) $(LLAMA_SRC) && mkdir -p build && \
-	ln -s $$entry/build $(LLAMA_BUILD) && ln -s $$entry/src $(LLAMA_SRC) && \
-	$(BIN)/pip install -q $$entry/wheel/llama_cpp_python-$(LLAMA_VERSION)-*.whl && \
-	echo "llama.cpp: using the build in $$entry" && touch $@
+	@$(LLAMA_OWN_SH) || $(MAKE) --no-print-directory llama-sdist
+	@$(LLAMA_OWN_SH) || { entry=$$($(LLAMA_ENTRY_SH)) && mkdir -p $(LLAMA_CACHE) && \
+	  flock $$entry.lock $(MAKE) --no-print-directory llama-entry ENTRY=$$entry; }
+	@$(LLAMA_OWN_SH) || { \
+	  if [ -L build ]; then echo "build/ is a link to $$(readlink -f build), another clone's: not relinking its llama.cpp"; \
+	    exit 1; fi; \
+	  entry=$$($(LLAMA_ENTRY_SH)) && rm -rf $(LLAMA_BUILD) $(LLAMA_SRC) && mkdir -p build && \
+	  ln -s $$entry/build $(LLAMA_BUILD) && ln -s $$entry/src $(LLAMA_SRC) && \
+	  $(BIN)/pip install -q $$entry/wheel/llama_cpp_python-$(LLAMA_VERSION)-*.whl && \
+	  echo "llama.cpp: using the build in $$entry"; }
+	@touch $@
 
 # The pinned sdist, downloaded once into the cache (through a scratch folder: never a half-written file there).
 llama-sdist:
