@@ -125,7 +125,7 @@ llama-bench: llama
 # The stamp stays only while the cached build it links to is there (`make clean-llama-cache` removes it).
 llama:
 	@test -x $(LLAMA_BUILD)/bin/llama-bench || rm -f $(LLAMA_DONE)
-	@$(MAKE) --no-print-directory $(LLAMA_DONE)
+	@$(MAKE) --no-print-directory -s $(LLAMA_DONE)
 
 # A clone set up before the cache existed has its own build folder with both: it is kept rather than compiled again.
 # (Only the lines that call $(MAKE) run under `make -n`: the one that replaces build/ folders has none.)
