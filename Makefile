@@ -91,7 +91,7 @@ notebooks: $(CORE)
 # cache outside the clone, one entry per key: the sdist's sha256, the CMake arguments and the C/C++ compilers'
 # versions (everything that changes the binaries). An entry holds the unpacked source (src/), the CMake build
 # folder (build/: scikit-build-core's build-dir, then llama-bench as one more target of it), the llama-cpp-python
-# wheel pip built from it (wheel/) and matmul-bench per version of its source (matmul-bench/<sha>/). A clone links
+# wheel pip built from it (wheel/) and matmul-bench per version of its source (build/matmul-bench/<sha>/). A clone links
 # build/llama.cpp-src and build/llama.cpp to the entry and installs the wheel: a second clone compiles nothing.
 # Entries are built under a lock (two clones at once build it once); `make clean-llama-cache` removes the cache.
 # LLAVA_BUILD=OFF: the course uses no multimodal model (llama_cpp loads libmtmd only for those), and llama.cpp's
