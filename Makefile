@@ -91,8 +91,8 @@ notebooks: $(CORE)
 # cache outside the clone, one entry per key: the sdist's sha256, the CMake arguments and the C/C++ compilers'
 # versions (everything that changes the binaries). An entry holds the unpacked source (src/), the CMake build
 # folder (build/: scikit-build-core's build-dir, then llama-bench as one more target of it), the llama-cpp-python
-# wheel pip built from it (wheel/) and matmul-bench per version of its source (build/matmul-bench/<sha>/). A clone links
-# build/llama.cpp-src and build/llama.cpp to the entry and installs the wheel: a second clone compiles nothing.
+# wheel pip built from it (wheel/) and matmul-bench per version of its source (build/matmul-bench/<sha>/). A clone
+# links build/llama.cpp-src and build/llama.cpp to the entry and installs the wheel: a second clone compiles nothing.
 # Entries are built under a lock (two clones at once build it once); `make clean-llama-cache` removes the cache.
 # LLAVA_BUILD=OFF: the course uses no multimodal model (llama_cpp loads libmtmd only for those), and llama.cpp's
 # tools folder defines the same mtmd target. The UI and OpenSSL switches keep the build from downloading anything.
@@ -160,16 +160,17 @@ llama-entry:
 	  CMAKE_GENERATOR="$$(command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")" \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/pip wheel -q --no-deps \
 	    -w $(ENTRY)/wheel --config-settings=build-dir=$(ENTRY)/build $(ENTRY)/src/llama_cpp_python-$(LLAMA_VERSION) && \
-	  cmake -S $(ENTRY)/src/llama_cpp_python-$(LLAMA_VERSION) -B $(ENTRY)/build -Wno-dev -DLLAMA_BUILD_TOOLS=ON >/dev/null && \
-	  cmake --build $(ENTRY)/build --target llama-bench -j2 >/dev/null && \
-	  touch $(ENTRY)/done; }
+	  if { cmake -S $(ENTRY)/src/llama_cpp_python-$(LLAMA_VERSION) -B $(ENTRY)/build -Wno-dev -DLLAMA_BUILD_TOOLS=ON && \
+	       cmake --build $(ENTRY)/build --target llama-bench -j2; } > $(ENTRY)/llama-bench.log 2>&1; \
+	  then touch $(ENTRY)/done; \
+	  else tail -n 40 $(ENTRY)/llama-bench.log; echo "llama-bench did not build: $(ENTRY)/llama-bench.log"; false; fi; }
 
 # One more target of the same (cached) build: only the target's own files are compiled.
 .PHONY: llama-target
 llama-target: llama
-	entry=$$(dirname $$(readlink -f $(LLAMA_BUILD))) && flock $$entry.lock sh -c '\
-	  cmake -S $(LLAMA_SRC)/llama_cpp_python-$(LLAMA_VERSION) -B $(LLAMA_BUILD) -Wno-dev $(LLAMA_CMAKE) >/dev/null && \
-	  cmake --build $(LLAMA_BUILD) --target $(TARGET) -j2 >/dev/null'
+	@log=$(LLAMA_BUILD)/target-$(TARGET).log; flock $$(dirname $$(readlink -f $(LLAMA_BUILD))).lock sh -c '\
+	  cmake -S $(LLAMA_SRC)/llama_cpp_python-$(LLAMA_VERSION) -B $(LLAMA_BUILD) -Wno-dev $(LLAMA_CMAKE) && \
+	  cmake --build $(LLAMA_BUILD) --target $(TARGET) -j2' > $$log 2>&1 || { tail -n 40 $$log; false; }
 
 # Every cached llama.cpp build of this machine, and this clone's links to it.
 clean-llama-cache:
