@@ -19,7 +19,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 # The venv's packages that stand for "the stack is there" (dist-info names, lower case).
 CORE_PACKAGES = ("torch", "numpy", "transformers", "nbgrader", "mkdocs_material", "pytest")
-NOTO_CJK = ("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc", "/usr/share/fonts/opentype/noto/NotoSerifCJK-Regular.ttc")
+# Where Debian's fonts-noto-cjk puts its fonts.
+NOTO_CJK = ("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
+            "/usr/share/fonts/opentype/noto/NotoSerifCJK-Regular.ttc")
 
 
 @dataclass(frozen=True)
@@ -63,9 +65,9 @@ def check(repo: Path = REPO, cache: Path | None = None) -> list[Component]:
     cache = cache if cache is not None else default_cache()
     pkgs = venv_packages(repo)
     missing = [p for p in CORE_PACKAGES if p not in pkgs]
+    found = ", ".join(f"{p} {pkgs[p]}" for p in CORE_PACKAGES[:3])
     out = [Component("Python stack (.venv)", bool(pkgs) and not missing,
-                     "no .venv" if not pkgs else (f"missing {', '.join(missing)}" if missing else
-                                                   ", ".join(f"{p} {pkgs[p]}" for p in CORE_PACKAGES[:3])),
+                     "no .venv" if not pkgs else f"missing {', '.join(missing)}" if missing else found,
                      "make setup-core", "notebooks and their grading, make run, make site, make test")]
 
     entries = cache_entries(cache)
@@ -105,10 +107,10 @@ def check(repo: Path = REPO, cache: Path | None = None) -> list[Component]:
                          "make pyodide", "make run, make site, make test (the calculator page)"))
     bwrap = shutil.which("bwrap")
     out.append(Component("bubblewrap", bool(bwrap), bwrap or "bwrap not on PATH",
-                         "make system-packages (apt: bubblewrap)", "make test (the grader's sandbox)"))
+                         "make system-packages (apt: bubblewrap)", "make test"))
     fonts = [f for f in NOTO_CJK if Path(f).is_file()]
     out.append(Component("Noto CJK fonts", bool(fonts), fonts[0] if fonts else "not installed",
-                         "make system-packages (apt: fonts-noto-cjk)", "make site, make test (CJK text in figures)"))
+                         "make system-packages (apt: fonts-noto-cjk)", "make test"))
     return out
 
 
