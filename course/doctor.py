@@ -65,17 +65,19 @@ def check(repo: Path = REPO, cache: Path | None = None) -> list[Component]:
     cache = cache if cache is not None else default_cache()
     pkgs = venv_packages(repo)
     missing = [p for p in CORE_PACKAGES if p not in pkgs]
-    found = ", ".join(f"{p} {pkgs[p]}" for p in CORE_PACKAGES[:3])
+    found = ", ".join(f"{p} {pkgs[p]}" for p in CORE_PACKAGES[:3] if p in pkgs)
     out = [Component("Python stack (.venv)", bool(pkgs) and not missing,
                      "no .venv" if not pkgs else f"missing {', '.join(missing)}" if missing else found,
                      "make setup-core", "notebooks and their grading, make run, make site, make test")]
 
     entries = cache_entries(cache)
     complete = [p for p, done in entries if done]
-    out.append(Component("llama.cpp cache", bool(complete),
-                         f"{cache}: " + (f"{len(complete)} complete build(s)" if complete else
-                                         "empty" if not entries else "only an unfinished build") +
-                         (f", {len(entries) - len(complete)} unfinished" if complete and len(entries) > len(complete) else ""),
+    if complete:
+        state = f"{len(complete)} complete build(s)" + (f", {len(entries) - len(complete)} unfinished"
+                                                         if len(entries) > len(complete) else "")
+    else:
+        state = "only an unfinished build" if entries else "empty"
+    out.append(Component("llama.cpp cache", bool(complete), f"{cache}: {state}",
                          "make llama (compiles once per machine)", "every clone's make test, make setup"))
 
     build = repo / "build" / "llama.cpp"
