@@ -165,12 +165,13 @@ llama-entry:
 	  then touch $(ENTRY)/done; \
 	  else tail -n 40 $(ENTRY)/llama-bench.log; echo "llama-bench did not build: $(ENTRY)/llama-bench.log"; false; fi; }
 
-# One more target of the same (cached) build: only the target's own files are compiled.
+# One more target of the same (cached) build: only the target's own files are compiled. CMake is given the cache's
+# real paths, never this clone's links: the build folder must not name a clone that may be deleted.
 .PHONY: llama-target
 llama-target: llama
-	@log=$(LLAMA_BUILD)/target-$(TARGET).log; flock $$(dirname $$(readlink -f $(LLAMA_BUILD))).lock sh -c '\
-	  cmake -S $(LLAMA_SRC)/llama_cpp_python-$(LLAMA_VERSION) -B $(LLAMA_BUILD) -Wno-dev $(LLAMA_CMAKE) && \
-	  cmake --build $(LLAMA_BUILD) --target $(TARGET) -j2' > $$log 2>&1 || { tail -n 40 $$log; false; }
+	@b=$$(readlink -f $(LLAMA_BUILD)) && log=$$b/target-$(TARGET).log && flock $$(dirname $$b).lock sh -c "\
+	  cmake -S $$(readlink -f $(LLAMA_SRC))/llama_cpp_python-$(LLAMA_VERSION) -B $$b -Wno-dev $(LLAMA_CMAKE) && \
+	  cmake --build $$b --target $(TARGET) -j2" > $$log 2>&1 || { tail -n 40 $$log; false; }
 
 # Every cached llama.cpp build of this machine, and this clone's links to it.
 clean-llama-cache:
