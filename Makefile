@@ -117,7 +117,7 @@ LLAMA_KEY_SH = { echo "sdist sha256 $$(sha256sum $(LLAMA_SDIST) | cut -d' ' -f1)
                  echo "cc $$($(CC) --version | head -1)"; echo "c++ $$($(CXX) --version | head -1)"; }
 LLAMA_ENTRY_SH = echo "$(LLAMA_CACHE)/$$($(LLAMA_KEY_SH) | sha256sum | cut -c1-16)"
 # How long the one compile takes, measured (README): said before it starts.
-LLAMA_BUILD_TIME := 11 min on a quiet 2-core machine, 40 min on a busy one
+LLAMA_BUILD_TIME := 8 min on 2 cores at load average 3, up to 40 min on a busy machine
 
 .PHONY: llama llama-bench llama-entry llama-sdist clean-llama-cache
 llama-bench: llama
