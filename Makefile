@@ -119,7 +119,7 @@ LLAMA_ENTRY_SH = echo "$(LLAMA_CACHE)/$$($(LLAMA_KEY_SH) | sha256sum | cut -c1-1
 # How long the one compile takes, measured (README): said before it starts.
 LLAMA_BUILD_TIME := 8 min on 2 cores at load average 3, up to 40 min on a busy machine
 
-.PHONY: llama llama-bench llama-entry llama-sdist clean-llama-cache
+.PHONY: llama llama-bench llama-entry llama-sdist clean-llama-cache print-llama-cache
 llama-bench: llama
 
 # The stamp stays only while the cached build it links to is there (`make clean-llama-cache` removes it).
