@@ -41,7 +41,7 @@ def repo_id(plan, hf_repo: str | None = None) -> str:
     return repo
 
 
-def command(plan, engine: str, hf_repo: str | None = None) -> str:
+def command(plan, engine: str, hf_repo: str | None = None, startup=None) -> str:
     if engine not in ENGINES:
         raise InputError(f"emit: unknown engine '{engine}'; allowed: {', '.join(ENGINES)}")
     acc = plan.accelerator
@@ -51,10 +51,10 @@ def command(plan, engine: str, hf_repo: str | None = None) -> str:
                          + (f" (--emit {others[0]})" if others else ""))
     if not plan.parallelism:
         raise InputError(f"emit: nothing to emit, the workload does not fit: {plan.verdict}")
-    return vllm_command(plan, hf_repo) if engine == "vllm" else llama_cpp_command(plan, hf_repo)
+    return vllm_command(plan, hf_repo, startup) if engine == "vllm" else llama_cpp_command(plan, hf_repo)
 
 
-def vllm_command(plan, hf_repo: str | None = None) -> str:
+def vllm_command(plan, hf_repo: str | None = None, startup=None) -> str:
     """``vllm serve`` for the plan's deployment (one engine instance; with data parallelism, its replicas)."""
     m, wl, par = plan.model, plan.workload, plan.parallelism
     if wl.kv_dtype not in VLLM_KV:

@@ -42,6 +42,9 @@ class Accelerator:
     status: str = "vendor"
     source: str = ""
     kernels: object = field(default=None, compare=False)   # speed.Kernels: measured per-type kernel costs (hosts)
+    engine_memory_bytes: float = 0.0   # total memory as the runtime reports it to the engine (0: not recorded)
+    engine_memory_source: str = ""     # where that figure was read (a start-up log, a runtime query)
+    unified_memory: bool = False       # CPU and GPU share one memory: the weights sit in it once
 
     def peak_flops(self, weights_dtype: str) -> float:
         """Dense peak for matmuls with weights of this dtype, by the dtype's compute class (``DType.compute``,
@@ -73,6 +76,11 @@ class Accelerator:
             d["int8_tflops"] = self.flops_int8 / 1e12
         if self.kernels is not None:
             d["kernels"] = asdict(self.kernels)
+        if self.engine_memory_bytes:
+            d["engine_memory_gib"] = self.engine_memory_bytes / GIB
+            d["engine_memory_source"] = self.engine_memory_source
+        if self.unified_memory:
+            d["unified_memory"] = True
         return d
 
 
@@ -121,6 +129,9 @@ def accelerator_from_dict(d: dict, where: str = "accelerator") -> Accelerator:
         engines=tuple(engines), status=str(d.get("status", "vendor")),
         source=str(d.get("source", "")),
         kernels=kernels_from_dict(d["kernels"], f"{w}.kernels") if d.get("kernels") else None,
+        engine_memory_bytes=_num(d, "engine_memory_gib", w, required=False) * GIB,
+        engine_memory_source=str(d.get("engine_memory_source", "")),
+        unified_memory=d.get("unified_memory") is True,
     )
 
 

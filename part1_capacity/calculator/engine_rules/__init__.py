@@ -157,3 +157,17 @@ def compare_engines(models, accelerator, workload) -> list[dict]:
         out.append({"model": plan.model.id, "structure": plan.model.structure, "accelerator": plan.accelerator.id,
                     "context": workload.context, "batch": workload.batch, "engines": rows})
     return out
+
+
+def startup_for_plan(plan, flags=None, hybrid_manager: bool = True):
+    """What vLLM logs at start-up for the plan's deployment (``vllm_memory.startup``): one instance of its
+    tensor × pipeline ranks, ``max_model_len`` = the workload's context, the weights at the plan's precision."""
+    from part1_capacity.calculator.engine_rules import vllm_memory
+
+    par = plan.parallelism or plan.parallelism_without_kv
+    tp = plan.workload.tensor_parallel or par.get("tensor") or 1
+    pp = plan.workload.pipeline_parallel or par.get("pipeline") or 1
+    wl = plan.workload
+    return vllm_memory.startup(plan.model, plan.accelerator, wl.context, plan.weights_bytes, tp, pp,
+                               get_dtype(wl.kv_dtype).bytes, get_dtype(plan.model.native_dtype).bytes,
+                               get_dtype(wl.state_dtype).bytes, hybrid_manager, flags)

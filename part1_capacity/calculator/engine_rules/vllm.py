@@ -97,7 +97,8 @@ def _group_size(counts: dict) -> int:
 
 
 def reservation(profile, max_model_len: int, tp: int = 1, kv_bytes: float = 2, conv_bytes: float = 2,
-                ssm_bytes: float = 4, batched_tokens: int = 8192, hybrid_manager: bool = True) -> Reservation:
+                ssm_bytes: float = 4, batched_tokens: int = 8192, hybrid_manager: bool = True,
+                block_size: int = BLOCK_SIZE) -> Reservation:
     """What vLLM reserves per request on one of ``tp`` ranks (see the module docstring for each rule)."""
     notes = []
     page_tok = attention_page_per_token(profile, tp, kv_bytes)
@@ -116,7 +117,7 @@ def reservation(profile, max_model_len: int, tp: int = 1, kv_bytes: float = 2, c
             counts["full"] = counts.get("full", 0) + profile.n_window_layers
             notes.append("--disable-hybrid-kv-cache-manager: sliding-window layers allocated at full length "
                          "(vllm/v1/core/kv_cache_utils.py unify_hybrid_kv_cache_specs)")
-    block = BLOCK_SIZE
+    block = block_size
     state = 0.0
     if profile.ssm is not None:
         if not hybrid_manager:
