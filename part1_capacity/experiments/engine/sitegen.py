@@ -513,6 +513,7 @@ def build(out):
     ladders = ql.saved_ladders()
     e2r = ladders.get("e2")
     kern = load_result(KERNELS)
+    build_vllm_startup(out)
     (out / "e2_validation.md").write_text(e2_validation(ladders))
     (out / "e2_study.md").write_text(e2_study(ladders))
     (out / "e2_misses.md").write_text(e2_misses(ladders))
@@ -548,6 +549,13 @@ def build(out):
         _missing(out, ("e2_table.md", "e2_model.md", "e2_findings.md", "e2_run.md", "host_table.md"), "e2")
         for name in ("e2_prefill.png", "e2_decode.png"):
             _placeholder(out / name)
+
+
+def build_vllm_startup(out):
+    """vLLM's start-up lines predicted beside published logs (``vllm_startup.py``)."""
+    from part1_capacity.experiments.engine import vllm_startup
+
+    (out / "vllm_startup.md").write_text(vllm_startup.table())
 
 
 def _placeholder(path):

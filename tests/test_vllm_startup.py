@@ -1,0 +1,112 @@
+"""What vLLM logs at start-up (part1_capacity/calculator/engine_rules/vllm_memory.py): its KV budget, blocks,
+tokens and concurrency, against published start-up logs (each point with its source in
+part1_capacity/experiments/engine/data/vllm_startup_logs.json) and hand-worked examples from vLLM's source."""
+import json
+
+import pytest
+
+from part1_capacity.calculator.engine_rules import vllm_memory as vm
+from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.hardware import load_accelerator
+from part1_capacity.calculator.loader import load_model
+from part1_capacity.experiments.engine import vllm_startup
+from tests.in_process import capacity
+
+GIB, MIB, KIB = 2 ** 30, 2 ** 20, 2 ** 10
+
+
+@pytest.mark.parametrize("point", vllm_startup.load_points(), ids=lambda p: p["id"])
+def test_published_start_up_lines_reproduce_within_the_bounds(point):
+    assert point["source"] and point["vllm"]
+    (c,) = vllm_startup.checks([point])
+    bound = 0.003 if point["kind"] == "tokens_given_kv" else 0.05
+    assert abs(c.predicted / c.logged - 1) <= bound, (point["id"], c.logged, c.predicted)
+
+
+def test_given_kv_memory_blocks_tokens_and_concurrency_by_hand():
+    # Llama-3.1-8B: one block of all 32 layers = 16 tokens × 8 K/V heads × (128 + 128) × 2 B × 32 = 2 MiB;
+    # 58.11 GiB → ⌊58.11 × 512⌋ = 29,752 blocks = 476,032 tokens; 16,384 tokens = 1,024 blocks → 29.0547×
+    # (kv_cache_utils.py get_num_blocks, _report_kv_cache_config, get_max_concurrency_for_kv_cache_config)
+    s = vm.startup(load_model("llama-3.1-8b"), load_accelerator("h100"), 16384, 16e9,
+                   flags=vm.StartupFlags(kv_cache_memory_bytes=58.11 * GIB))
+    assert s.num_blocks == 29752 and s.kv_cache_tokens == 29752 * 16
+    assert s.max_concurrency == pytest.approx(29752 / 1024)
+    assert s.kv_cache_memory_bytes == pytest.approx(58.11 * GIB) and s.error is None
+
+
+def test_budget_terms_by_hand_on_an_rtx_3090():
+    # 23.58 GiB × 0.9 − 8.03e9 × 2 B − activation − 0.25 GiB; the activation: the sampler pass on
+    # min(256, 2048) rows × 128,256 logits × 14 B + 2,048 × 4,096 × 2 B of hidden state (2,048 batched tokens
+    # and 256 sequences: vLLM's defaults under 70 GiB, vllm/engine/arg_utils.py)
+    s = vm.startup(load_model("llama-3.1-8b"), load_accelerator("rtx-3090"), 8192, 8.03e9 * 2)
+    b = s.budget
+    act = 256 * 128256 * 14 + 2048 * 4096 * 2
+    assert b["activation_bytes"] == act and b["non_torch_bytes"] == 0.25 * GIB and b["cuda_graph_bytes"] == 0
+    assert s.kv_cache_memory_bytes == pytest.approx(23.58 * GIB * 0.9 - 16.06e9 - act - 0.25 * GIB)
+    assert set(b) >= {"total_bytes", "utilization", "weights_bytes", "activation_bytes", "non_torch_bytes",
+                      "cuda_graph_bytes"}
+
+
+def test_vllms_own_error_when_max_model_len_does_not_fit():
+    # 131,072 tokens × 128 KiB = 16.00 GiB for one request; the RTX 3090 leaves about 5.6 GiB
+    s = vm.startup(load_model("llama-3.1-8b"), load_accelerator("rtx-3090"), 131072, 8.03e9 * 2)
+    assert s.error.startswith("ValueError: To serve at least one request with the models's max seq len (131072), "
+                              "(16.00 GiB KV cache is needed, which is larger than the available KV cache memory (")
+    fit = int(s.error.split("estimated maximum model length is ")[1].split(".")[0])
+    assert fit % 16 == 0 and fit * 128 * KIB <= s.kv_cache_memory_bytes < (fit + 16) * 128 * KIB
+    none = vm.startup(load_model("llama-3.1-70b"), load_accelerator("rtx-3090"), 4096, 141e9)
+    assert none.error.startswith("ValueError: No available memory for the cache blocks.")
+
+
+def test_defaults_per_accelerator_as_vllm_picks_them():
+    # vllm/engine/arg_utils.py get_batch_defaults (vllm serve): ≥ 70 GiB and not an A100 → 8192 / 1024;
+    # otherwise 2048 / 256; TPU v6e 1024, v5e 512, v5p 256
+    assert vm.max_num_batched_tokens(79.19 * GIB, "NVIDIA H100") == 8192
+    assert vm.max_num_batched_tokens(79.15 * GIB, "NVIDIA A100 80GB") == 2048
+    assert vm.max_num_batched_tokens(23.58 * GIB, "RTX 3090") == 2048
+    assert [vm.max_num_batched_tokens(16e9, "", t) for t in ("tpu-v6e", "tpu-v5e", "tpu-v5p")] == [1024, 512, 256]
+    assert vm.max_num_seqs(79.19 * GIB, "NVIDIA H100") == 1024 and vm.max_num_seqs(79 * GIB, "A100") == 256
+
+
+def test_mla_block_sizes():
+    # vllm/platforms/cuda.py: FlashMLA (Hopper) 64, CUTLASS MLA (Blackwell) 128, else 16
+    ds = load_model("deepseek-v3")
+    assert vm.block_size(ds, "h200")[0] == 64 and vm.block_size(ds, "b200")[0] == 128
+    assert vm.block_size(load_model("llama-3.1-8b"), "h200")[0] == 16
+
+
+def test_pipeline_stages_split_layers_as_vllm_does():
+    # vllm/distributed/utils.py get_pp_indices: 61 layers on 4 stages → 15 each, the 1 left to the third
+    assert vm.pp_layers(61, 4) == [15, 15, 16, 15] and vm.pp_layers(32, 2) == [16, 16]
+    assert vm.pp_layers(62, 4) == [15, 16, 16, 15]
+
+
+def test_sizes_parse_and_bad_ones_are_refused():
+    assert vm.parse_size("12.22GiB") == pytest.approx(12.22 * GIB) and vm.parse_size("13e9") == 13e9
+    assert vm.parse_size("512MiB") == 512 * MIB and vm.parse_size("1000") == 1000
+    with pytest.raises(InputError, match="kv_cache_memory: expected a size such as 12.22GiB"):
+        vm.parse_size("lots")
+    with pytest.raises(InputError, match="kv_cache_memory: must be a positive size"):
+        vm.parse_size("-3GiB")
+
+
+def test_cli_keys_and_flags():
+    r = capacity("plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "16384", "--engine",
+                 "vllm", "--kv-cache-memory", "58.11GiB", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["engine_kv_cache_tokens"] == 476032 and d["engine_kv_cache_memory_bytes"] == pytest.approx(58.11 * GIB)
+    assert d["engine_max_concurrency"] == pytest.approx(29752 / 1024)
+    assert set(d["engine_memory_budget"]) >= {"total_bytes", "utilization", "weights_bytes", "activation_bytes",
+                                              "non_torch_bytes", "cuda_graph_bytes"}
+    bad = capacity("plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "4096",
+                   "--gpu-memory-utilization", "0.8")
+    assert bad.returncode == 2 and "--gpu-memory-utilization: a vLLM start-up flag, only with --engine vllm" in bad.stderr
+    bad = capacity("plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "4096", "--engine",
+                   "vllm", "--kv-cache-memory", "many")
+    assert bad.returncode == 2 and "expected a size such as 12.22GiB" in bad.stderr
+
+
+def test_sliding_window_concurrency_labelled_start_up_worst_case():
+    s = vm.startup(load_model("gemma-2-9b"), load_accelerator("h100"), 8192, 9.24e9 * 2)
+    assert any("start-up worst case" in n and "steady state" in n for n in s.notes)
