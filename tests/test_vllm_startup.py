@@ -2,6 +2,7 @@
 tokens and concurrency, against published start-up logs (each point with its source in
 part1_capacity/experiments/engine/data/vllm_startup_logs.json) and hand-worked examples from vLLM's source."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +111,16 @@ def test_cli_keys_and_flags():
 def test_sliding_window_concurrency_labelled_start_up_worst_case():
     s = vm.startup(load_model("gemma-2-9b"), load_accelerator("h100"), 8192, 9.24e9 * 2)
     assert any("start-up worst case" in n and "steady state" in n for n in s.notes)
+
+
+def test_datasheet_times_are_labelled_lower_bounds_in_text_and_json():
+    # data/speed.json: every datasheet efficiency is 1.0, so a datasheet time is the roofline's lower bound
+    speed = json.loads((Path(vm.__file__).parent.parent / "data" / "speed.json").read_text())
+    bf16 = speed["datasheet"]["types"]["bf16"]
+    assert bf16["decode_bandwidth_efficiency"] == 1.0 and bf16["prefill_peak_efficiency"] == 1.0
+    r = capacity("plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "8192", "--json")
+    d = json.loads(r.stdout)
+    assert d["decode"]["time_kind"] == d["prefill"]["time_kind"] == "roofline lower bound"
+    assert "time_s" in d["decode"] and "tokens_per_s" in d["decode"]          # no key dropped
+    text = capacity("plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "8192").stdout
+    assert "roofline lower bounds" in text and "time ≥" in text

@@ -30,6 +30,23 @@ TRUST_REMOTE_CODE = {
     "moonshotai/Kimi-K2-Instruct": "MoonshotAI/Kimi-K2 docs/deploy_guidance.md (vllm serve ... --trust-remote-code)",
 }
 LLAMA_CPP_KV = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", "q8_0": "q8_0"}
+_V053 = ("0.5.3", "listed on vLLM v0.5.3's engine-arguments page (docs.vllm.ai/en/v0.5.3/models/engine_args.html)")
+_V091 = ("0.9.1", "used by vLLM v0.9.1's examples/online_serving/multi_instance_data_parallel.py")
+_UNVERIFIED = (None, "in vLLM's current arg_utils.py; the first release that has it is not verified here")
+# The vLLM release each emitted flag needs (a release known to have it; None: not verified).
+VLLM_FLAG_SINCE = {
+    **{f: _V053 for f in ("--tensor-parallel-size", "--pipeline-parallel-size", "--max-model-len", "--max-num-seqs",
+                          "--max-num-batched-tokens", "--kv-cache-dtype", "--gpu-memory-utilization", "--dtype",
+                          "--quantization", "--trust-remote-code", "--block-size")},
+    **{f: _V091 for f in ("--data-parallel-size", "--data-parallel-size-local", "--data-parallel-address",
+                          "--data-parallel-rpc-port", "--headless")},
+    "--kv-cache-memory-bytes": ("0.14.1", "upstream by v0.14.1 (vllm-project/vllm-ascend PR #6375 carries it over "
+                                          "from that release)"),
+    **{f: _UNVERIFIED for f in ("--enable-expert-parallel", "--data-parallel-start-rank", "--mamba-ssm-cache-dtype",
+                                "--disable-hybrid-kv-cache-manager")},
+}
+HEAD_ADDRESS = "<HEAD_IP>"      # the head node's address: the operator fills it in
+DP_RPC_PORT = 13345             # any free port, the same on every node (vLLM's docs use 13345)
 
 
 def repo_id(plan, hf_repo: str | None = None) -> str:
@@ -67,8 +84,17 @@ def vllm_command(plan, hf_repo: str | None = None, startup=None) -> str:
         args.append(f"--data-parallel-size {par['data']}")
     if par["expert"] > 1:
         args.append("--enable-expert-parallel")
-    args += [f"--max-model-len {wl.context}", f"--max-num-seqs {par['sequences_per_replica']}",
-             f"--kv-cache-dtype {VLLM_KV[wl.kv_dtype]}", f"--gpu-memory-utilization {wl.usable_fraction:g}"]
+    flags = startup.flags if startup is not None else {}
+    given = getattr(startup, "given", {}) if startup is not None else {}
+    util = given.get("gpu_memory_utilization") or wl.usable_fraction
+    args += [f"--max-model-len {wl.context}",
+             f"--max-num-seqs {given.get('max_num_seqs') or par['sequences_per_replica']}",
+             f"--kv-cache-dtype {VLLM_KV[wl.kv_dtype]}", f"--gpu-memory-utilization {util:g}"]
+    if given.get("kv_cache_memory_bytes"):
+        args.append(f"--kv-cache-memory-bytes {int(given['kv_cache_memory_bytes'])}")
+    for key in ("max_num_batched_tokens", "block_size"):
+        if given.get(key):
+            args.append(f"--{key.replace('_', '-')} {flags[key]}")
     if repo in TRUST_REMOTE_CODE:
         args.append("--trust-remote-code")
     # The SSM state dtype the plan sized, when vLLM would keep another by itself (engine_alloc/vllm.py;
@@ -91,15 +117,41 @@ def vllm_command(plan, hf_repo: str | None = None, startup=None) -> str:
         else:
             notes.append(f"# {wl.weights_dtype} weights: serve a checkpoint already quantized to it "
                          f"(AWQ/GPTQ for int4/int8, a GGUF file for q8_0/q5_0/q4_k_m)")
+    if wl.weights_dtype == "fp8" and not plan.accelerator.flops_fp8:
+        notes.append(f"# {plan.accelerator.name} has no FP8 tensor cores: vLLM serves FP8 weights weight-only "
+                     "(FP8 Marlin kernels, vllm/model_executor/layers/quantization/utils/marlin_utils_fp8.py), "
+                     "the matmuls run at the 16-bit rate — half the memory, not twice the speed")
     if par["nodes"] > 1 and par["data"] > 1:
         local = max(1, plan.accelerator.node_size // (par["tensor"] * par["pipeline"]))
-        notes.append(f"# {par['nodes']} nodes: on each add --data-parallel-size-local {local}; the first with "
-                     f"--data-parallel-address <its IP>, the others with --headless --data-parallel-start-rank "
-                     f"<k·{local}> (vLLM's multi-node data parallelism)")
+        dp = [f"--data-parallel-size-local {local}", f"--data-parallel-address {HEAD_ADDRESS}",
+              f"--data-parallel-rpc-port {DP_RPC_PORT}"]
+        args += dp
+        worker = " ".join(a for a in args if not a.startswith("--data-parallel-size-local")
+                          and not a.startswith("--data-parallel-address") and not a.startswith("--data-parallel-rpc"))
+        notes.append(f"# this command runs on the head node ({HEAD_ADDRESS}: its address, reachable from the "
+                     f"others); vLLM's multi-node data parallelism (docs/serving/data_parallel_deployment.md) "
+                     f"starts each other node with the same address and port:")
+        shown = min(par["nodes"] - 1, 3)
+        for k in range(1, shown + 1):
+            notes.append(f"# node {k}: {worker} --headless {' '.join(dp)} --data-parallel-start-rank {k * local}")
+        if par["nodes"] - 1 > shown:
+            notes.append(f"# nodes {shown + 1}–{par['nodes'] - 1}: the same, --data-parallel-start-rank k × {local}")
     elif par["nodes"] > 1:
         notes.append(f"# {par['nodes']} nodes of {plan.accelerator.node_size}: start a Ray cluster across them first "
                      f"(vLLM's multi-node serving), then run this on the head node")
+    notes.append(version_note(args + notes))
     return " \\\n  ".join(args) + ("\n" + "\n".join(notes) if notes else "")
+
+
+def version_note(lines: list[str]) -> str:
+    """``# vLLM ≥ X`` for the flags in ``lines``: the newest release among those each flag is known in, and the
+    flags whose first release is not verified."""
+    used = sorted({w for line in lines for w in line.replace("#", " ").split() if w in VLLM_FLAG_SINCE})
+    known = [(tuple(int(x) for x in VLLM_FLAG_SINCE[f][0].split(".")), f) for f in used if VLLM_FLAG_SINCE[f][0]]
+    v, flag = max(known)
+    line = f"# needs vLLM >= {'.'.join(map(str, v))} ({flag}: {VLLM_FLAG_SINCE[flag][1]})"
+    unknown = [f for f in used if not VLLM_FLAG_SINCE[f][0]]
+    return line + (f"; first release not verified for {', '.join(unknown)}" if unknown else "")
 
 
 def llama_cpp_command(plan, hf_repo: str | None = None) -> str:

@@ -196,11 +196,13 @@ class Plan:
             "nodes_without_kv": self.deployment_without_kv.nodes if self.deployment_without_kv else None,
             "parallelism": self.parallelism,
             "parallelism_without_kv": self.parallelism_without_kv,
-            "prefill": ({**self.prefill.to_dict(), "communication_s": self.prefill_split.communication_s}
+            "prefill": ({**self.prefill.to_dict(), "communication_s": self.prefill_split.communication_s,
+                         "time_kind": speed.time_kind(self.accelerator, wl.weights_dtype)}
                         if self.prefill else None),
             "decode": ({**self.decode.to_dict(), "tokens_per_s": wl.batch / self.decode.time_s,
                         "communication_s": dec.communication_s, "pipeline_microbatches": dec.microbatches,
-                        "pipeline_bubble_fraction": dec.bubble_fraction}
+                        "pipeline_bubble_fraction": dec.bubble_fraction,
+                        "time_kind": speed.time_kind(self.accelerator, wl.weights_dtype)}
                        if self.decode else None),
             "bottleneck": self.bottleneck,
             "implication": self.verdict if self.accelerators_added_by_kv == 0 else IMPLICATIONS[self.bottleneck],

@@ -137,8 +137,13 @@ def render(plan: Plan) -> str:
             phases.append([name, f"{ph['arithmetic_intensity']:,.1f}", f"{ph['ridge_point']:,.0f}", ph["bound"],
                            fmt_time(ph["time_s"]), rate])
     if phases:
-        out += ["", table(phases, ["phase", "FLOP/byte", "ridge", "bound", "time", ""], left=(0, 3, 5))]
-        out.append(f"times from: {(d['decode'] or d['prefill'])['basis']}")
+        kind = (d["decode"] or d["prefill"])["time_kind"]
+        lower = kind == "roofline lower bound"
+        out += ["", table(phases, ["phase", "FLOP/byte", "ridge", "bound", "time ≥" if lower else "time",
+                                   "at most" if lower else ""], left=(0, 3, 5))]
+        out.append(f"times from: {(d['decode'] or d['prefill'])['basis']}"
+                   + (" — roofline lower bounds: every efficiency is 1.0, so a real engine takes longer and "
+                      "serves fewer tokens per second" if lower else ""))
     dec = d["decode"]
     if dec and (dec["communication_s"] > 0 or dec["pipeline_microbatches"] < (par or d["parallelism_without_kv"])
                 .get("pipeline", 1)):

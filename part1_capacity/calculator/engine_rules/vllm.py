@@ -150,9 +150,14 @@ def reservation(profile, max_model_len: int, tp: int = 1, kv_bytes: float = 2, c
              "sliding": cdiv(min(profile.window - 1 + batched_tokens, max_model_len), block) + 1,
              "state": 1}
     if "sliding" in counts:
+        steady = cdiv(min(profile.window, max_model_len), block) + 1
         notes.append(f"sliding-window layers budget {pages['sliding']} blocks of {block} per request: window − 1 + "
                      f"{batched_tokens:,} tokens of a chunked-prefill step, capped at the context, + 1 "
-                     "(kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes)")
+                     "(kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes) — the start-up worst case "
+                     "vLLM's 'Maximum concurrency' log divides by, not what a running server holds: in steady "
+                     f"decode a request keeps about {steady} blocks per sliding layer (its window + the block being "
+                     "filled; older blocks are freed, vllm/v1/core/single_type_kv_cache_manager.py "
+                     "SlidingWindowManager.remove_skipped_blocks)")
     total = group_size * page * sum(groups[k] * pages[k] for k in groups)
     slope = group_size * groups.get("full", 0) * page_tok
     if cdiv(max_model_len, block) * block != max_model_len:

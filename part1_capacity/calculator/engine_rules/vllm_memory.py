@@ -181,6 +181,7 @@ class Startup:
     flags: dict                            # the flag values used (defaults resolved)
     error: str | None = None               # vLLM's own error when one request of max_model_len does not fit
     notes: list = field(default_factory=list)
+    given: dict = field(default_factory=dict)   # the flags set explicitly (what ``--emit vllm`` passes on)
 
     def to_fields(self) -> dict:
         return {"engine_kv_cache_memory_bytes": self.kv_cache_memory_bytes,
@@ -283,8 +284,9 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
     flags_used = {"gpu_memory_utilization": util, "max_num_batched_tokens": batched, "max_num_seqs": seqs,
                   "block_size": block, "kv_cache_memory_bytes": f.kv_cache_memory_bytes,
                   "max_model_len": max_model_len}
+    given = {k: v for k, v in vars(f).items() if v is not None}
     return Startup(float(stage_avail), int(tokens), float(conc), int(blocks), int(block), budget, flags_used, error,
-                   notes)
+                   notes, given)
 
 
 def parse_size(text: str, field_name: str = "kv_cache_memory") -> float:
