@@ -124,3 +124,31 @@ def test_datasheet_times_are_labelled_lower_bounds_in_text_and_json():
     assert "time_s" in d["decode"] and "tokens_per_s" in d["decode"]          # no key dropped
     text = capacity("plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "8192").stdout
     assert "roofline lower bounds" in text and "time ≥" in text
+
+
+def test_accelerators_carry_the_memory_the_engine_sees_with_its_source():
+    from part1_capacity.calculator.hardware import bundled_accelerators
+
+    accs = bundled_accelerators()
+    new = ("rtx-3090", "rtx-4090", "rtx-5090", "rtx-pro-6000", "l40s", "h20", "b300", "mi355x", "m1-max", "m1-ultra",
+           "m2-max", "m2-ultra", "m3-max", "m3-ultra", "m4-max", "ryzen-ai-max-395", "dgx-spark")
+    assert set(new) <= set(accs)
+    for a in accs.values():
+        assert a.source, a.id
+        if a.engine_memory_bytes:
+            # at most the installed memory (a datasheet "80 GB" is often 80 GiB: up to 2^30/10^9 more)
+            assert a.engine_memory_source and a.engine_memory_bytes <= a.memory_bytes * GIB / 1e9, a.id
+    # the H100 as its runtime reports it (79.19 GiB in vLLM's log), not 80 GB = 74.5 GiB
+    assert accs["h100"].engine_memory_bytes == pytest.approx(79.19 * GIB)
+    assert "79.19" in accs["h100"].engine_memory_source
+    # macOS's GPU working-set cap: 96 GiB of a 128 GiB M4 Max as llama.cpp logs it (103079.22 MB = 96 × 2^30 B)
+    assert accs["m4-max"].engine_memory_bytes == 103079.22e6 // GIB * GIB
+    assert all(accs[i].unified_memory for i in ("m4-max", "m3-ultra", "ryzen-ai-max-395", "dgx-spark"))
+    assert not accs["h100"].unified_memory
+
+
+def test_start_up_uses_the_engine_visible_memory_not_the_datasheet():
+    s = vm.startup(load_model("llama-3.1-8b"), load_accelerator("h100"), 8192, 16e9)
+    assert s.budget["total_bytes"] == pytest.approx(79.19 * GIB)
+    s = vm.startup(load_model("llama-3.1-8b"), load_accelerator("rtx-4090"), 8192, 16e9)
+    assert s.budget["total_bytes"] == 24 * GIB and any("datasheet figure" in n for n in s.notes)

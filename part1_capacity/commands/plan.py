@@ -48,7 +48,8 @@ def run(a) -> int:
     plan = make_plan(a.model, a.accelerator, workload_from_args(a))
     alloc = engine_alloc.for_plan(plan, a.engine, not a.disable_hybrid_kv_cache_manager)
     start = None
-    if a.engine == "vllm" and (plan.parallelism or plan.parallelism_without_kv):
+    if (a.engine == "vllm" and (plan.parallelism or plan.parallelism_without_kv)
+            and "vllm" in plan.accelerator.engines):
         start = engine_alloc.startup_for_plan(plan, flags, not a.disable_hybrid_kv_cache_manager)
     if a.emit:
         print(emit.command(plan, a.emit, a.hf_repo, startup=start))

@@ -223,6 +223,9 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
     seqs = f.max_num_seqs or max_num_seqs(total, name)
     block, block_note = (f.block_size, f"--block-size {f.block_size}") if f.block_size else block_size(profile, aid)
     notes = [f"total memory {total / GiB:.2f} GiB as the engine sees it ({total_src})", block_note]
+    if getattr(acc, "unified_memory", False):
+        notes.append("unified memory: CPU and GPU share it, so the weights are loaded into it once and the budget "
+                     "above is all there is (no separate host copy to add)")
     layers = pp_layers(profile.n_layers, pp)
     r = _reservation(profile, max_model_len, tp, kv_bytes, conv_bytes, ssm_bytes, batched, hybrid_manager, block)
     block = r.block_size                  # raised for Mamba hybrids (page-size unification)
