@@ -214,3 +214,17 @@ def test_emit_vllm_passes_the_start_up_flags_given(capsys):
     assert f["--kv-cache-memory-bytes"] == str(20 * 2 ** 30) and f["--max-num-batched-tokens"] == "4096"
     assert f["--block-size"] == "32" and f["--gpu-memory-utilization"] == "0.8"
     assert "needs vLLM >= 0.14.1 (--kv-cache-memory-bytes" in out
+
+
+def test_emit_llama_cpp_caps_slots_at_llama_max_seq(capsys):
+    # llama.cpp src/llama-cparams.h: LLAMA_MAX_SEQ 256; llama-context.cpp throws "n_seq_max must be <= 256"
+    code, out, err = run(capsys, "plan", "--model", "llama-3.1-8b", "--accelerator", "m4-max", "--context", "1024",
+                         "--batch", "600", "--weights-dtype", "q4_k_m", "--emit", "llama.cpp")
+    assert code == 0, err
+    _, f = parse(out)
+    assert int(f["-np"]) <= 256 and int(f["-c"]) == 1024 * int(f["-np"])
+    servers = int(out.split("so run ")[1].split(" such servers")[0])
+    assert servers * int(f["-np"]) >= 600 and (servers - 1) * int(f["-np"]) < 600
+    code, out, err = run(capsys, "plan", "--model", "llama-3.1-8b", "--accelerator", "m4-max", "--context", "1024",
+                         "--batch", "256", "--weights-dtype", "q4_k_m", "--emit", "llama.cpp")
+    assert parse(out)[1]["-np"] == "256" and "such servers of" not in out

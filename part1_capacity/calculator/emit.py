@@ -45,6 +45,7 @@ VLLM_FLAG_SINCE = {
     **{f: _UNVERIFIED for f in ("--enable-expert-parallel", "--data-parallel-start-rank", "--mamba-ssm-cache-dtype",
                                 "--disable-hybrid-kv-cache-manager")},
 }
+LLAMA_MAX_SEQ = 256            # llama.cpp src/llama-cparams.h: the most sequences (slots) one context holds
 HEAD_ADDRESS = "<HEAD_IP>"      # the head node's address: the operator fills it in
 DP_RPC_PORT = 13345             # any free port, the same on every node (vLLM's docs use 13345)
 
@@ -166,9 +167,11 @@ def llama_cpp_command(plan, hf_repo: str | None = None) -> str:
         raise InputError(f"emit: llama.cpp serves one machine here, and this deployment needs {per_replica} "
                          f"{acc.name} per replica ({par['nodes']} nodes); use --emit vllm or a smaller plan")
     seqs = par["sequences_per_replica"]
+    servers = -(-seqs // LLAMA_MAX_SEQ)          # one context holds at most LLAMA_MAX_SEQ sequences
+    slots = -(-seqs // servers)
     kv = LLAMA_CPP_KV[wl.kv_dtype]
     gguf = f"{m.id}-{wl.weights_dtype}.gguf"
-    args = [f"llama-server -m {gguf}", f"-c {wl.context * seqs}", f"-np {seqs}", f"-ctk {kv}", f"-ctv {kv}"]
+    args = [f"llama-server -m {gguf}", f"-c {wl.context * slots}", f"-np {slots}", f"-ctk {kv}", f"-ctv {kv}"]
     if kv not in ("f32", "f16", "bf16"):
         args.append("-fa on")
     args.append("-ngl 999")
@@ -177,6 +180,12 @@ def llama_cpp_command(plan, hf_repo: str | None = None) -> str:
     if per_replica > 1:
         notes.append(f"# one machine with {per_replica} GPUs: llama.cpp splits the layers across them "
                      f"(its default -sm layer); tensor parallelism is vLLM's")
+    if servers > 1:
+        notes.append(f"# {seqs:,} sequences per replica: llama.cpp holds at most {LLAMA_MAX_SEQ} per context "
+                     f"(LLAMA_MAX_SEQ, src/llama-cparams.h; llama-context.cpp refuses more), so run {servers} such "
+                     f"servers of {slots} slots on different ports (--port) per replica, behind one load balancer"
+                     + (f" — {servers * slots - seqs} slot(s) spare" if servers * slots != seqs else ""))
     if par["data"] > 1:
-        notes.append(f"# {par['data']} replicas: run {par['data']} such servers, {seqs} sequences each")
+        notes.append(f"# {par['data']} replicas: run {par['data']} such " + ("groups of servers" if servers > 1 else
+                     "servers") + f", {seqs} sequences each")
     return " \\\n  ".join(args) + "\n" + "\n".join(notes)
