@@ -552,10 +552,13 @@ def build(out):
 
 
 def build_vllm_startup(out):
-    """vLLM's start-up lines predicted beside published logs (``vllm_startup.py``)."""
-    from part1_capacity.experiments.engine import vllm_startup
+    """vLLM's start-up lines predicted beside published logs (``vllm_startup.py``), and llama.cpp's other buffers:
+    published logs and E1's saved run on this machine (``buffers.py``)."""
+    from part1_capacity.experiments.engine import buffers, vllm_startup
 
     (out / "vllm_startup.md").write_text(vllm_startup.table())
+    (out / "llama_cpp_buffers_published.md").write_text(buffers.published_table())
+    (out / "e1_buffers.md").write_text(buffers.e1_table(load_result("e1_structures")))
 
 
 def _placeholder(path):
