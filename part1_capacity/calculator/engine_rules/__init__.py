@@ -168,6 +168,8 @@ def startup_for_plan(plan, flags=None, hybrid_manager: bool = True):
     tp = plan.workload.tensor_parallel or par.get("tensor") or 1
     pp = plan.workload.pipeline_parallel or par.get("pipeline") or 1
     wl = plan.workload
+    dep = plan.deployment or plan.deployment_without_kv
+    per_rank = dep.weights_per_rank if dep is not None and getattr(dep, "expert", 1) > 1 else None
     return vllm_memory.startup(plan.model, plan.accelerator, wl.context, plan.weights_bytes, tp, pp,
                                get_dtype(wl.kv_dtype).bytes, get_dtype(plan.model.native_dtype).bytes,
-                               get_dtype(wl.state_dtype).bytes, hybrid_manager, flags)
+                               get_dtype(wl.state_dtype).bytes, hybrid_manager, flags, per_rank)

@@ -35,7 +35,8 @@ from part1_capacity.calculator.errors import InputError
 GiB = 2 ** 30                            # vLLM logs GiB (vllm/utils GiB_bytes)
 ceil_div = vllm.cdiv
 VERSION = "vLLM v0.19"
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9     # vllm/config/cache.py, CacheConfig.gpu_memory_utilization
+# vllm/config/cache.py, CacheConfig.gpu_memory_utilization: 0.92 since vllm-project/vllm PR #38284 (0.9 before)
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 ACTIVATION_BYTES = 2                     # bf16/fp16 activations of the dummy forward pass
 # The profile run's sampler pass (gpu_model_runner.py _dummy_sampler_run, vllm/v1/sample/sampler.py) on
 # min(max_num_seqs, max_num_batched_tokens) rows of the vocabulary: logits in the model dtype (2 B), their
@@ -212,9 +213,10 @@ def estimate_max_model_len(profile, available: float, tp, kvb, conv, ssm, batche
 
 def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1, pp: int = 1,
             kv_bytes: float = 2, conv_bytes: float = 2, ssm_bytes: float = 4, hybrid_manager: bool = True,
-            flags: StartupFlags | None = None) -> Startup:
+            flags: StartupFlags | None = None, weights_per_rank: float | None = None) -> Startup:
     """vLLM's start-up figures for ``profile`` served with ``max_model_len`` on ``tp × pp`` ranks of ``acc``,
-    ``weights_bytes`` being the whole model's weights as loaded."""
+    ``weights_bytes`` being the whole model's weights as loaded; ``weights_per_rank`` (the deployment's, e.g. with
+    expert parallelism spreading the experts) replaces ``weights_bytes / (tp × pp)`` when given."""
     f = flags or StartupFlags()
     total, total_src = engine_memory(acc)
     name, aid = getattr(acc, "name", ""), getattr(acc, "id", "")
@@ -233,6 +235,8 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
     n_groups = sum(r.groups.values())
     # one block of every group on one rank, all layers (page × group_size per group ... shared tensors)
     per_block_all = r.page_bytes * r.group_size
+    if weights_per_rank is not None:
+        weights_bytes = weights_per_rank * tp * pp      # the stages' shares below are then this rank's
     weights_rank = weights_bytes / (tp * pp)
     act = activation_bytes(profile, batched, seqs, tp)
     notes += shapes(profile)[1]
@@ -277,9 +281,12 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
         notes.append(f"pipeline stages of {', '.join(map(str, layers))} layers (vllm/distributed/utils.py "
                      "get_pp_indices), weights counted in proportion to layers: the stage with the fewest blocks "
                      "decides")
-    budget["available_bytes"] = stage_avail
     tokens = blocks // n_groups * block
     conc = blocks / per_request_blocks
+    if n_groups > 1 and int(conc * max_model_len) != tokens:
+        notes.append(f"'GPU KV cache size' is {tokens:,} tokens as vLLM v0.19 logs it (blocks ÷ {n_groups} KV cache "
+                     f"groups × block size, kv_cache_utils.py _report_kv_cache_config); later releases log "
+                     f"concurrency × max_model_len = {int(conc * max_model_len):,} instead")
     if "sliding" in r.groups:
         notes.append("the concurrency above counts each request at its start-up worst case (window − 1 + a full "
                      f"{batched:,}-token prefill chunk per sliding layer); a running server holds only the window "
