@@ -49,9 +49,13 @@ def cdiv(a, b) -> int:
     return -(-int(a) // int(b))
 
 
-def max_num_batched_tokens(memory_bytes: float, name: str = "") -> int:
-    """vllm/engine/arg_utils.py (``get_batch_defaults``, ``vllm serve``): 8192 on GPUs of ≥ 70 GiB other than the
-    A100, 2048 otherwise."""
+def max_num_batched_tokens(memory_bytes: float, name: str = "", acc_id: str = "") -> int:
+    """``vllm serve``'s default (vllm/engine/arg_utils.py, ``EngineArgs.get_batch_defaults``, usage context
+    OPENAI_API_SERVER): TPU v6e 1024, v5e 512, v5p 256; GPUs with >= 70 GiB (as the runtime reports them) other
+    than the A100, 8192; every other GPU 2048."""
+    tpu = {"tpu-v6e": 1024, "tpu-v5e": 512, "tpu-v5p": 256}
+    if acc_id in tpu:
+        return tpu[acc_id]
     return 8192 if memory_bytes >= 70 * 2 ** 30 and "a100" not in name.lower() else 2048
 
 

@@ -73,14 +73,7 @@ SHAPES = {
 FALLBACK_VOCAB = 128256
 
 
-def max_num_batched_tokens(engine_memory: float, name: str = "", acc_id: str = "") -> int:
-    """``vllm serve``'s default (vllm/engine/arg_utils.py, ``EngineArgs.get_batch_defaults``, usage context
-    OPENAI_API_SERVER): TPU v6e 1024, v5e 512, v5p 256; GPUs with ≥ 70 GiB as the runtime reports them, other than
-    the A100, 8192; every other GPU 2048."""
-    tpu = {"tpu-v6e": 1024, "tpu-v5e": 512, "tpu-v5p": 256}
-    if acc_id in tpu:
-        return tpu[acc_id]
-    return 8192 if engine_memory >= 70 * GiB and "a100" not in name.lower() else 2048
+max_num_batched_tokens = vllm.max_num_batched_tokens     # the default per accelerator lives in vllm.py
 
 
 def max_num_seqs(engine_memory: float, name: str = "") -> int:
