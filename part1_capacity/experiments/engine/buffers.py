@@ -144,9 +144,11 @@ def published_table(points: list[dict] | None = None) -> str:
 def e1_table(result: dict | None) -> str:
     """E1's model, output and compute buffers for every tiny model (a saved ``capacity e1 --structure all`` run):
     reported by llama.cpp on this machine beside the rules' prediction, the largest compute error per model."""
+    bounds = (f"Model and output buffers are predicted exactly (to the log's two decimals); the compute buffer "
+              f"within {COMPUTE_TOLERANCE:.0%}; tensors padded to {rules.GGUF_ALIGNMENT} bytes in the file.\n\n")
     if not result or not any("buffers" in c for r in result.get("structures", []) for c in r["details"]):
-        return ("*No saved run with these buffers: `capacity e1 --structure all --save` records them (llama.cpp "
-                "built by `make test`).*\n")
+        return bounds + ("*No saved run with these buffers: `capacity e1 --structure all --save` records them "
+                         "(llama.cpp built by `make test`).*\n")
     rows = ["| model (GGUF) | model buffer: log / rule | output buffer: log / rule | compute buffer: log / rule "
             "(largest error over the cases) | cases within the bounds |", "|---|---:|---:|---:|---|"]
     for r in result["structures"]:
@@ -159,4 +161,4 @@ def e1_table(result: dict | None) -> str:
                     f"{fmt(last['output']['reported'])} / {fmt(last['output']['predicted'])} | "
                     f"{fmt(worst['reported'])} / {fmt(worst['predicted'])} "
                     f"({(worst['error'] or 0):+.1%}) | {ok}/{len(cases)} |")
-    return "\n".join(rows) + "\n"
+    return bounds + "\n".join(rows) + "\n"

@@ -557,6 +557,7 @@ def build_vllm_startup(out):
     from part1_capacity.experiments.engine import buffers, vllm_startup
 
     (out / "vllm_startup.md").write_text(vllm_startup.table())
+    (out / "vllm_startup_terms.md").write_text(vllm_startup.terms())
     (out / "llama_cpp_buffers_published.md").write_text(buffers.published_table())
     (out / "e1_buffers.md").write_text(buffers.e1_table(load_result("e1_structures")))
 

@@ -99,3 +99,16 @@ def table(cs: list[Check] | None = None) -> str:
     rows += ["", f"Largest error: KV memory {worst_kv:.2%} (bound {KV_BOUND:.0%}), token capacity with the KV "
                  f"memory given {worst_tok:.3%} (bound {TOKENS_BOUND:.1%})."]
     return "\n".join(rows) + "\n"
+
+
+def terms() -> str:
+    """The figures the page's prose relies on, from the data and the rules: an H100's memory as its runtime
+    reports it against the datasheet's, the non-PyTorch memory assumed, the default utilization."""
+    h100 = load_accelerator("h100")
+    nt = vm.NON_TORCH
+    return (f"An {h100.name} reports {h100.engine_memory_bytes / GiB:.2f} GiB to the runtime; counted as the "
+            f"datasheet's {h100.memory_bytes / 1e9:.0f} × 10⁹ bytes it would be {h100.memory_bytes / GiB:.1f} GiB, "
+            f"{1 - h100.memory_bytes / h100.engine_memory_bytes:.0%} short before anything else. Non-PyTorch "
+            f"memory assumed per worker: {nt['single'] / GiB:.2f} GiB alone, {nt['tensor'] / GiB:.1f} GiB with "
+            f"tensor parallelism, {nt['pipeline'] / GiB:.2f} GiB with pipeline stages only. Default "
+            f"`gpu_memory_utilization`: {vm.DEFAULT_GPU_MEMORY_UTILIZATION:g}.\n")
