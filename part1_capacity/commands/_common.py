@@ -100,7 +100,7 @@ def add_vllm_startup_flags(p: argparse.ArgumentParser):
                    help="vLLM's --kv-cache-memory-bytes: the KV memory per worker (12.22GiB, 13e9, bytes); "
                         "nothing is estimated")
     g.add_argument("--gpu-memory-utilization", type=fraction, default=None, metavar="F",
-                   help="vLLM's share of the device memory (default 0.92, vLLM's)")
+                   help="vLLM's share of the device memory (default 0.9, vLLM v0.19's)")
     g.add_argument("--max-num-seqs", type=positive_int, default=None, metavar="N",
                    help="vLLM's scheduler limit (default: 1024 on GPUs of >= 70 GiB other than the A100, else 256)")
     g.add_argument("--max-num-batched-tokens", type=positive_int, default=None, metavar="N",

@@ -35,8 +35,9 @@ from part1_capacity.calculator.errors import InputError
 GiB = 2 ** 30                            # vLLM logs GiB (vllm/utils GiB_bytes)
 ceil_div = vllm.cdiv
 VERSION = "vLLM v0.19"
-# vllm/config/cache.py, CacheConfig.gpu_memory_utilization: 0.92 since vllm-project/vllm PR #38284 (0.9 before)
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+# vllm/config/cache.py, CacheConfig.gpu_memory_utilization: 0.9 in v0.19 (its start-up log without the flag:
+# "Requested memory: 0.900000 (util)"); later releases raise it to 0.92 (vllm-project/vllm PR #38284)
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 ACTIVATION_BYTES = 2                     # bf16/fp16 activations of the dummy forward pass
 # The profile run's sampler pass (gpu_model_runner.py _dummy_sampler_run, vllm/v1/sample/sampler.py) on
 # min(max_num_seqs, max_num_batched_tokens) rows of the vocabulary: logits in the model dtype (2 B), their

@@ -64,6 +64,8 @@ def checks(points: list[dict] | None = None) -> list[Check]:
             out.append(Check(p, "KV memory (GiB)", kv, s.kv_cache_memory_bytes / GiB, KV_BOUND))
         else:
             out.append(Check(p, "KV cache size (tokens)", lg["tokens"], s.kv_cache_tokens, TOKENS_BOUND))
+            if "concurrency" in lg:
+                out.append(Check(p, "maximum concurrency (×)", lg["concurrency"], s.max_concurrency, TOKENS_BOUND))
     return out
 
 
@@ -90,13 +92,13 @@ def table(cs: list[Check] | None = None) -> str:
             "|---|---|---|---|---|---:|---:|---:|---|"]
     for c in cs:
         p = c.point
-        fmt = (lambda v: f"{v:,.2f}") if "GiB" in c.quantity else (lambda v: f"{v:,.0f}")
+        fmt = (lambda v: f"{v:,.0f}") if "tokens" in c.quantity else (lambda v: f"{v:,.2f}")
         what = c.quantity + (" from the logged terms" if p["kind"] == "kv_terms" else "")
         rows.append(f"| {p['model']} | {p['accelerator']} | {p['vllm']} | {_flags(p)} | {what} | {fmt(c.logged)} | "
                     f"{fmt(c.predicted)} | {c.error:+.2%} | {p['source']} |")
     worst_kv = max((abs(c.error) for c in cs if "GiB" in c.quantity), default=0.0)
-    worst_tok = max((abs(c.error) for c in cs if "tokens" in c.quantity), default=0.0)
-    rows += ["", f"Largest error: KV memory {worst_kv:.2%} (bound {KV_BOUND:.0%}), token capacity with the KV "
+    worst_tok = max((abs(c.error) for c in cs if "GiB" not in c.quantity), default=0.0)
+    rows += ["", f"Largest error: KV memory {worst_kv:.2%} (bound {KV_BOUND:.0%}), token capacity and concurrency with the KV "
                  f"memory given {worst_tok:.3%} (bound {TOKENS_BOUND:.1%})."]
     return "\n".join(rows) + "\n"
 
