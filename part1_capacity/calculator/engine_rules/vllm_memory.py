@@ -205,6 +205,40 @@ def estimate_max_model_len(profile, available: float, tp, kvb, conv, ssm, batche
     return best
 
 
+def _not_enough(max_model_len: int, need: float, available: float, fit: int) -> str:
+    """vLLM's own error (kv_cache_utils.py ``check_enough_kv_cache_memory``), word for word."""
+    if available <= 0:
+        return ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                f"when initializing the engine. See {ERROR_URL} for more details.")
+    est = f"Based on the available memory, the estimated maximum model length is {fit}. " if fit > 0 else ""
+    return (f"ValueError: To serve at least one request with the models's max seq len ({max_model_len}), "
+            f"({need / GiB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({available / GiB:.2f} GiB). {est}Try increasing `gpu_memory_utilization` or decreasing "
+            f"`max_model_len` when initializing the engine. See {ERROR_URL} for more details.")
+
+
+def _stages(profile, layers, r, per_block_all, budget, given, stage_weights, act, max_model_len, fit):
+    """Every worker holds its pipeline stage's layers; the fewest blocks over the workers decide
+    (kv_cache_utils.py ``get_kv_cache_configs``) and each worker checks that one request of its layers fits
+    (``check_enough_kv_cache_memory``). ``stage_weights``: all layers' weights on one rank; ``act(last)``: the
+    profile run's peak on a stage (the sampler runs on the last). Updates ``budget`` with the deciding stage's
+    terms; returns (blocks, that stage's KV memory, vLLM's error or None)."""
+    blocks, stage_avail, error = None, 0.0, None
+    requested = budget["total_bytes"] * budget["utilization"]
+    for i, n in enumerate(layers):
+        share = n / profile.n_layers
+        act_i = act(i == len(layers) - 1)
+        avail = given if given is not None else requested - stage_weights * share - act_i - budget["non_torch_bytes"]
+        b = int(max(avail, 0.0) // (per_block_all * share))
+        if blocks is None or b < blocks:
+            blocks, stage_avail = b, avail
+            budget.update(weights_bytes=stage_weights * share, activation_bytes=act_i)
+        need = r.bytes_per_request * share
+        if error is None and (avail <= 0 or need > avail):
+            error = _not_enough(max_model_len, need, avail, fit(avail / share) if avail > 0 else 0)
+    return blocks, float(stage_avail), error
+
+
 def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1, pp: int = 1,
             kv_bytes: float = 2, conv_bytes: float = 2, ssm_bytes: float = 4, hybrid_manager: bool = True,
             flags: StartupFlags | None = None, weights_per_rank: float | None = None) -> Startup:
@@ -227,50 +261,35 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
     block = r.block_size                  # raised for Mamba hybrids (page-size unification)
     notes += r.notes
     n_groups = sum(r.groups.values())
-    # one block of every group on one rank, all layers (page × group_size per group ... shared tensors)
+    # one block on one rank for all its layers: vLLM allocates group_size tensors, each shared by one layer of every
+    # group (kv_cache_utils.py get_kv_cache_config_from_groups), so a block costs page × group_size
     per_block_all = r.page_bytes * r.group_size
     if weights_per_rank is not None:
         weights_bytes = weights_per_rank * tp * pp      # the stages' shares below are then this rank's
     weights_rank = weights_bytes / (tp * pp)
     act = activation_bytes(profile, batched, seqs, tp)
     notes += shapes(profile)[1]
+    given_kv = None if f.kv_cache_memory_bytes is None else float(f.kv_cache_memory_bytes)
     nt = non_torch_bytes(tp, pp)
     budget = {"total_bytes": total, "utilization": util, "weights_bytes": weights_rank, "activation_bytes": act,
               "non_torch_bytes": nt, "cuda_graph_bytes": 0.0}
     if f.kv_cache_memory_bytes is not None:
-        avail = float(f.kv_cache_memory_bytes)
         notes.append("--kv-cache-memory given: vLLM skips the memory profiling and uses it as is "
                      "(gpu_worker.py determine_available_memory)")
     else:
-        avail = total * util - weights_rank - act - nt
         notes.append("CUDA graphs: captured after the cache is allocated, outside this budget "
                      "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0, the default, vllm/envs.py); they take memory "
                      "beyond the utilization share")
-    # every worker holds its pipeline stage's layers; the fewest blocks over the workers decide
-    # (kv_cache_utils.py get_kv_cache_configs), and each worker checks that one request fits
-    # (check_enough_kv_cache_memory, on its own layers)
+    def fit(available):
+        return estimate_max_model_len(profile, available, tp, kv_bytes, conv_bytes, ssm_bytes, batched,
+                                      hybrid_manager, block, max_model_len)
+
+    def stage_act(last):
+        return activation_bytes(profile, batched, seqs, tp, last)
+
+    blocks, stage_avail, error = _stages(profile, layers, r, per_block_all, budget, given_kv, weights_bytes / tp,
+                                         stage_act, max_model_len, fit)
     per_request_blocks = max(1, ceil_div(int(round(r.bytes_per_request)), int(per_block_all)))
-    blocks, error, stage_avail = None, None, avail
-    for i, n in enumerate(layers):
-        share = n / profile.n_layers
-        act_i = act if i == pp - 1 else activation_bytes(profile, batched, seqs, tp, last_stage=False)
-        a = avail if f.kv_cache_memory_bytes is not None else total * util - weights_bytes * share / tp - act_i - nt
-        b = int(max(a, 0.0) // (per_block_all * share))
-        if blocks is None or b < blocks:
-            blocks, stage_avail = b, a
-            budget.update(weights_bytes=weights_bytes * share / tp, activation_bytes=act_i)
-        need = r.bytes_per_request * share
-        if error is None and a <= 0:
-            error = ("ValueError: No available memory for the cache blocks. Try increasing "
-                     f"`gpu_memory_utilization` when initializing the engine. See {ERROR_URL} for more details.")
-        elif error is None and need > a:
-            fit = estimate_max_model_len(profile, a / share, tp, kv_bytes, conv_bytes, ssm_bytes, batched,
-                                         hybrid_manager, block, max_model_len)
-            est = f"Based on the available memory, the estimated maximum model length is {fit}. " if fit > 0 else ""
-            error = (f"ValueError: To serve at least one request with the models's max seq len ({max_model_len}), "
-                     f"({need / GiB:.2f} GiB KV cache is needed, which is larger than the available KV cache "
-                     f"memory ({a / GiB:.2f} GiB). {est}Try increasing `gpu_memory_utilization` or decreasing "
-                     f"`max_model_len` when initializing the engine. See {ERROR_URL} for more details.")
     if pp > 1:
         notes.append(f"pipeline stages of {', '.join(map(str, layers))} layers (vllm/distributed/utils.py "
                      "get_pp_indices), weights counted in proportion to layers: the stage with the fewest blocks "
