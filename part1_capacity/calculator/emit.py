@@ -46,7 +46,7 @@ VLLM_FLAG_SINCE = {
                                 "--disable-hybrid-kv-cache-manager")},
 }
 LLAMA_MAX_SEQ = 256            # llama.cpp src/llama-cparams.h: the most sequences (slots) one context holds
-HEAD_ADDRESS = "<HEAD_IP>"      # the head node's address: the operator fills it in
+HEAD_ADDRESS = "$HEAD_IP"       # the head node's address, a shell variable the operator sets on every node
 DP_RPC_PORT = 13345             # any free port, the same on every node (vLLM's docs use 13345)
 
 
@@ -129,9 +129,10 @@ def vllm_command(plan, hf_repo: str | None = None, startup=None) -> str:
         args += dp
         worker = " ".join(a for a in args if not a.startswith("--data-parallel-size-local")
                           and not a.startswith("--data-parallel-address") and not a.startswith("--data-parallel-rpc"))
-        notes.append(f"# this command runs on the head node ({HEAD_ADDRESS}: its address, reachable from the "
-                     f"others); vLLM's multi-node data parallelism (docs/serving/data_parallel_deployment.md) "
-                     f"starts each other node with the same address and port:")
+        notes.append(f"# set HEAD_IP to the head node's address (reachable from the others) on every node; this "
+                     f"command runs on the head node, and vLLM's multi-node data parallelism "
+                     f"(docs/serving/data_parallel_deployment.md) starts each other node with the same address and "
+                     f"port:")
         shown = min(par["nodes"] - 1, 3)
         for k in range(1, shown + 1):
             notes.append(f"# node {k}: {worker} --headless {' '.join(dp)} --data-parallel-start-rank {k * local}")
