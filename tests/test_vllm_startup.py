@@ -165,3 +165,14 @@ def test_start_up_uses_the_engine_visible_memory_not_the_datasheet():
     assert s.budget["total_bytes"] == pytest.approx(79.19 * GIB)
     s = vm.startup(load_model("llama-3.1-8b"), load_accelerator("rtx-4090"), 8192, 16e9)
     assert s.budget["total_bytes"] == 24 * GIB and any("datasheet figure" in n for n in s.notes)
+
+
+def test_eight_bit_column_says_when_a_type_runs_at_the_16_bit_rate():
+    # the A100 has INT8 tensor cores (624 TOPS dense) and no FP8 ones: FP8 weights multiply at its BF16 rate
+    from part1_capacity.calculator.hardware import eight_bit_cell
+
+    a100, h100 = load_accelerator("a100"), load_accelerator("h100")
+    assert eight_bit_cell(a100) == "16-bit rate / 624" and a100.peak_flops("fp8") == a100.flops_16
+    assert eight_bit_cell(h100) == "1,979 / 1,979"
+    r = capacity("list", "accelerators")
+    assert "fp8 / int8" in r.stdout and "16-bit rate / 624" in r.stdout

@@ -84,6 +84,14 @@ class Accelerator:
         return d
 
 
+def eight_bit_cell(acc) -> str:
+    """"fp8 / int8" dense TFLOP/s for a table; a type without its own units runs at the 16-bit rate
+    (``Accelerator.peak_flops``) and says so — an A100's FP8 weights multiply at its BF16 rate."""
+    fp8 = f"{acc.flops_fp8 / 1e12:,.0f}" if acc.flops_fp8 else "16-bit rate"
+    int8 = f"{acc.flops_int8 / 1e12:,.0f}" if acc.flops_int8 else "16-bit rate"
+    return f"{fp8} / {int8}"
+
+
 def _num(d, key, where, required=True, positive=True):
     v = d.get(key)
     if v is None:
