@@ -74,3 +74,15 @@ def test_log_lines_parse():
     assert got["compute"] == {"CPU": round(280.01 * MIB)}
     assert buffers.flash_attention_on(["llama_context: flash_attn            = auto"])
     assert not buffers.flash_attention_on(["llama_context: flash_attn    = 0"])
+
+
+def test_recurrent_width_by_hand():
+    # Mamba-2 (nemotron_h tiny): in_proj 2·1024 + 2·4·128 + 16 = 3,088, conv 1,024 + 2·4·128 = 2,048, d_inner 1,024
+    assert rules.recurrent_width(3088, 2048, 1024) == 3088 + 4096 + 2048
+    # Mamba-1 adds x_db (dt_rank + 2·d_state) and dt (d_inner); the delta-net repeats q and k to 4 value heads
+    assert rules.recurrent_width(1024, 512, 512, x_proj=48) == 1024 + 1024 + 1024 + 48 + 512
+    assert rules.recurrent_width(776, 512, 256, d_state=64, n_group=2, n_v_heads=4, delta_net=True) == \
+        776 + 1024 + 512 + 2 * 64 * 4
+    s = rules.GraphShape(n_vocab=512, n_embd=256, n_head=4, q_width=256, n_ff=512, recurrent_width=9232)
+    c = rules.compute_buffer_bytes(s, 1024, 0, 512, flash_attn=True)
+    assert c["total"] == c["recurrent"] == 1024 * 512 * 2 + 512 * 9232 * 4

@@ -178,6 +178,25 @@ class GraphShape:
     n_head: int
     q_width: int              # n_head × the query head dimension (MLA: its absorbed width)
     n_ff: int                 # the widest feed-forward (dense, or routed experts × used experts)
+    post_norms: bool = False  # gemma2/3: post-attention and post-feed-forward norms keep one more activation
+    recurrent_width: int = 0  # a recurrent layer's live activations per token: input projection + convolution
+    #                           input and output + scan output and its gated norm (0: no recurrent layers)
+
+
+def recurrent_width(in_proj: int, conv: int, d_inner: int, x_proj: int = 0, d_state: int = 0, n_group: int = 0,
+                    n_v_heads: int = 0, delta_net: bool = False) -> int:
+    """Float32 activations per token a recurrent layer keeps alive at once (``GraphShape.recurrent_width``): its
+    input projection (``in_proj`` wide, kept until the gate applies), the convolution's input and output (``conv``
+    channels each) and the scan's output and gated norm (``d_inner`` each) — ``src/models/mamba-base.cpp``
+    ``build_mamba2_layer``; Mamba-1 (``build_mamba_layer``) also keeps ``x_db`` (``x_proj`` wide) and ``dt``
+    (``d_inner``) for the scan; the delta-net (``src/models/qwen3next.cpp``) repeats queries and keys to the value
+    heads when it has fewer key heads (``n_group``) than value heads."""
+    width = in_proj + 2 * conv + 2 * d_inner
+    if x_proj:
+        width += x_proj + d_inner
+    if delta_net and n_group and n_group != n_v_heads:
+        width += 2 * d_state * n_v_heads
+    return width
 
 
 def compute_buffer_bytes(shape: GraphShape, n_kv: int, n_kv_swa: int = 0, n_ubatch: int = DEFAULT_N_UBATCH,
@@ -194,16 +213,21 @@ def compute_buffer_bytes(shape: GraphShape, n_kv: int, n_kv_swa: int = 0, n_ubat
       without; llama-graph.cpp ``build_attn_inp_kq_mask``) — and without flash attention the scores
       ``n_kv × n_ubatch × n_head`` float32 (``build_attn_mha``: ``kq``, soft-max in place) — beside four
       ``n_ubatch × width`` float32 activations (residual, normalised input, query, attention output);
-    - **feed-forward**: gate and up projections and two ``n_embd`` activations.
+    - **feed-forward**: the masks (alive until the last attention layer) beside gate and up projections and four
+      ``n_embd`` activations (residual, feed-forward input, its norm, the output; five with gemma's post-norms);
+    - **recurrent** (Mamba / gated delta-net layers, ``src/models/mamba-base.cpp``, ``delta-net-base.cpp``): the
+      masks beside ``recurrent_width`` float32 activations per token — the input projection (kept until its gate is
+      applied), the convolution's input (state + tokens) and output, the scan's output and its gated norm.
 
-    Not modelled: recurrent layers' scan intermediates and any backend's own scratch. Returns the three stages and
-    ``total`` (their maximum), in bytes."""
+    Not modelled: any backend's own scratch. Returns the stages and ``total`` (their maximum), in bytes."""
     out_rows = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     width = max(shape.n_embd, shape.q_width)
     mask_bytes = F16 if flash_attn else F32
     masks = (n_kv + n_kv_swa) * n_ubatch * mask_bytes
     scores = 0 if flash_attn else max(n_kv, n_kv_swa) * n_ubatch * shape.n_head * F32
+    residual = (5 if shape.post_norms else 4) * shape.n_embd
     stages = {"output": n_ubatch * shape.n_embd * F32 + out_rows * shape.n_vocab * F32,
               "attention": masks + scores + 4 * n_ubatch * width * F32,
-              "feed_forward": n_ubatch * (2 * shape.n_ff + 2 * shape.n_embd) * F32}
+              "feed_forward": masks + n_ubatch * (2 * shape.n_ff + residual) * F32,
+              "recurrent": masks + n_ubatch * shape.recurrent_width * F32}
     return {**{k: float(v) for k, v in stages.items()}, "total": float(max(stages.values()))}

@@ -74,7 +74,21 @@ def gguf_shapes(path) -> tuple[rules.GraphShape, list[int]]:
     tokens = r.fields.get("tokenizer.ggml.tokens")
     n_vocab = len(tokens.data) if tokens is not None else widest("vocab_size")
     tensors = sorted(r.tensors, key=lambda t: t.data_offset)
-    shape = rules.GraphShape(n_vocab=n_vocab, n_embd=n_embd, n_head=n_head, q_width=n_head * head_dim, n_ff=n_ff)
+    out_width = {t.name: int(t.shape[1]) if len(t.shape) > 1 else int(t.shape[0]) for t in r.tensors}
+
+    def first(suffix):
+        return next((w for name, w in sorted(out_width.items()) if name.endswith(suffix)), 0)
+
+    # a recurrent layer's input projection: Mamba's ssm_in, or the delta-net's qkv, gate and beta/alpha
+    in_proj = first(".ssm_in.weight") or (first(".attn_qkv.weight") + first(".attn_gate.weight")
+                                          + first(".ssm_ba.weight"))
+    conv = first(".ssm_conv1d.weight")
+    recurrent = rules.recurrent_width(in_proj, conv, widest("ssm.inner_size"), first(".ssm_x.weight"),
+                                      widest("ssm.state_size"), widest("ssm.group_count"),
+                                      widest("ssm.time_step_rank"), bool(first(".attn_qkv.weight"))) if conv else 0
+    shape = rules.GraphShape(n_vocab=n_vocab, n_embd=n_embd, n_head=n_head, q_width=n_head * head_dim, n_ff=n_ff,
+                             post_norms=any(n.endswith(".post_ffw_norm.weight") for n in out_width),
+                             recurrent_width=recurrent)
     return shape, [int(t.n_bytes) for t in tensors]
 
 
