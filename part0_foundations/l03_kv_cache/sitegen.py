@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from course import records
+from course import i18n
 from course.exercises import exercise_block
 from part0_foundations.l03_kv_cache import laws
 from part0_foundations.l03_kv_cache.bench import RESULTS
@@ -262,4 +263,4 @@ def build(out):
     _checks(out)
     from part0_foundations.l03_kv_cache import notebook
 
-    (out / "exercise.md").write_text(exercise_block(notebook))
+    i18n.write_text(out, "exercise.md", lambda tr: exercise_block(notebook, lang=tr.lang))

@@ -4,6 +4,7 @@ import json
 import math
 
 from course import records
+from course import i18n
 from course.exercises import exercise_block
 
 from part0_foundations.l04_gpt2_int8 import data
@@ -233,6 +234,6 @@ def build(out):
     _checks(results, out)
     from part0_foundations.l04_gpt2_int8 import notebook
 
-    (out / "exercise.md").write_text(exercise_block(notebook))
+    i18n.write_text(out, "exercise.md", lambda tr: exercise_block(notebook, lang=tr.lang))
     warning = results["torch_deprecation_warning"] or "(no deprecation warning was raised)"
     (out / "deprecation.md").write_text("```text\n" + warning.strip() + "\n```\n")

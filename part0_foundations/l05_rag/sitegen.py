@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from course import records
+from course import i18n
 from course.exercises import exercise_block
 from part0_foundations.l05_rag import evalset
 from part0_foundations.l05_rag import index as ix
@@ -199,4 +200,4 @@ def _checks(out: Path):
         f"{b / 2**30:.2f} GiB must sit in the page cache for searches to stay fast.\n")
     from part0_foundations.l05_rag import notebook
 
-    (out / "exercise.md").write_text(exercise_block(notebook))
+    i18n.write_text(out, "exercise.md", lambda tr: exercise_block(notebook, lang=tr.lang))
