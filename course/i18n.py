@@ -39,11 +39,14 @@ def check_lang(lang: str) -> str:
 
 @lru_cache(maxsize=None)
 def catalogue(lang: str, domain: str) -> dict[str, str]:
-    """{English message: translation} of one domain (empty for English)."""
+    """{English message: translation} of one domain (empty for English): ``<domain>.toml`` and its parts
+    ``<domain>.<part>.toml`` (``site.archetypes.toml``: the archetypes' data), merged."""
     if check_lang(lang) == DEFAULT:
         return {}
-    path = LOCALE / lang / f"{domain}.toml"
-    return tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    out = {}
+    for path in sorted((LOCALE / lang).glob(f"{domain}.toml")) + sorted((LOCALE / lang).glob(f"{domain}.*.toml")):
+        out.update(tomllib.loads(path.read_text(encoding="utf-8")))
+    return out
 
 
 def fields(text: str) -> set[str]:
