@@ -44,7 +44,11 @@ def run(a) -> int:
                          f"(got --engine {a.engine})")
     plan = make_plan(a.model, a.accelerator, workload_from_args(a))
     alloc = for_plan(plan, a.engine, not a.disable_hybrid_kv_cache_manager)
-    if a.emit:
+    if a.emit and a.json:       # the plan and the command together, for a script
+        print(validate.dumps_json({**plan.to_dict(), **alloc.to_fields(),
+                                   "emit": {"engine": a.emit, "command": emit.command(plan, a.emit, a.hf_repo)}},
+                                  indent=2))
+    elif a.emit:
         print(emit.command(plan, a.emit, a.hf_repo))
     elif a.json:
         print(validate.dumps_json({**plan.to_dict(), **alloc.to_fields()}, indent=2))
