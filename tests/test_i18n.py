@@ -133,8 +133,9 @@ def _expanded(page: Path) -> str:
 
 
 def hangul_share(text: str) -> float:
-    """Hangul syllables among Hangul syllables and Latin letters of the prose (code, math, links left out)."""
-    prose = _prose(text)
+    """Hangul syllables among Hangul syllables and Latin letters of the prose: code, math, links and tables left out
+    (a table's cells are mostly names, sources and figures, which stay as they are in both editions)."""
+    prose = "\n".join(ln for ln in _prose(text).splitlines() if not ln.lstrip().startswith("|"))
     h, latin = len(HANGUL.findall(prose)), len(LATIN.findall(prose))
     return h / (h + latin) if h + latin else 1.0
 
