@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from course.i18n import DEFAULT, localized, translator
+from course.i18n import DEFAULT, translator
 from course.notebook_spec import REPO, all_specs
 from course.records import run_record
 
@@ -29,8 +29,9 @@ TIMES = REPO / "course" / "results" / "exercise_times.json"
 
 def notebook_path(spec, lang: str = DEFAULT) -> str:
     """The release notebook a learner opens, relative to the repository: ``exercises/<assignment>/<notebook>``
-    (the Korean one beside it, ``<name>.ko.ipynb``)."""
-    return f"exercises/{spec.ASSIGNMENT}/{localized(spec.NOTEBOOK, lang)}"
+    (the Korean course's: ``exercises/ko/<assignment>/<notebook>``)."""
+    folder = "exercises" if lang == DEFAULT else f"exercises/{lang}"
+    return f"{folder}/{spec.ASSIGNMENT}/{spec.NOTEBOOK}"
 
 
 def answer_names(spec) -> list[str]:

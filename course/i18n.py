@@ -97,6 +97,28 @@ def write_text(out: Path, name: str, render) -> None:
         (out / localized(name, lang)).write_text(render(tr), encoding="utf-8")
 
 
+def notebook_lang(path) -> str:
+    """The language a notebook was released in: ``metadata.course.lang`` (written by ``course.notebook_spec`` for
+    a translated release), English when absent or unreadable — the grader then speaks the learner's language."""
+    import json
+
+    try:
+        lang = json.loads(Path(path).read_text(encoding="utf-8")).get("metadata", {}).get("course", {}).get("lang")
+    except (OSError, ValueError, AttributeError):
+        return DEFAULT
+    return lang if lang in LANGS else DEFAULT
+
+
+def failure_message(lang: str, rule: str, message: str) -> str:
+    """A failed check's message for a learner of ``lang``: the check's rule in that language (the grading
+    catalogue, keyed by the English rule), then the grader's own details as it wrote them."""
+    if lang == DEFAULT:
+        return message
+    tr = translator(lang, "grading")
+    return tr("Rule: {rule}", rule=tr(rule)) + "\n" + tr("Details (as the grader wrote them): {message}",
+                                                           message=message)
+
+
 def use_figure_fonts() -> None:
     """Figures draw Hangul with a CJK font; without one, matplotlib draws boxes — so say which package is missing.
 
