@@ -254,3 +254,114 @@ def test_figures_draw_hangul_with_a_cjk_font():
     assert _missing_glyph_warnings(i18n.FIGURE_FONTS) == []
     # The same title with matplotlib's default font alone draws boxes: the check above can fail.
     assert _missing_glyph_warnings(["DejaVu Sans"])
+
+
+# --- the Korean exercise notebooks ----------------------------------------------------------------------------------
+
+def _specs():
+    from course.notebook_spec import all_specs
+
+    return all_specs()
+
+
+def _lesson(spec):
+    import importlib
+
+    return getattr(importlib.import_module(spec.__name__.rsplit(".", 1)[0] + ".checks"), "LESSON", None)
+
+
+def test_every_notebook_cell_and_check_rule_has_its_korean_text():
+    cells, rules = i18n.catalogue("ko", "notebooks"), i18n.catalogue("ko", "grading")
+    missing = [(s.ASSIGNMENT, c.source[:60]) for s in _specs() for c in s.CELLS
+               if c.kind == "markdown" and c.source not in cells]
+    assert not missing, f"markdown cells missing from course/locale/ko/notebooks.toml: {missing[:3]}"
+    lessons = [lesson for lesson in map(_lesson, _specs()) if lesson]
+    missing = [c.id for lesson in lessons for c in lesson.checks if c.rule not in rules]
+    assert not missing, f"check rules missing from course/locale/ko/grading.toml: {missing[:5]}"
+    for cat in (cells, rules):
+        bad = [en for en, ko in cat.items() if i18n.fields(en) != i18n.fields(ko)]
+        assert not bad, f"translations whose placeholders differ: {bad[:3]}"
+
+
+@pytest.mark.parametrize("spec", _specs(), ids=lambda s: s.ASSIGNMENT)
+def test_korean_notebooks_are_the_generated_ones_and_grade_the_same_cells(spec):
+    """solutions/ko/ is what the spec builds in Korean (`make notebooks`); both Korean notebooks carry their
+    language and the very grade ids, points and code of the English ones."""
+    import nbformat
+
+    from course.notebook_spec import build_source_notebook, course_dirs
+
+    def cells(nb):
+        return [(c.cell_type, c.source) for c in nb.cells]
+
+    def graded(nb):
+        return [(c.metadata["nbgrader"]["grade_id"], c.metadata["nbgrader"].get("points"))
+                for c in nb.cells if "nbgrader" in c.metadata]
+
+    def code(nb):
+        return [c.source for c in nb.cells if c.cell_type == "code" and not c.metadata.get("nbgrader", {}).get("grade")]
+
+    built = build_source_notebook(spec, "ko")
+    ko_src = nbformat.read(course_dirs("ko")[0] / spec.ASSIGNMENT / spec.NOTEBOOK, 4)
+    assert cells(ko_src) == cells(built), f"solutions/ko/{spec.ASSIGNMENT} is stale: run `make notebooks`"
+    en_rel = nbformat.read(course_dirs()[1] / spec.ASSIGNMENT / spec.NOTEBOOK, 4)
+    ko_rel = nbformat.read(course_dirs("ko")[1] / spec.ASSIGNMENT / spec.NOTEBOOK, 4)
+    for nb in (ko_src, ko_rel):
+        assert nb.metadata["course"]["lang"] == "ko"
+    assert graded(ko_rel) == graded(en_rel) and code(ko_rel) == code(en_rel)
+    assert "course" not in en_rel.metadata   # English is the default: no language written
+
+
+# One lesson end to end (the others share the machinery): the Korean notebook, finished, blank and with a mistake,
+# earns exactly what the English one earns, check by check; its failures state the rule in Korean.
+MUTANT = ("q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])", "q @ k.transpose(-2, -1)")   # no 1/√d
+
+
+@pytest.fixture(scope="module")
+def attention_gradings(tmp_path_factory):
+    import json as _json
+
+    from course.autograde import Limits, grade
+    from course.notebook_spec import course_dirs
+
+    tmp = tmp_path_factory.mktemp("ko-grading")
+    out = {}
+    for lang in ("en", "ko"):
+        sol, rel = (d / "01_attention" / "attention.ipynb" for d in course_dirs(lang))
+        nb = _json.loads(sol.read_text(encoding="utf-8"))
+        for cell in nb["cells"]:
+            src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            if MUTANT[0] in src:
+                cell["source"] = src.replace(MUTANT[0], MUTANT[1])
+                break
+        else:
+            pytest.fail("the mutant's text is not in the solution notebook")
+        mutant = tmp / f"mutant-{lang}.ipynb"
+        mutant.write_text(_json.dumps(nb), encoding="utf-8")
+        for kind, path in (("full", sol), ("blank", rel), ("mutant", mutant)):
+            out[lang, kind] = grade("part0_foundations.l01_attention.checks", path, Limits(check_s=60))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["full", "blank", "mutant"])
+def test_korean_notebook_grades_like_the_english_one(attention_gradings, kind):
+    en, ko = attention_gradings["en", kind], attention_gradings["ko", kind]
+    assert [(r.id, r.passed) for r in ko.results] == [(r.id, r.passed) for r in en.results]
+    assert ko.earned == en.earned
+    expected = {"full": en.points, "blank": 0}.get(kind)
+    if expected is not None:
+        assert en.earned == expected
+    else:
+        assert 0 < en.earned < en.points and not en.get("sdpa_matches_torch").passed
+
+
+def test_korean_failures_state_the_rule_in_korean(attention_gradings):
+    from part0_foundations.l01_attention.checks import LESSON
+
+    rules = i18n.catalogue("ko", "grading")
+    ko, en = attention_gradings["ko", "mutant"], attention_gradings["en", "mutant"]
+    failed = ko.get("sdpa_matches_torch")
+    rule = LESSON.get("sdpa_matches_torch").rule
+    assert failed.message.startswith(f"규칙: {rules[rule]}\n"), failed.message
+    assert en.get("sdpa_matches_torch").message in failed.message          # the grader's details, as written
+    assert not en.get("sdpa_matches_torch").message.startswith("규칙")
