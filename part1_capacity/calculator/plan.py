@@ -288,6 +288,9 @@ def make_plan(model, accelerator, workload: Workload | None = None, **kw) -> Pla
     model = model if isinstance(model, ModelProfile) else load_model(model)
     acc = accelerator if isinstance(accelerator, Accelerator) else load_accelerator(accelerator)
     wl = replace(workload or Workload(**kw)).validate(model)       # a copy: the caller's workload is not changed
+    if not weights_bytes(model, wl) > 0:      # every ratio and share below divides by it
+        raise InputError(f"model: {model.id}'s weights come to 0 bytes at {wl.weights_dtype} (a checkpoint whose "
+                         f"tensors are empty); give a checkpoint with its weights")
     T, B = wl.context, wl.batch
     kvb, sb = get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes
     per_seq_attn = float(model.attention_cache_bytes(T, kvb))
