@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from part1_capacity import validate
-from part1_capacity.errors import InputError
+from part1_capacity.calculator import validate
+from part1_capacity.calculator.errors import InputError
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -90,10 +90,12 @@ def check_out(out: Path) -> None:
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK):
         raise InputError(f"out: cannot create {out} ({parent} is not a writable directory)")
+    if out.exists() and not out.is_file():      # a device: /dev/full opens, then refuses every byte
+        validate.writable_path(out, "out")
 
 
 def _run(args) -> int:
-    from part1_capacity.page_cache.experiment import Config, run
+    from part1_capacity.experiments.page_cache.experiment import Config, run
 
     def size(name, value, unit):
         if value is None:
