@@ -89,7 +89,18 @@ IMPLICATIONS = {
     "kv_cache": ("the KV cache dominates memory: propose KV quantization (fp8), prefix caching, fewer or shorter "
                  "concurrent sequences per accelerator, or offloading KV to a slower tier (host DRAM, CXL) — "
                  "tiered KV memory fits this customer"),
+    # the weights are the larger share (so the bottleneck), yet the cache still adds accelerators of its own
+    "weights_and_kv": ("weights dominate memory, yet the KV cache adds accelerators of its own: fewer bits per "
+                       "weight, more memory per accelerator or sharding the weights shrink the accelerators the "
+                       "weights need; KV quantization (fp8), fewer or shorter concurrent sequences, or a slower tier "
+                       "for the cache remove the ones the cache adds — a tiered KV memory helps with those only"),
 }
+
+
+def implication_key(bottleneck: str, added_by_kv: int | None) -> str:
+    """Which IMPLICATIONS entry a plan's numbers call for: the larger share names the bottleneck; when that is the
+    weights and the cache still adds accelerators, the answer has two parts."""
+    return "weights_and_kv" if bottleneck == "weights" and (added_by_kv or 0) > 0 else bottleneck
 
 
 NOTHING_TO_PROPOSE = "fits; nothing to propose for memory"
@@ -171,8 +182,14 @@ class Plan:
                    "within the same node" if same == 1 else f"within the same {same:,} nodes"))
         if self.bottleneck == "kv_cache":
             return f"{adds}; {IMPLICATIONS['kv_cache']}"
-        return (f"{adds}, though the weights are the larger share of memory: for those accelerators propose KV "
-                f"quantization (fp8) or a slower tier for the cache; for the rest, {IMPLICATIONS['weights']}")
+        n0 = self.accelerators_without_kv
+        return (f"{adds}. The weights are still the larger share of memory (the cache is "
+                f"{self.kv_to_weights_ratio:.2f}× the weights), so they are the bottleneck: the {n0:,} accelerator"
+                f"{'s' if n0 != 1 else ''} the weights need stay whatever is done to the cache — fewer bits per "
+                f"weight, more memory per accelerator or sharding the weights shrink those. The {added:,} the cache "
+                f"adds hold nothing but cache: KV quantization (fp8), fewer or shorter concurrent sequences, or a "
+                f"slower tier for the cache (host DRAM, CXL) would remove them — a tiered KV memory helps with those "
+                f"{added:,} and not with the rest")
 
     def to_dict(self) -> dict:
         wl = self.workload
@@ -208,7 +225,8 @@ class Plan:
                         "time_kind": speed.time_kind(self.accelerator, wl.weights_dtype)}
                        if self.decode else None),
             "bottleneck": self.bottleneck,
-            "implication": self.verdict if self.accelerators_added_by_kv == 0 else IMPLICATIONS[self.bottleneck],
+            "implication": (self.verdict if self.accelerators_added_by_kv == 0 else
+                            IMPLICATIONS[implication_key(self.bottleneck, self.accelerators_added_by_kv)]),
             "verdict": self.verdict,
             "overflow_bytes": self.overflow_bytes,
             "overflow": self.overflow,

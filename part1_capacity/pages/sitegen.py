@@ -18,7 +18,7 @@ from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.experiments.engine.sitegen import e1_confirmations
 from part1_capacity.calculator import deploy, weights
 from part1_capacity.calculator.hardware import bundled_accelerators, eight_bit_cell
-from part1_capacity.calculator.plan import IMPLICATIONS, Workload, make_plan
+from part1_capacity.calculator.plan import IMPLICATIONS, Workload, implication_key, make_plan
 from part1_capacity.calculator.loader import load_model
 from part1_capacity.calculator.profiles import bundled_models
 from part1_capacity.calculator.sweep import heatmaps, pow2_grid, sweep
@@ -234,7 +234,10 @@ def calculator_checks(plans, out: Path) -> None:
     i18n.write_text(out, "check_mla.md", lambda tr: tr(
         "Its cache is {kv} against {weights} of weights (ratio {ratio}): the latent of {per_token} per token is small, "
         "the {params}B-parameter weights are not. Weights are the larger term, so the bottleneck is **{bottleneck}** — "
-        "even though the cache still adds {added} accelerators.", kv=fmt_bytes(m["kv_bytes_total"]),
+        "even though the cache still adds {added} accelerators. Both statements hold: the {without} accelerators the "
+        "weights need stay whatever is done to the cache, while the {added} the cache adds hold only cache, and an fp8 "
+        "cache, fewer or shorter sequences, or a slower tier for the cache would remove them.",
+        without=fmt_count(m["accelerators_without_kv"]), kv=fmt_bytes(m["kv_bytes_total"]),
         weights=fmt_bytes(m["weights_bytes"]), ratio=f"{m['kv_to_weights_ratio']:.2f}",
         per_token=fmt_bytes(m["kv_bytes_per_token"]), params=f"{load_model(m['model']).params_total / 1e9:,.0f}",
         bottleneck=m["bottleneck"], added=fmt_count(m["accelerators_added_by_kv"])) + "\n")
@@ -273,7 +276,8 @@ def customers_table(tr=EN) -> tuple[str, list[dict]]:
                    f"{d['kv_to_weights_ratio']:.2f} | {fmt_count(d['accelerators_needed'])} "
                    f"({fmt_count(d['accelerators_without_kv'])} + {fmt_count(d['accelerators_added_by_kv'])}) | "
                    f"**{d['bottleneck']}** |")
-        notes.append(f"- **{tr(who)}** — {_cell(tr(IMPLICATIONS[d['bottleneck']]))}.")
+        key = implication_key(d["bottleneck"], d["accelerators_added_by_kv"])
+        notes.append(f"- **{tr(who)}** — {_cell(tr(IMPLICATIONS[key]))}.")
     got = tuple(d["bottleneck"] for d in plans)
     if got != CUSTOMERS_EXPECT:
         raise AssertionError(f"calculator page: the three customers' bottlenecks are now {got}, the page says "
