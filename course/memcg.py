@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from course.memstat import _memory_mounts
+from course.memstat import memory_mounts
 
 
 class CgroupError(RuntimeError):
@@ -29,7 +29,7 @@ class CgroupError(RuntimeError):
 
 def own_group_dir(mounts_path: str = "/proc/mounts", cgroup_path: str = "/proc/self/cgroup") -> tuple[str, Path]:
     """(version, directory) of this process's memory cgroup: v1 when its memory controller is mounted, else v2."""
-    mounts = _memory_mounts(mounts_path)
+    mounts = memory_mounts(mounts_path)
     with open(cgroup_path) as f:
         entries = [line.rstrip("\n").split(":", 2) for line in f]
     for _, controllers, path in entries:

@@ -242,7 +242,7 @@ class CgroupMemory:
         return max(0, self.limit - self.usage + self.file)
 
 
-def _memory_mounts(mounts_path: str) -> dict[str, str]:
+def memory_mounts(mounts_path: str) -> dict[str, str]:
     mounts = {}
     with open(mounts_path) as f:
         for line in f:
@@ -269,7 +269,7 @@ def cgroup_memory(mounts_path: str = "/proc/mounts", cgroup_path: str = "/proc/s
     none is limited. Reads cgroup v2 ``memory.max``/``memory.current``/``memory.stat`` or v1
     ``memory.limit_in_bytes``/``memory.usage_in_bytes``/``memory.stat`` (its ``total_*`` lines, which include
     the group's children)."""
-    mounts = _memory_mounts(mounts_path)
+    mounts = memory_mounts(mounts_path)
     try:
         with open(cgroup_path) as f:
             entries = [line.rstrip("\n").split(":", 2) for line in f]

@@ -234,7 +234,7 @@ class Plan:
         }
 
 
-def _overflow(model, acc, wl, dep0: deploy.Deployment) -> tuple[dict, list]:
+def _overflow(model, acc, wl, dep0: deploy.Deployment, tier_rows: list | None = None) -> tuple[dict, list]:
     """The cache that does not fit beside the weights on the weights-only deployment ``dep0``, rank by rank, and
     what a decode step slows to when each rank reads its overflow from a slower tier.
 
@@ -262,8 +262,8 @@ def _overflow(model, acc, wl, dep0: deploy.Deployment) -> tuple[dict, list]:
     peak = acc.peak_flops(wl.weights_dtype)
     t_all_hbm = p * float(roofline.step_time(f_stage, w_stage + need, peak, acc.bandwidth))
     out = []
-    for tier in tiers_for(acc):
-        if tier.id == "hbm":
+    for tier in tiers_for(acc, tier_rows):
+        if tier.own_memory:                # the device's own memory is what overflowed
             continue
         t_step = p * float(roofline.step_time(f_stage, w_stage + free, peak, acc.bandwidth, over / tier.bandwidth))
         out.append({"tier": tier.id, "name": tier.name, "capacity_bytes_per_accelerator": tier.capacity_bytes,
@@ -301,8 +301,9 @@ def _phases(model, acc, wl, dep: deploy.Deployment):
     return prefill, pre_split, decode, dec_split
 
 
-def make_plan(model, accelerator, workload: Workload | None = None, **kw) -> Plan:
-    """The plan for ``model`` (profile or name/config path) on ``accelerator`` (object, name or JSON path)."""
+def make_plan(model, accelerator, workload: Workload | None = None, tiers: list | None = None, **kw) -> Plan:
+    """The plan for ``model`` (profile or name/config path) on ``accelerator`` (object, name or JSON path).
+    ``tiers``: a tier table (``tiers.load_tiers``) for the overflow, default the bundled one."""
     model = model if isinstance(model, ModelProfile) else load_model(model)
     acc = accelerator if isinstance(accelerator, Accelerator) else load_accelerator(accelerator)
     wl = replace(workload or Workload(**kw)).validate(model)       # a copy: the caller's workload is not changed
@@ -327,7 +328,7 @@ def make_plan(model, accelerator, workload: Workload | None = None, **kw) -> Pla
         prefill, pre_split, decode, dec_split = _phases(model, acc, wl, dep or dep0)
     over, over_tiers = {}, []
     if dep0 and (fewest is None or fewest.accelerators > dep0.accelerators):
-        over, over_tiers = _overflow(model, acc, wl, dep0)
+        over, over_tiers = _overflow(model, acc, wl, dep0, tiers)
     return Plan(model=model, accelerator=acc, workload=wl, kv_bytes_per_token=float(model.kv_bytes_per_token(kvb)),
                 kv_bytes_per_sequence=per_seq_attn + per_seq_state, state_bytes_per_sequence=per_seq_state,
                 weights_bytes=weights_bytes(model, wl), kv_bytes_total=kv_total, deployment=dep,

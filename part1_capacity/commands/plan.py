@@ -9,6 +9,7 @@ from part1_capacity.calculator import emit, engine_rules
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time, table
 from part1_capacity.calculator.plan import Plan, for_plan, make_plan, startup_for_plan
+from part1_capacity.calculator.tiers import load_tiers
 
 
 def register(sub):
@@ -31,6 +32,10 @@ def register(sub):
     p.add_argument("--disable-hybrid-kv-cache-manager", action="store_true",
                    help="with --engine vllm: every sliding-window layer at full length, as vLLM's flag of that name")
     add_vllm_startup_flags(p)
+    p.add_argument("--tiers", default=None, metavar="FILE",
+                   help="a memory-tier table (JSON, the format of `capacity list tiers --json`: id, name, kinds, "
+                        "capacity_gb, bandwidth_gb_s, latency_ns, status, source per row) for where the KV overflow "
+                        "can go (default: the bundled table, part1_capacity/calculator/data/tiers.json)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--emit", choices=list(emit.ENGINES),
                    help="print the command that serves the plan instead: `vllm serve` (accelerators vLLM runs on) "
@@ -45,7 +50,8 @@ def run(a) -> int:
         raise InputError(f"--disable-hybrid-kv-cache-manager: a vLLM flag, only with --engine vllm "
                          f"(got --engine {a.engine})")
     flags = startup_flags_from_args(a)
-    plan = make_plan(a.model, a.accelerator, workload_from_args(a))
+    rows = load_tiers(a.tiers) if a.tiers else None     # checked before any sizing, like an accelerator file
+    plan = make_plan(a.model, a.accelerator, workload_from_args(a), tiers=rows)
     alloc = for_plan(plan, a.engine, not a.disable_hybrid_kv_cache_manager)
     start = None
     if (a.engine == "vllm" and (plan.parallelism or plan.parallelism_without_kv)

@@ -325,15 +325,15 @@ def data_tables(tr=EN) -> tuple[str, str, str]:
         accs.append(f"| `{a.id}` | {a.memory_bytes / 1e9:,.0f} GB | {a.bandwidth / 1e9:,.0f} GB/s | "
                     f"{a.flops_16 / 1e12:,.1f} | {eight_bit_cell(a)} | "
                     f"{_cell(a.interconnect_name) or '—'} | {a.node_size} / {a.max_tp} | {tr(a.status)} | {_cell(a.source)} |")
-    tiers = [tr("| tier | capacity per accelerator | bandwidth (one way) | latency from the accelerator | as published | "
-                "source |"), "|---|---|---|---|---|---|"]
+    tiers = [tr("| tier | for | capacity per accelerator | bandwidth (one way) | latency from the accelerator | "
+                "as published | source |"), "|---|---|---|---|---|---|---|"]
     for t in tier_table():
         cap = t["capacity_gb"] if isinstance(t["capacity_gb"], str) else f"{t['capacity_gb']:,} GB"
         bw = t["bandwidth_gb_s"] if isinstance(t["bandwidth_gb_s"], str) else f"{t['bandwidth_gb_s']:,} GB/s"
         published = (tr("same") if t["measured_from"] == "accelerator" else
                      tr("{ns} ns from the {where}; {conversion}", ns=f"{t['published_latency_ns']:,}",
                         where=tr(t["measured_from"]), conversion=_cell(tr(t["conversion"]))))
-        tiers.append(f"| {t['name']} | {cap} | {bw} | {t['latency_ns']:,} ns | {published} | {_cell(t['source'])} |")
+        tiers.append(f"| {t['name']} | {', '.join(t['kinds'])} | {cap} | {bw} | {t['latency_ns']:,} ns | {published} | {_cell(t['source'])} |")
     return "\n".join(models) + "\n", "\n".join(accs) + "\n", "\n".join(tiers) + "\n"
 
 
