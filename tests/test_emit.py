@@ -2,7 +2,6 @@
 and the command serves the plan (parallelism, context, sequences, cache type, the repository)."""
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -161,15 +160,15 @@ def test_emit_llama_cpp_for_a_laptop(capsys):
     assert code == 2 and "-ctk" in err
 
 
-@pytest.mark.skipif(not shutil.which("llama-server") and not (REPO / "build" / "llama.cpp" / "bin" /
-                                                             "llama-server").exists(),
-                    reason="llama-server is not built here (the Makefile builds llama-bench); arg.cpp is checked")
-def test_llama_server_help_lists_the_flags():
-    import subprocess
-    exe = shutil.which("llama-server") or str(REPO / "build" / "llama.cpp" / "bin" / "llama-server")
-    help_text = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60).stdout
-    for flag in LLAMA_DOCUMENTED:
-        assert re.search(rf"(^|[\s,]){re.escape(flag)}([\s,]|$)", help_text, re.M), flag
+# No llama-server binary: `make test` builds llama-bench only (the server would add mtmd, cpp-httplib and the web UI
+# to the one llama.cpp build), and `llama-server --help` prints the very table read here, common/arg.cpp of the
+# vendored source that `make test` always links into build/llama.cpp-src.
+@pytest.mark.skipif(not sorted((REPO / "build" / "llama.cpp-src").glob("*/vendor/llama.cpp/common/arg.cpp")),
+                    reason="llama.cpp's source is not here (make llama links it)")
+def test_llama_cpp_argument_table_has_the_documented_flags():
+    table = llama_server_flags()
+    assert len(table) > 100                  # read from arg.cpp (hundreds of flags), not the documented stand-in
+    assert LLAMA_DOCUMENTED <= table, LLAMA_DOCUMENTED - table
 
 
 def test_emit_vllm_multi_node_data_parallel_every_node_joins_the_head(capsys):

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from part1_capacity.calculator import roofline
 from part1_capacity.experiments.engine import bench, kv_allocation, llama
 from part1_capacity.experiments.engine.gguf_model import TINY, LlamaShape, read_shape, shape_for_params, write_llama_gguf
 
@@ -154,7 +155,7 @@ def test_host_profile_is_an_accelerator_the_calculator_loads(tmp_path):
     path.write_text(json.dumps(prof))
     acc = load_accelerator(str(path))
     assert (acc.bandwidth, acc.flops_16, acc.flops_int8, acc.memory_bytes) == (12.5e9, 80e9, 160e9, 24e9)
-    assert acc.ridge_point("fp16") == pytest.approx(80e9 / 12.5e9)
+    assert roofline.ridge_point(acc.peak_flops("fp16"), acc.bandwidth) == pytest.approx(80e9 / 12.5e9)
 
 
 def test_host_measurement_runs_with_the_engines_limits():

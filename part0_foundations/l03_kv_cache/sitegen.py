@@ -18,10 +18,10 @@ from part0_foundations.l03_kv_cache import laws
 from part0_foundations.l03_kv_cache.bench import RESULTS
 from part0_foundations.l03_kv_cache.gpt import GPT, WindowKV
 from part0_foundations.l03_kv_cache.structures import STRUCTURES, law_bytes, law_growth_per_token
+from course.units import GIB as GiB
 
 NAME = "l03"
 T_VALUES = (16, 64, 256, 1024)
-GiB = 2 ** 30
 
 
 def _structures(out: Path):

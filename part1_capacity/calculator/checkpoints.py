@@ -26,9 +26,10 @@ import math
 import re
 from pathlib import Path
 
-from part1_capacity.calculator import validate
+from part1_capacity.calculator import gguf_header, validate
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.weights import GGUF, SAFETENSORS, Checkpoint
+from course.units import ceil_div
 
 # Bits per element of every safetensors dtype (safetensors' Dtype enum; F4/F6 are packed sub-byte floats).
 SAFETENSORS_BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8,
@@ -70,7 +71,7 @@ def tensor_bytes(dtype: str, shape, where: str) -> int:
     if dtype not in SAFETENSORS_BITS:
         raise InputError(f"{where}: tensor dtype '{dtype}' is not known; known: {', '.join(SAFETENSORS_BITS)}")
     n = math.prod(int(s) for s in shape)
-    return -(-n * SAFETENSORS_BITS[dtype] // 8)
+    return ceil_div(n * SAFETENSORS_BITS[dtype], 8)
 
 
 def read_safetensors(files, n_layers: int, n_mtp: int = 0) -> Checkpoint:
@@ -132,20 +133,17 @@ def gguf_field(reader, key):
         return None
     if f.types and f.types[0].name == "STRING":
         return bytes(f.parts[f.data[0]]).decode("utf-8", errors="replace")
+    if len(f.types) > 1 and f.types[0].name == "ARRAY" and f.types[1].name == "STRING":
+        # an array of strings: the strings, never their bytes read as numbers (callers refuse non-numbers)
+        return [bytes(f.parts[i]).decode("utf-8", errors="replace") for i in f.data]
     vals = [f.parts[i].tolist() for i in f.data]
     vals = [v[0] if isinstance(v, list) and len(v) == 1 else v for v in vals]
     return vals[0] if len(vals) == 1 else vals
 
 
 def _open_gguf(path, field: str):
-    import gguf
-
-    p = validate.regular_file(path, field)
-    try:
-        return gguf.GGUFReader(str(p))
-    except Exception as exc:  # the reader raises on a bad magic number, a truncated file, a bad type id
-        msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise InputError(f"{field}: {p.name} is not a readable GGUF file ({msg})") from None
+    """The ``gguf`` package's reader, once ``gguf_header.scan`` has bounded what the header claims."""
+    return gguf_header.open_reader(validate.regular_file(path, field), field)
 
 
 _SPLIT = re.compile(r"^(.*)-(\d{5})-of-(\d{5})\.gguf$")
@@ -163,9 +161,14 @@ def _other_parts(path: Path, reader, field: str) -> list:
         raise InputError(f"{field}: {path.name} is one part of a split GGUF ({count} parts): pass the first part, "
                          f"named like model-00001-of-{count:05d}.gguf")
     parts = [path.with_name(f"{m.group(1)}-{i:05d}-of-{count:05d}.gguf") for i in range(2, count + 1)]
+    seen = [path.resolve()]
     for p in parts:
         if not p.is_file():
             raise InputError(f"{field}: {p} is missing (part of a split GGUF of {count}); download every part")
+        if any(p.resolve() == q or p.samefile(q) for q in seen):
+            raise InputError(f"{field}: {p.name} is the same file as another part of the split GGUF: every part "
+                             "is counted once, so each must be its own file")
+        seen.append(p.resolve())
     return [_open_gguf(p, field) for p in parts]
 
 
@@ -179,18 +182,20 @@ def gguf_profile_dict(path, field: str = "model", reader=None) -> dict:
         raise InputError(f"{field}: GGUF architecture {validate.show(arch)} is not supported; supported: "
                          f"{', '.join(GGUF_ARCHITECTURES)}")
 
-    def f(key, default=None, lo=0, hi=2 ** 31):
+    def f(key, default=None, lo=0, hi=2 ** 31, scalar=False):
         v = gguf_field(r, f"{arch}.{key}")
         if v is None:
             if default is None:
                 raise InputError(f"{field}: {path.name}: missing GGUF field '{arch}.{key}'")
             return default
+        if isinstance(v, list) and scalar:
+            raise InputError(f"{field}: GGUF field '{arch}.{key}' must be one number, got a list of {len(v)}")
         if isinstance(v, list):
             return [validate.number(x, f"{field}: GGUF field '{arch}.{key}'", lo=lo, hi=hi, integer=True) for x in v]
         return validate.number(v, f"{field}: GGUF field '{arch}.{key}'", lo=lo, hi=hi, integer=True)
 
-    n = f("block_count", lo=1, hi=512)
-    d = f("embedding_length", lo=1, hi=65536)
+    n = f("block_count", lo=1, hi=512, scalar=True)
+    d = f("embedding_length", lo=1, hi=65536, scalar=True)
 
     def per_layer(v):
         out = list(v) if isinstance(v, list) else [v] * n
@@ -204,7 +209,10 @@ def gguf_profile_dict(path, field: str = "model", reader=None) -> dict:
     n_heads = max(heads)
     if n_heads < 1:
         raise InputError(f"{field}: {path.name}: attention.head_count must be >= 1")
-    out = {"id": f"gguf:{path.stem}", "name": gguf_field(r, "general.name") or path.stem, "_architecture": arch,
+    if max(kv) < 1:
+        raise InputError(f"{field}: {path.name}: attention.head_count_kv must be >= 1 on at least one layer "
+                         "(0 marks a layer without attention)")
+    out = {"id": f"gguf:{path.stem}", "name": validate.printable(gguf_field(r, "general.name") or path.stem), "_architecture": arch,
            "n_layers": n, "n_heads": n_heads, "n_kv_heads": max(kv),
            "head_dim": f("attention.key_length", d // n_heads, lo=1), "hidden_size": d,
            "max_context": f("context_length", lo=1), "source": f"read from the GGUF's metadata ({arch})"}

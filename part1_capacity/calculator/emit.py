@@ -18,6 +18,11 @@ Each flag is the engine's own, as its argument parser spells it:
 """
 from __future__ import annotations
 
+import re
+import shlex
+
+from course.units import ceil_div
+from part1_capacity.calculator import validate
 from part1_capacity.calculator.engine_rules import vllm as vllm_rules
 from part1_capacity.calculator.errors import InputError
 
@@ -30,6 +35,9 @@ TRUST_REMOTE_CODE = {
     "moonshotai/Kimi-K2-Instruct": "MoonshotAI/Kimi-K2 docs/deploy_guidance.md (vllm serve ... --trust-remote-code)",
 }
 LLAMA_CPP_KV = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", "q8_0": "q8_0"}
+# A Hugging Face repository id as the Hub accepts it (huggingface_hub.utils.validate_repo_id: letters, digits,
+# '-', '_', '.', an optional 'org/' part, at most 96 characters, no '--' or '..').
+HUB_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]*$")
 _V053 = ("0.5.3", "listed on vLLM v0.5.3's engine-arguments page (docs.vllm.ai/en/v0.5.3/models/engine_args.html)")
 _V091 = ("0.9.1", "used by vLLM v0.9.1's examples/online_serving/multi_instance_data_parallel.py")
 _UNVERIFIED = (None, "in vLLM's current arg_utils.py; the first release that has it is not verified here")
@@ -56,6 +64,10 @@ def repo_id(plan, hf_repo: str | None = None) -> str:
     if not repo:
         raise InputError(f"hf_repo: the repository of '{plan.model.id}' is unknown (its config.json has no "
                          f"_name_or_path); pass --hf-repo ORG/NAME")
+    # checked, then quoted where it is printed: a command line is pasted into a shell
+    if len(repo) > 96 or not HUB_ID.match(repo) or "--" in repo or ".." in repo:
+        raise InputError(f"hf_repo: {validate.show(repo)} is not a Hugging Face repository id (ORG/NAME: letters, "
+                         f"digits, '-', '_', '.'; at most 96 characters)")
     return repo
 
 
@@ -78,7 +90,7 @@ def vllm_command(plan, hf_repo: str | None = None, startup=None) -> str:
     if wl.kv_dtype not in VLLM_KV:
         raise InputError(f"kv_dtype: vLLM's --kv-cache-dtype takes auto (bf16/fp16) or fp8, not {wl.kv_dtype}")
     repo = repo_id(plan, hf_repo)
-    args = [f"vllm serve {repo}", f"--tensor-parallel-size {par['tensor']}"]
+    args = [f"vllm serve {shlex.quote(repo)}", f"--tensor-parallel-size {par['tensor']}"]
     if par["pipeline"] > 1:
         args.append(f"--pipeline-parallel-size {par['pipeline']}")
     if par["data"] > 1:
@@ -98,7 +110,7 @@ def vllm_command(plan, hf_repo: str | None = None, startup=None) -> str:
             args.append(f"--{key.replace('_', '-')} {flags[key]}")
     if repo in TRUST_REMOTE_CODE:
         args.append("--trust-remote-code")
-    # The SSM state dtype the plan sized, when vLLM would keep another by itself (engine_alloc/vllm.py;
+    # The SSM state dtype the plan sized, when vLLM would keep another by itself (engine_rules/vllm.py;
     # vllm/config/cache.py MambaDType), and the hybrid manager switched off when the plan assumed it.
     ssm = vllm_rules.mamba_ssm_cache_dtype_args(m, wl.state_dtype)
     if ssm:
@@ -168,16 +180,19 @@ def llama_cpp_command(plan, hf_repo: str | None = None) -> str:
         raise InputError(f"emit: llama.cpp serves one machine here, and this deployment needs {per_replica} "
                          f"{acc.name} per replica ({par['nodes']} nodes); use --emit vllm or a smaller plan")
     seqs = par["sequences_per_replica"]
-    servers = -(-seqs // LLAMA_MAX_SEQ)          # one context holds at most LLAMA_MAX_SEQ sequences
-    slots = -(-seqs // servers)
+    servers = ceil_div(seqs, LLAMA_MAX_SEQ)      # one context holds at most LLAMA_MAX_SEQ sequences
+    slots = ceil_div(seqs, servers)
     kv = LLAMA_CPP_KV[wl.kv_dtype]
-    gguf = f"{m.id}-{wl.weights_dtype}.gguf"
-    args = [f"llama-server -m {gguf}", f"-c {wl.context * slots}", f"-np {slots}", f"-ctk {kv}", f"-ctv {kv}"]
+    # the GGUF given as --model is the file served (at its own precision); otherwise the file to make
+    given = m.checkpoint.path if m.checkpoint is not None and m.checkpoint.source == "gguf" else ""
+    gguf = given or f"{m.id}-{wl.weights_dtype}.gguf"
+    args = [f"llama-server -m {shlex.quote(gguf)}", f"-c {wl.context * slots}", f"-np {slots}", f"-ctk {kv}",
+            f"-ctv {kv}"]
     if kv not in ("f32", "f16", "bf16"):
         args.append("-fa on")
     args.append("-ngl 999")
-    notes = [f"# {gguf}: a GGUF of {hf_repo or m.hf_repo or m.id} at {wl.weights_dtype} "
-             f"(llama.cpp's convert_hf_to_gguf.py, then llama-quantize)"]
+    notes = [] if given else [f"# {gguf}: a GGUF of {validate.printable(hf_repo or m.hf_repo or m.id)} at "
+                              f"{wl.weights_dtype} (llama.cpp's convert_hf_to_gguf.py, then llama-quantize)"]
     if per_replica > 1:
         notes.append(f"# one machine with {per_replica} GPUs: llama.cpp splits the layers across them "
                      f"(its default -sm layer); tensor parallelism is vLLM's")
@@ -189,4 +204,4 @@ def llama_cpp_command(plan, hf_repo: str | None = None) -> str:
     if par["data"] > 1:
         notes.append(f"# {par['data']} replicas: run {par['data']} such " + ("groups of servers" if servers > 1 else
                      "servers") + f", {seqs} sequences each")
-    return " \\\n  ".join(args) + "\n" + "\n".join(notes)
+    return " \\\n  ".join(args) + ("\n" + "\n".join(notes) if notes else "")

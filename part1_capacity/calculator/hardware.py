@@ -13,13 +13,12 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from part1_capacity.calculator import roofline, validate
+from part1_capacity.calculator import validate
 from part1_capacity.calculator.dtypes import closest, get_dtype
 from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.speed import kernels_from_dict
+from course.units import GB, GIB  # noqa: F401  (GIB: old callers)
 
 DATA = Path(__file__).resolve().parent / "data"
-GB, GIB = 1e9, 2 ** 30
 ENGINES = ["vllm", "llama.cpp"]
 
 
@@ -41,7 +40,7 @@ class Accelerator:
     engines: tuple = ("vllm", "llama.cpp")   # serving engines that run on it
     status: str = "vendor"
     source: str = ""
-    kernels: object = field(default=None, compare=False)   # speed.Kernels: measured per-type kernel costs (hosts)
+    kernels: object = field(default=None, compare=False)   # Kernels (below): measured per-type kernel costs (hosts)
     engine_memory_bytes: float = 0.0   # total memory as the runtime reports it to the engine (0: not recorded)
     engine_memory_source: str = ""     # where that figure was read (a start-up log, a runtime query)
     unified_memory: bool = False       # CPU and GPU share one memory: the weights sit in it once
@@ -53,11 +52,6 @@ class Accelerator:
         compute = get_dtype(weights_dtype, "weights_dtype").compute
         eight_bit = {"fp8": self.flops_fp8, "int8": self.flops_int8}.get(compute, 0.0)
         return eight_bit or self.flops_16
-
-    def ridge_point(self, weights_dtype: str) -> float:
-        """Arithmetic intensity (FLOP/byte) above which a kernel is compute-bound here (``roofline.ridge_point``
-        at this dtype's peak)."""
-        return roofline.ridge_point(self.peak_flops(weights_dtype), self.bandwidth)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -84,6 +78,43 @@ class Accelerator:
         return d
 
 
+@dataclass(frozen=True)
+class Kernels:
+    """Measured kernel constants of one host at one thread count (``experiments/engine/kernels.py``; used by ``speed.py``)."""
+    threads: int
+    op_overhead_s: float
+    types: dict        # ggml type name → {decode_s_per_weight, compute_s_per_weight, prefill_s_per_weight_token, ...}
+    source: str = ""
+
+    def cost(self, ggml_type: str, key: str) -> float:
+        if ggml_type not in self.types:
+            raise InputError(f"kernels: no measurement for weight type '{ggml_type}'; measured: "
+                             f"{', '.join(self.types)}")
+        return float(self.types[ggml_type][key])
+
+
+def kernels_from_dict(d: dict, where: str = "kernels") -> Kernels:
+    """Validate the ``kernels`` entry of an accelerator (one thread count's constants)."""
+    try:
+        k = Kernels(int(d["threads"]), float(d["op_overhead_s"]), dict(d["types"]), str(d.get("source", "")))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{where}: expected threads, op_overhead_s and types ({exc})") from None
+    for t, c in k.types.items():
+        for key in ("decode_s_per_weight", "prefill_s_per_weight_token"):
+            v = c.get(key) if isinstance(c, dict) else None
+            if not isinstance(v, (int, float)) or not v > 0 or v != v or v == float("inf"):
+                raise InputError(f"{where}: type '{t}' needs a positive finite '{key}', got {v!r}")
+    return k
+
+
+
+# What a real device can be, with room on both sides (the smallest phone NPU to beyond today's largest
+# accelerator): a figure outside gives times of 10^300 s or a device that holds nothing, never a useful plan.
+PHYSICAL = {"memory_gb": (0.01, 1e5), "memory_gib": (0.01, 1e5), "engine_memory_gib": (0.01, 1e5),
+            "bandwidth_gb_s": (0.1, 1e5),
+            "bf16_tflops": (1e-3, 1e5), "fp8_tflops": (1e-3, 1e5), "int8_tflops": (1e-3, 1e5),
+            "interconnect_gb_s": (0.01, 1e5), "peer_link_gb_s": (0.01, 1e5)}
+
 def eight_bit_cell(acc) -> str:
     """"fp8 / int8" dense TFLOP/s for a table; a type without its own units runs at the 16-bit rate
     (``Accelerator.peak_flops``) and says so — an A100's FP8 weights multiply at its BF16 rate."""
@@ -93,20 +124,26 @@ def eight_bit_cell(acc) -> str:
 
 
 def _num(d, key, where, required=True, positive=True):
+    """A datasheet figure of ``d`` (GB, GB/s, TFLOP/s): finite and within ``PHYSICAL``'s range for its field;
+    0 for an optional figure left out (or given as 0: "none")."""
     v = d.get(key)
     if v is None:
         if required:
             raise InputError(f"{where}: missing field '{key}'")
         return 0.0
-    # finite, in range, checked before use (validate.py): GB, GB/s and TFLOP/s up to 10^9 (an exabyte)
-    return float(validate.number(v, f"{where}: field '{key}'", lo=0, lo_open=positive, hi=1e9))
+    lo, hi = PHYSICAL[key]
+    x = float(validate.number(v, f"{where}: field '{key}'", lo=0, lo_open=positive, hi=hi))
+    if x and x < lo:
+        raise InputError(f"{where}: field '{key}' {x:g} is below any real device; allowed: {lo:g} to {hi:g}"
+                         + ("" if positive else " (or 0: none)"))
+    return x
 
 
 def accelerator_from_dict(d: dict, where: str = "accelerator") -> Accelerator:
     """Validate one accelerator entry (the bundled table's format) and build an ``Accelerator``."""
     if not isinstance(d, dict):
         raise InputError(f"{where}: expected a JSON object with id, memory_gb, bandwidth_gb_s, bf16_tflops")
-    aid = str(d.get("id") or "").strip().lower()
+    aid = validate.printable(str(d.get("id") or "").strip().lower())
     if not aid:
         raise InputError(f"{where}: missing field 'id'")
     w = f"accelerator '{aid}'"
@@ -117,18 +154,18 @@ def accelerator_from_dict(d: dict, where: str = "accelerator") -> Accelerator:
     else:
         raise InputError(f"{w}: missing field 'memory_gb' (or 'memory_gib')")
     max_tp = d.get("max_tp", 1)
-    if isinstance(max_tp, bool) or not isinstance(max_tp, int) or max_tp < 1:
-        raise InputError(f"{w}: field 'max_tp' must be a positive integer, got {max_tp!r}")
+    if isinstance(max_tp, bool) or not isinstance(max_tp, int) or not 1 <= max_tp <= 65536:
+        raise InputError(f"{w}: field 'max_tp' must be an integer from 1 to 65536, got {validate.show(max_tp)}")
     node = d.get("node_size", max_tp)
-    if isinstance(node, bool) or not isinstance(node, int) or node < 1:
-        raise InputError(f"{w}: field 'node_size' must be a positive integer, got {node!r}")
+    if isinstance(node, bool) or not isinstance(node, int) or not 1 <= node <= 65536:
+        raise InputError(f"{w}: field 'node_size' must be an integer from 1 to 65536, got {validate.show(node)}")
     kind = str(d.get("kind", "datacenter"))
     engines = d.get("engines", ENGINES if kind in ("datacenter", "host") else ["llama.cpp"])
     if not isinstance(engines, list) or not engines or any(e not in ENGINES for e in engines):
         raise InputError(f"{w}: field 'engines' must be a list of {', '.join(ENGINES)}, got {engines!r}")
     interconnect = _num(d, "interconnect_gb_s", w, required=False, positive=False) * GB
     return Accelerator(
-        id=aid, name=str(d.get("name") or aid), kind=kind, memory_bytes=mem,
+        id=aid, name=validate.printable(str(d.get("name") or aid)), kind=kind, memory_bytes=mem,
         bandwidth=_num(d, "bandwidth_gb_s", w) * GB, flops_16=_num(d, "bf16_tflops", w) * 1e12,
         flops_fp8=_num(d, "fp8_tflops", w, required=False, positive=False) * 1e12,
         flops_int8=_num(d, "int8_tflops", w, required=False, positive=False) * 1e12,

@@ -12,15 +12,18 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from part1_capacity.calculator import deploy, engine_rules as engine_alloc, roofline, speed, weights
-from part1_capacity.calculator.deploy import (  # noqa: F401  (re-exported: the rules' historical home)
-    kv_fraction_per_rank, splits_heads, state_fraction_per_rank, tp_degrees)
+from part1_capacity.calculator import deploy, engine_rules, roofline, speed, weights
+from part1_capacity.calculator.engine_rules import vllm_memory
+from part1_capacity.calculator.deploy import tp_degrees
+from part1_capacity.calculator.sharding import (  # noqa: F401  (kv_fraction_per_rank re-exported for old callers)
+    kv_fraction_per_rank, splits_heads, state_fraction_per_rank)
 from part1_capacity.calculator.dtypes import KV_DTYPES, get_dtype
 from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.hardware import GIB, Accelerator, load_accelerator
+from part1_capacity.calculator.hardware import Accelerator, load_accelerator
 from part1_capacity.calculator.loader import load_model
 from part1_capacity.calculator.profiles import ModelProfile
 from part1_capacity.calculator.tiers import tiers_for
+from course.units import GIB, ceil_div
 
 DEFAULT_USABLE_FRACTION = 0.90      # vLLM's default gpu_memory_utilization
 DEFAULT_OVERHEAD_BYTES = 2 * GIB    # activations of a chunked prefill + runtime; vLLM profiles 1–4 GiB at start-up
@@ -40,7 +43,7 @@ class Workload:
     tensor_parallel: int | None = None    # pinned tensor-parallel degree; None: the search picks it
     pipeline_parallel: int | None = None  # pinned pipeline stages; None: the search picks them
     nodes: int | None = None              # pinned node budget: the best decode on at most this many nodes
-    engine: str = "law"                   # whose allocation sizes the cache: law, llama.cpp, vllm (engine_alloc)
+    engine: str = "law"                   # whose allocation sizes the cache: law, llama.cpp, vllm (engine_rules)
     hybrid_kv_cache_manager: bool = True  # vLLM's hybrid manager (False: --disable-hybrid-kv-cache-manager)
 
     def validate(self, model: ModelProfile) -> "Workload":
@@ -66,7 +69,7 @@ class Workload:
             raise InputError(f"tensor_parallel: {t} does not split {model.id}'s {model.n_heads} attention heads and "
                              f"{model.n_kv_heads} K/V heads evenly; allowed: "
                              f"{', '.join(str(d) for d in range(1, model.n_heads + 1) if splits_heads(model, d))}")
-        engine_alloc.check_engine(self.engine)
+        engine_rules.check_engine(self.engine)
         self.weights_dtype = get_dtype(self.weights_dtype or model.native_dtype, "weights_dtype").name
         self.kv_dtype = get_dtype(self.kv_dtype, "kv_dtype", KV_DTYPES).name
         # Servers keep some hybrids' state wider than the KV cache (vLLM: Nemotron-H SSM state in float32).
@@ -222,7 +225,7 @@ def _overflow(model, acc, wl, dep0: deploy.Deployment) -> tuple[dict, list]:
     fewer than ranks; the MLA latent on every rank) — ``replication`` says by how much."""
     U = deploy.usable_bytes(acc, wl)
     T, B = wl.context, wl.batch
-    m = -(-B // dep0.data)
+    m = ceil_div(B, dep0.data)
     need = m * float(deploy.cache_per_rank(model, wl, T, dep0.tensor)) / dep0.pipeline
     free = max(U - dep0.weights_per_rank, 0.0)
     over = max(need - free, 0.0)
@@ -310,3 +313,25 @@ def make_plan(model, accelerator, workload: Workload | None = None, **kw) -> Pla
                 deployment_without_kv=dep0, kv_bytes_stored=stored, prefill=prefill, decode=decode,
                 decode_split=dec_split, prefill_split=pre_split, overflow=over, overflow_tiers=over_tiers,
                 fewest=fewest)
+
+
+def for_plan(plan: Plan, engine: str, hybrid_manager: bool = True) -> engine_rules.EngineAllocation:
+    """``allocate`` for a ``plan.Plan``: its workload, on its tensor-parallel degree (pinned, else the search's)."""
+    tp = (plan.workload.tensor_parallel or plan.parallelism.get("tensor")
+          or plan.parallelism_without_kv.get("tensor") or 1)
+    pipeline = plan.parallelism.get("pipeline") or plan.parallelism_without_kv.get("pipeline") or 1
+    return engine_rules.allocate(plan.model, plan.workload, tp, engine, plan.accelerator, hybrid_manager, pipeline)
+
+
+def startup_for_plan(plan, flags=None, hybrid_manager: bool = True):
+    """What vLLM logs at start-up for the plan's deployment (``vllm_memory.startup``): one instance of its
+    tensor × pipeline ranks, ``max_model_len`` = the workload's context, the weights at the plan's precision."""
+    par = plan.parallelism or plan.parallelism_without_kv
+    tp = plan.workload.tensor_parallel or par.get("tensor") or 1
+    pp = plan.workload.pipeline_parallel or par.get("pipeline") or 1
+    wl = plan.workload
+    dep = plan.deployment or plan.deployment_without_kv
+    per_rank = dep.weights_per_rank if dep is not None and getattr(dep, "expert", 1) > 1 else None
+    return vllm_memory.startup(plan.model, plan.accelerator, wl.context, plan.weights_bytes, tp, pp,
+                               get_dtype(wl.kv_dtype).bytes, get_dtype(plan.model.native_dtype).bytes,
+                               get_dtype(wl.state_dtype).bytes, hybrid_manager, flags, per_rank)

@@ -33,6 +33,7 @@ from pathlib import Path
 from part1_capacity.calculator import roofline
 from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.hardware import Kernels, kernels_from_dict  # noqa: F401  (speed.kernels_from_dict: old callers)
 
 DATA = Path(__file__).resolve().parent / "data" / "speed.json"
 
@@ -54,35 +55,6 @@ def gguf_mix(weights_dtype: str) -> dict[str, float]:
 
 def nodes_per_layer() -> int:
     return int(speed_data()["graph_nodes_per_layer"]["value"])
-
-
-@dataclass(frozen=True)
-class Kernels:
-    """Measured kernel constants of one host at one thread count (``engine/kernels.py``)."""
-    threads: int
-    op_overhead_s: float
-    types: dict        # ggml type name → {decode_s_per_weight, compute_s_per_weight, prefill_s_per_weight_token, ...}
-    source: str = ""
-
-    def cost(self, ggml_type: str, key: str) -> float:
-        if ggml_type not in self.types:
-            raise InputError(f"kernels: no measurement for weight type '{ggml_type}'; measured: "
-                             f"{', '.join(self.types)}")
-        return float(self.types[ggml_type][key])
-
-
-def kernels_from_dict(d: dict, where: str = "kernels") -> Kernels:
-    """Validate the ``kernels`` entry of an accelerator (one thread count's constants)."""
-    try:
-        k = Kernels(int(d["threads"]), float(d["op_overhead_s"]), dict(d["types"]), str(d.get("source", "")))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"{where}: expected threads, op_overhead_s and types ({exc})") from None
-    for t, c in k.types.items():
-        for key in ("decode_s_per_weight", "prefill_s_per_weight_token"):
-            v = c.get(key) if isinstance(c, dict) else None
-            if not isinstance(v, (int, float)) or not v > 0 or v != v or v == float("inf"):
-                raise InputError(f"{where}: type '{t}' needs a positive finite '{key}', got {v!r}")
-    return k
 
 
 # --- the measured-kernel model -------------------------------------------------------------------------------------

@@ -23,8 +23,8 @@ import stat
 from pathlib import Path
 
 from part1_capacity.calculator.errors import InputError
+from course.units import MIB
 
-MIB = 2 ** 20
 MAX_FILE_BYTES = 16 * MIB     # a config.json is a few KB, an accelerator file less; a safetensors index a few MB
 MAX_INT_DIGITS = 30           # no count, size or length in a model or accelerator file comes near 10^30
 
@@ -33,6 +33,36 @@ def show(v, limit: int = 40) -> str:
     """``repr(v)`` cut to ``limit`` characters: error messages stay one short line whatever the input."""
     r = repr(v)
     return r if len(r) <= limit else f"{r[:limit - 5]}…({len(r)} chars)"
+
+
+def writable_path(path, field: str) -> Path:
+    """``path`` as a file this process can create or overwrite — checked before a long run starts, not after.
+
+    Its folder must exist and be writable; an existing path must be a regular file or a device that takes writes
+    (``/dev/full`` accepts ``open`` but no byte: refused here by a one-byte write)."""
+    p = Path(path)
+    folder = p.parent if str(p.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"{field}: folder {show(str(folder))} does not exist; create it first")
+    if p.exists() and p.is_dir():
+        raise InputError(f"{field}: {show(str(p))} is a folder; give a file name")
+    if p.exists() and not p.is_file():
+        try:
+            with open(p, "wb", buffering=0) as fh:
+                fh.write(b"\n")
+        except OSError as exc:
+            raise InputError(f"{field}: {show(str(p))} takes no writes ({exc.strerror})") from None
+        return p
+    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise InputError(f"{field}: {show(str(p))} is not writable")
+    return p
+
+
+def printable(s: str, limit: int = 200) -> str:
+    """A name read from a file, safe to print: control characters (terminal escape sequences, newlines) written as
+    ``\\x1b``-style escapes, cut to ``limit`` characters."""
+    out = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in s)
+    return out if len(out) <= limit else f"{out[:limit - 1]}…"
 
 
 # --- numbers ------------------------------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ def run(a) -> int:
 
 
 def run_engines(names, a) -> int:
-    from part1_capacity.calculator.engine_rules import compare_engines
+    from part1_capacity.calculator.compare import compare_engines
 
     out = compare_engines(names, a.accelerator, workload_from_args(a))
     if a.json:

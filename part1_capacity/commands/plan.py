@@ -5,10 +5,10 @@ from __future__ import annotations
 from part1_capacity.calculator import validate
 from part1_capacity.commands._common import (add_vllm_startup_flags, add_workload_flags, positive_int,
                                              startup_flags_from_args, workload_from_args)
-from part1_capacity.calculator import emit, engine_rules as engine_alloc
+from part1_capacity.calculator import emit, engine_rules
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time, table
-from part1_capacity.calculator.plan import Plan, make_plan
+from part1_capacity.calculator.plan import Plan, for_plan, make_plan, startup_for_plan
 
 
 def register(sub):
@@ -39,19 +39,24 @@ def register(sub):
 
 
 def run(a) -> int:
-    engine_alloc.check_engine(a.engine)
+    engine_rules.check_engine(a.engine)
     if a.disable_hybrid_kv_cache_manager and a.engine != "vllm":
         # vLLM's flag: silently ignored under another engine, it would let a reader believe the plan used it
         raise InputError(f"--disable-hybrid-kv-cache-manager: a vLLM flag, only with --engine vllm "
                          f"(got --engine {a.engine})")
     flags = startup_flags_from_args(a)
     plan = make_plan(a.model, a.accelerator, workload_from_args(a))
-    alloc = engine_alloc.for_plan(plan, a.engine, not a.disable_hybrid_kv_cache_manager)
+    alloc = for_plan(plan, a.engine, not a.disable_hybrid_kv_cache_manager)
     start = None
     if (a.engine == "vllm" and (plan.parallelism or plan.parallelism_without_kv)
             and "vllm" in plan.accelerator.engines):
-        start = engine_alloc.startup_for_plan(plan, flags, not a.disable_hybrid_kv_cache_manager)
-    if a.emit:
+        start = startup_for_plan(plan, flags, not a.disable_hybrid_kv_cache_manager)
+    if a.emit and a.json:       # the plan and the command together, for a script
+        print(validate.dumps_json({**plan.to_dict(), **alloc.to_fields(), **(start.to_fields() if start else {}),
+                                   "emit": {"engine": a.emit,
+                                            "command": emit.command(plan, a.emit, a.hf_repo, startup=start)}},
+                                  indent=2))
+    elif a.emit:
         print(emit.command(plan, a.emit, a.hf_repo, startup=start))
     elif a.json:
         print(validate.dumps_json({**plan.to_dict(), **alloc.to_fields(), **(start.to_fields() if start else {})},

@@ -21,6 +21,7 @@ from part1_capacity.calculator.loader import load_model
 from part1_capacity.calculator.profiles import bundled_models
 from part1_capacity.calculator.sweep import heatmaps, pow2_grid, sweep
 from part1_capacity.calculator.tiers import tier_table
+from course.units import GIB
 
 NAME = "calc"
 REPO = Path(__file__).resolve().parents[2]
@@ -71,7 +72,7 @@ def structures_table(plans, confirmed: dict | None = None) -> str:
 def engines_table() -> str:
     """The comparison's workload as the law, llama.cpp and vLLM allocate it (``capacity compare --engines``), with
     the rules that moved each engine's figure."""
-    from part1_capacity.calculator.engine_rules import compare_engines
+    from part1_capacity.calculator.compare import compare_engines
 
     rows = compare_engines(DEFAULT_MODELS, DEFAULT_ACCELERATOR, Workload(context=DEFAULT_CONTEXT, batch=DEFAULT_BATCH))
     out = ["| structure | model | tensor-parallel ranks | law | llama.cpp | vLLM |", "|---|---|---:|---:|---:|---:|"]
@@ -146,7 +147,7 @@ def parallel_split_figure(out: Path, plt) -> str:
     SPLIT_BATCH sequences of SPLIT_CONTEXT tokens — ``deploy.cache_per_rank`` for a tensor rank (whole K/V heads,
     the MLA latent whole on every rank), the stage's layers' share for a pipeline stage. Returns the caption.
     """
-    n, GiB = SPLIT_RANKS, 2 ** 30
+    n, GiB = SPLIT_RANKS, GIB
     fig, axes = plt.subplots(len(SPLIT_MODELS), 2, figsize=(11, 3.3 * len(SPLIT_MODELS)), sharey="row",
                              layout="constrained")
     notes = []
@@ -321,7 +322,7 @@ def data_tables() -> tuple[str, str, str]:
 
 def real_models_figure(out: Path, plt) -> None:
     """The lesson-03 laws applied to the comparison's four real models at 128K (shown on lesson 03's page)."""
-    GiB = 2 ** 30
+    GiB = GIB
     rows = ["| structure | model | layers that grow | KV bytes per token (bf16, growing) | constant state | "
             f"cache of one sequence at {DEFAULT_CONTEXT:,} tokens |", "|---|---|---|---|---|---|"]
     sources = []

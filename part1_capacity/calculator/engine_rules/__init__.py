@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.calculator.engine_rules import llama_cpp, vllm
 from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.sharding import kv_fraction_per_rank, state_fraction_per_rank
+from course.units import GIB
 
 ENGINES = ("law", "llama.cpp", "vllm")
 LLAMA_CPP_KV = ("fp32", "fp16", "bf16", "q8_0")       # ggml cache types the calculator has a dtype for
@@ -65,8 +67,6 @@ def _allocate(profile, workload, tensor_parallel, engine, accelerator, hybrid_ma
     kvb = get_dtype(workload.kv_dtype).bytes
     sb = get_dtype(workload.state_dtype).bytes
     if engine == "law":
-        from part1_capacity.calculator.deploy import kv_fraction_per_rank, state_fraction_per_rank
-
         attn, state = float(profile.attention_cache_bytes(T, kvb)), float(profile.state_bytes(sb))
         per_tok = float(profile.kv_bytes_per_token(kvb)) * kv_fraction_per_rank(profile, tp)
         state_total = B * state * state_fraction_per_rank(profile, tp) * tp
@@ -93,7 +93,7 @@ def _allocate(profile, workload, tensor_parallel, engine, accelerator, hybrid_ma
                          f"not {workload.kv_dtype}")
     conv = get_dtype(profile.native_dtype).bytes
     memory = (getattr(accelerator, "engine_memory_bytes", 0) or accelerator.memory_bytes
-              if accelerator is not None else 80 * 2 ** 30)
+              if accelerator is not None else 80 * GIB)
     batched = vllm.max_num_batched_tokens(memory, getattr(accelerator, "name", ""), getattr(accelerator, "id", ""))
     r = vllm.reservation(profile, T, tp, kvb, conv, sb, batched, hybrid_manager)
     notes = list(r.notes)
@@ -129,48 +129,3 @@ def sequence_bytes_per_rank(profile, workload, T, tp: int):
     if T.ndim == 0:
         return float(one(T))
     return np.vectorize(one, otypes=[float])(T)
-
-
-def for_plan(plan, engine: str, hybrid_manager: bool = True) -> EngineAllocation:
-    """``allocate`` for a ``plan.Plan``: its workload, on its tensor-parallel degree (pinned, else the search's)."""
-    tp = (plan.workload.tensor_parallel or plan.parallelism.get("tensor")
-          or plan.parallelism_without_kv.get("tensor") or 1)
-    pipeline = plan.parallelism.get("pipeline") or plan.parallelism_without_kv.get("pipeline") or 1
-    return allocate(plan.model, plan.workload, tp, engine, plan.accelerator, hybrid_manager, pipeline)
-
-
-def compare_engines(models, accelerator, workload) -> list[dict]:
-    """For each model: the plan's tensor-parallel degree and the law, llama.cpp and vLLM allocations side by side
-    (``capacity compare --engines``)."""
-    import copy
-
-    from part1_capacity.calculator.plan import make_plan
-
-    out = []
-    for name in models:
-        plan = make_plan(name, accelerator, copy.copy(workload))
-        rows = []
-        for engine in ENGINES:
-            try:
-                rows.append(for_plan(plan, engine).to_dict())
-            except InputError as exc:
-                rows.append(EngineAllocation(engine, None, None, None, 0, [str(exc)]).to_dict())
-        out.append({"model": plan.model.id, "structure": plan.model.structure, "accelerator": plan.accelerator.id,
-                    "context": workload.context, "batch": workload.batch, "engines": rows})
-    return out
-
-
-def startup_for_plan(plan, flags=None, hybrid_manager: bool = True):
-    """What vLLM logs at start-up for the plan's deployment (``vllm_memory.startup``): one instance of its
-    tensor × pipeline ranks, ``max_model_len`` = the workload's context, the weights at the plan's precision."""
-    from part1_capacity.calculator.engine_rules import vllm_memory
-
-    par = plan.parallelism or plan.parallelism_without_kv
-    tp = plan.workload.tensor_parallel or par.get("tensor") or 1
-    pp = plan.workload.pipeline_parallel or par.get("pipeline") or 1
-    wl = plan.workload
-    dep = plan.deployment or plan.deployment_without_kv
-    per_rank = dep.weights_per_rank if dep is not None and getattr(dep, "expert", 1) > 1 else None
-    return vllm_memory.startup(plan.model, plan.accelerator, wl.context, plan.weights_bytes, tp, pp,
-                               get_dtype(wl.kv_dtype).bytes, get_dtype(plan.model.native_dtype).bytes,
-                               get_dtype(wl.state_dtype).bytes, hybrid_manager, flags, per_rank)

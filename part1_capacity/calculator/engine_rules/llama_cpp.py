@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from part0_foundations.l03_kv_cache import laws
+from course.units import round_up
 
 CELL_PAD = 256            # llama-context.cpp: GGML_PAD(n_ctx, 256), GGML_PAD(n_ctx_seq, 256)
 SWA_PAD = 256             # llama-kv-cache-iswa.cpp: GGML_PAD(min(size_base, n_swa + n_ubatch), 256)
@@ -37,7 +38,7 @@ SOURCE = "llama.cpp vendored in llama-cpp-python 0.3.36"
 
 def pad(n: int, multiple: int) -> int:
     """``GGML_PAD``: ``n`` rounded up to a multiple of ``multiple``."""
-    return -(-int(n) // multiple) * multiple
+    return round_up(n, multiple)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.sharding import kv_heads_per_rank, state_shards
+from course.units import GIB, ceil_div
 
 BLOCK_SIZE = 16                 # vllm/config/cache.py: block_size 16 on CUDA
 KERNEL_BLOCK_ALIGNMENT = 16     # vllm/platforms/interface.py: max(backend's smallest kernel block, block_size)
@@ -45,8 +47,7 @@ GROUP_SIZE_SLACK = 1.5          # kv_cache_utils.py: max_num_layers < min_num_la
 SOURCE = "vLLM v1 (vllm-project/vllm main)"
 
 
-def cdiv(a, b) -> int:
-    return -(-int(a) // int(b))
+cdiv = ceil_div   # vLLM's name (vllm/utils: cdiv)
 
 
 def max_num_batched_tokens(memory_bytes: float, name: str = "", acc_id: str = "") -> int:
@@ -56,12 +57,7 @@ def max_num_batched_tokens(memory_bytes: float, name: str = "", acc_id: str = ""
     tpu = {"tpu-v6e": 1024, "tpu-v5e": 512, "tpu-v5p": 256}
     if acc_id in tpu:
         return tpu[acc_id]
-    return 8192 if memory_bytes >= 70 * 2 ** 30 and "a100" not in name.lower() else 2048
-
-
-def kv_heads_per_rank(n_kv_heads: int, tp: int) -> int:
-    """``max(1, n_kv_heads // tp)`` (vllm/model_executor/models/llama.py): replicated when tp > n_kv_heads."""
-    return max(1, n_kv_heads // tp)
+    return 8192 if memory_bytes >= 70 * GIB and "a100" not in name.lower() else 2048
 
 
 def attention_page_per_token(profile, tp: int, kv_bytes: float) -> float:
@@ -77,7 +73,7 @@ def state_page(profile, tp: int, conv_bytes: float, ssm_bytes: float) -> float:
     modelled: the B/C groups vLLM replicates when ``n_groups`` does not divide by ``tp``
     (``MambaStateShapeCalculator.extra_groups_for_head_shards``), a few percent of the convolution state."""
     s = profile.ssm
-    split = min(tp, s.n_heads)
+    split = state_shards(s.n_heads, tp)
     return (s.conv_elements * conv_bytes + (s.state_elements - s.conv_elements) * ssm_bytes) / split
 
 

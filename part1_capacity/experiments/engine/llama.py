@@ -17,8 +17,8 @@ from pathlib import Path
 import llama_cpp
 
 from part1_capacity.calculator.errors import InputError
+from course.units import MIB
 
-MIB = 1 << 20
 
 # --- the log ------------------------------------------------------------------------------------------------------
 _captured: list[str] = []

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from course import records
 from part1_capacity.experiments.engine.common import load_result
+from course.units import MIB
 
 NAME = "engine"
-MIB = 2 ** 20
 
 
 def _missing(out, names, what):

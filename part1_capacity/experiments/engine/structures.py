@@ -4,7 +4,7 @@ For each tiny model (``tiny_models``: llama GQA and MQA, deepseek2, gemma2, gemm
 qwen3next) open contexts of several sizes for 1 and several sequences, read every buffer llama.cpp logs — K and V
 of the full layers, K and V of the sliding-window cache, the recurrent R (convolution) and S (SSM / delta-net)
 states — and compare each with the calculator's prediction for the same shape: the profile read from the GGUF's
-metadata (``gguf_profile``), the lesson-03 laws, and llama.cpp's allocation rules (``engine_alloc.llama_cpp``).
+metadata (``gguf_profile``), the lesson-03 laws, and llama.cpp's allocation rules (``engine_rules.llama_cpp``).
 The law alone (no engine rule) is recorded beside them: that is the gap the rules explain.
 
 The log prints MiB with two decimals, so a component matches when it is within 0.005 MiB of the prediction and
@@ -56,7 +56,7 @@ def parse_buffers(lines) -> tuple[dict, dict]:
 
 
 def predicted_cells(profile, n_ctx, n_seq, swa_full=False) -> dict:
-    """Cells per stream llama.cpp logs for each component (engine_alloc.llama_cpp rules)."""
+    """Cells per stream llama.cpp logs for each component (engine_rules.llama_cpp rules)."""
     ctx = rules.context(n_ctx, n_seq)
     out = {"K": ctx.n_ctx_seq, "V": ctx.n_ctx_seq}
     if profile.n_window_layers:

@@ -27,8 +27,8 @@ from part1_capacity.experiments.page_cache.hog import HogEnded, HogProcess
 from part1_capacity.experiments.page_cache.knee import find_knee, trailing_baseline
 from part1_capacity.experiments.page_cache.searcher import Searcher, faiss_query_ms
 from part1_capacity.calculator.errors import InputError
+from course.units import GIB
 
-GIB = 1 << 30
 TMP_PREFIX = "capacity-e3-"
 
 
