@@ -110,3 +110,12 @@ def test_a_shard_index_that_names_no_file(tmp_path, capsys, weight_map, fragment
                {"model.safetensors": {"model.embed_tokens.weight": ("BF16", (4, 64), 512)}})
     (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
     refused(capsys, ["plan", "--model", str(d), "--accelerator", "h100", "--context", "8"], fragment)
+
+
+@pytest.mark.parametrize("bits", [0, 3, "4", None, 16])
+def test_a_quantization_width_the_checkpoint_cannot_store(tmp_path, capsys, bits):
+    from tests.test_hostile_input import LLAMA
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**LLAMA, "quantization_config": {"quant_method": "gptq", "bits": bits}}))
+    refused(capsys, ["plan", "--model", str(p), "--accelerator", "h100", "--context", "8"],
+            f"quantization_config.bits {bits!r} is not a width gptq stores here; allowed: 4, 8")
