@@ -95,7 +95,7 @@ def test_a_checkpoint_whose_tensors_hold_no_bytes_is_refused(tmp_path, capsys):
     d = folder(tmp_path, {**LLAMA, "torch_dtype": "bfloat16"},
                {"model.safetensors": {"model.embed_tokens.weight": ("BF16", (0, 64), 0)}})
     refused(capsys, ["plan", "--model", str(d), "--accelerator", "h100", "--context", "8", "--json"],
-            "weights come to 0 bytes")
+            "field 'params_total' must be a positive number, got 0.0")
 
 
 @pytest.mark.parametrize("weight_map, fragment", [
