@@ -189,14 +189,17 @@ def test_human_plan_output_is_a_table(capsys):
     assert "bottleneck: weights" in out and "KV / weights" in out and "decode" in out and "prefill" in out
 
 
-def test_a_laptops_tiers_are_its_own_and_hf_ids_are_not_downloaded(capsys):
+def test_a_laptops_tiers_are_its_own_and_hf_ids_are_not_downloaded(capsys, monkeypatch, tmp_path):
     # a laptop's overflow goes to its SSD, never to a server's host DRAM, CXL or a peer's HBM
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))   # an empty Hub cache
     d = make_plan("llama-3.1-70b", "m4-max", context=T128K, batch=4, weights_dtype="q4_k_m").to_dict()
     assert d["overflow_bytes"] > 0 and [t["tier"] for t in d["overflow_tiers"]] == ["nvme-gen4"]
     nvme = d["overflow_tiers"][0]
     assert nvme["bandwidth"] == 7.45e9 and nvme["slowdown_vs_hbm"] > 1
+    # a Hub id is read over HTTP (config and headers only); offline and not in the Hub cache, it is one line
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     code, _, err = run(capsys, "plan", "--model", "meta-llama/Llama-3.1-8B", "--accelerator", "h100", "--context", "8")
-    assert code == 2 and "did you mean 'llama-3.1-8b'" in err and "nothing is downloaded" in err
+    assert code == 2 and "HF_HUB_OFFLINE is set and meta-llama/Llama-3.1-8B is not in the Hub cache" in err
 
 
 def test_every_accelerator_kind_has_its_own_memory_and_somewhere_to_overflow():
