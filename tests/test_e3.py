@@ -362,6 +362,8 @@ def no_run(monkeypatch):
     (["--seed", "-1"], "seed"),
     (["--cycle-seconds", "inf"], "cycle-seconds"),
     (["--knee-factor", "inf"], "knee-factor"),
+    (["--p50-knee-factor", "nan"], "p50-knee-factor"),
+    (["--p50-knee-factor", "1"], "p50-knee-factor"),
     (["--index-gb", "inf"], "index-gb"),
     (["--out", "FOLDER"], "out"),
 ])
