@@ -142,19 +142,37 @@ def fault_counts() -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class MemInfo:
-    """Host memory, bytes (from /proc/meminfo)."""
+    """The memory this process can use, bytes: the host's (/proc/meminfo), or its memory cgroup's when a cgroup
+    limit is below the host's RAM (``scope`` says which; see ``meminfo``)."""
 
-    total: int      # MemTotal: usable RAM
+    total: int      # MemTotal: usable RAM (in a limited cgroup: the limit)
     available: int  # MemAvailable: the kernel's estimate of what can be allocated without swapping (includes
     #                 reclaimable page cache — the cache of an mmap-opened index counts as "available")
     cached: int     # Cached: page cache (file pages, incl. tmpfs/shmem)
     free: int       # MemFree: RAM holding nothing at all (small on a healthy machine: the cache uses the rest)
+    scope: str = "host"  # "host" or "cgroup"
 
 
-def meminfo(path: str = "/proc/meminfo") -> MemInfo:
-    """MemTotal, MemAvailable, Cached and MemFree of the host, in bytes."""
+def meminfo(path: str = "/proc/meminfo", cgroup: bool = True) -> MemInfo:
+    """MemTotal, MemAvailable, Cached and MemFree, in bytes.
+
+    With ``cgroup`` (the default) and this process in a memory cgroup whose limit is below the host's RAM, the
+    figures are the group's, as a container would show them: total = the limit; available = the smaller of the
+    host's MemAvailable and the group's (limit − usage + its file LRU pages); cached = the page cache charged to
+    the group; free = the smaller of the host's MemFree and limit − usage. A smaller "host" made with a cgroup then
+    reads like a smaller machine, and a floor on MemAvailable holds for the group and for the host alike."""
     f = read_kib_fields(path, ("MemTotal", "MemAvailable", "Cached", "MemFree"))
-    return MemInfo(total=f["MemTotal"], available=f["MemAvailable"], cached=f["Cached"], free=f["MemFree"])
+    host = MemInfo(total=f["MemTotal"], available=f["MemAvailable"], cached=f["Cached"], free=f["MemFree"])
+    return group_view(host, cgroup_memory() if cgroup else None)
+
+
+def group_view(host: MemInfo, g: CgroupMemory | None) -> MemInfo:
+    """``host`` as a process inside the memory cgroup ``g`` sees it (see ``meminfo``); ``host`` itself when there
+    is no group or its limit is not below the host's RAM."""
+    if g is None or g.limit >= host.total:
+        return host
+    return MemInfo(total=g.limit, available=min(host.available, g.available), cached=g.cache,
+                   free=max(0, min(host.free, g.limit - g.usage)), scope="cgroup")
 
 
 @dataclass(frozen=True)
@@ -205,6 +223,93 @@ def filesystem_type(path: str | os.PathLike) -> str:
     return fstype
 
 
+@dataclass(frozen=True)
+class CgroupMemory:
+    """The memory cgroup that limits this process most tightly (itself or an ancestor), bytes.
+
+    Inside it the kernel reclaims (and OOM-kills) against ``limit``, whatever the host's MemAvailable says; the
+    page cache a process of the group reads is charged to the group, so its pages are the ones reclaimed."""
+
+    path: str    # the group's directory under the cgroup mount
+    limit: int   # memory.limit_in_bytes (v1) / memory.max (v2)
+    usage: int   # charged now: anonymous memory + page cache (+ kernel memory on v1)
+    file: int    # page cache on the file LRU lists (active + inactive): what reclaim can drop without swap
+    cache: int   # all page cache charged to the group (v1 ``total_cache``, v2 ``file``; includes shmem)
+
+    @property
+    def available(self) -> int:
+        """The group's MemAvailable: room below the limit plus the page cache reclaim would drop."""
+        return max(0, self.limit - self.usage + self.file)
+
+
+def memory_mounts(mounts_path: str) -> dict[str, str]:
+    mounts = {}
+    with open(mounts_path) as f:
+        for line in f:
+            _, mount, fstype, opts, *_ = line.split()
+            if fstype == "cgroup2":
+                mounts.setdefault("v2", mount)
+            elif fstype == "cgroup" and "memory" in opts.split(","):
+                mounts.setdefault("v1", mount)
+    return mounts
+
+
+def _read_stat(path: str) -> dict[str, int]:
+    out = {}
+    with open(path) as f:
+        for line in f:
+            key, _, value = line.partition(" ")
+            if value.strip().isdigit():
+                out[key] = int(value)
+    return out
+
+
+def cgroup_memory(mounts_path: str = "/proc/mounts", cgroup_path: str = "/proc/self/cgroup") -> CgroupMemory | None:
+    """The group with the tightest memory limit among this process's cgroups and their ancestors, or None when
+    none is limited. Reads cgroup v2 ``memory.max``/``memory.current``/``memory.stat`` or v1
+    ``memory.limit_in_bytes``/``memory.usage_in_bytes``/``memory.stat`` (its ``total_*`` lines, which include
+    the group's children)."""
+    mounts = memory_mounts(mounts_path)
+    try:
+        with open(cgroup_path) as f:
+            entries = [line.rstrip("\n").split(":", 2) for line in f]
+    except OSError:
+        return None
+    best = None
+    for _, controllers, path in entries:
+        if controllers == "" and "v2" in mounts:
+            version, base = "v2", mounts["v2"]
+        elif "memory" in controllers.split(",") and "v1" in mounts:
+            version, base = "v1", mounts["v1"]
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):
+            d = os.path.join(base, *parts[:depth])
+            try:
+                with open(os.path.join(d, "memory.max" if version == "v2" else "memory.limit_in_bytes")) as f:
+                    value = f.read().strip()
+            except OSError:
+                continue
+            if value == "max" or int(value) >= (1 << 62):  # v1 writes "unlimited" as a huge number
+                continue
+            if best is None or int(value) < best[2]:
+                best = (version, d, int(value))
+    if best is None:
+        return None
+    version, d, limit = best
+    try:
+        stat = _read_stat(os.path.join(d, "memory.stat"))
+        with open(os.path.join(d, "memory.current" if version == "v2" else "memory.usage_in_bytes")) as f:
+            usage = int(f.read())
+    except (OSError, ValueError):
+        return CgroupMemory(d, limit, 0, 0, 0)  # limit known, usage unreadable (an ancestor we may not read)
+    pre = "" if version == "v2" else "total_"
+    file = stat.get(f"{pre}active_file", 0) + stat.get(f"{pre}inactive_file", 0)
+    cache = stat.get("file", 0) if version == "v2" else stat.get("total_cache", 0)
+    return CgroupMemory(d, limit, usage, file, cache)
+
+
 def cgroup_memory_limit() -> int | None:
     """The tightest memory limit (bytes) of this process's cgroup and its ancestors, or None when unlimited.
 
@@ -212,37 +317,8 @@ def cgroup_memory_limit() -> int | None:
     MemAvailable: an experiment that takes memory must respect both. Reads cgroup v2 ``memory.max`` or v1
     ``memory.limit_in_bytes``.
     """
-    mounts = {}
-    with open("/proc/mounts") as f:
-        for line in f:
-            _, mount, fstype, opts, *_ = line.split()
-            if fstype == "cgroup2":
-                mounts.setdefault("v2", mount)
-            elif fstype == "cgroup" and "memory" in opts.split(","):
-                mounts.setdefault("v1", mount)
-    limits = []
-    try:
-        with open("/proc/self/cgroup") as f:
-            entries = [line.rstrip("\n").split(":", 2) for line in f]
-    except OSError:
-        return None
-    for _, controllers, path in entries:
-        if controllers == "" and "v2" in mounts:
-            base, name = mounts["v2"], "memory.max"
-        elif "memory" in controllers.split(",") and "v1" in mounts:
-            base, name = mounts["v1"], "memory.limit_in_bytes"
-        else:
-            continue
-        parts = [p for p in path.split("/") if p]
-        for depth in range(len(parts), -1, -1):
-            try:
-                with open(os.path.join(base, *parts[:depth], name)) as f:
-                    value = f.read().strip()
-            except OSError:
-                continue
-            if value != "max" and int(value) < (1 << 62):  # v1 writes "unlimited" as a huge number
-                limits.append(int(value))
-    return min(limits) if limits else None
+    g = cgroup_memory()
+    return None if g is None else g.limit
 
 
 # --- the kernel's reclaim: counters and watermarks ----------------------------------------------------------

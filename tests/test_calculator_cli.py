@@ -189,11 +189,82 @@ def test_human_plan_output_is_a_table(capsys):
     assert "bottleneck: weights" in out and "KV / weights" in out and "decode" in out and "prefill" in out
 
 
-def test_no_server_tiers_for_a_laptop_and_hf_ids_are_not_downloaded(capsys):
+def test_a_laptops_tiers_are_its_own_and_hf_ids_are_not_downloaded(capsys, monkeypatch, tmp_path):
+    # a laptop's overflow goes to its SSD, never to a server's host DRAM, CXL or a peer's HBM
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))   # an empty Hub cache
     d = make_plan("llama-3.1-70b", "m4-max", context=T128K, batch=4, weights_dtype="q4_k_m").to_dict()
-    assert d["overflow_bytes"] > 0 and d["overflow_tiers"] == []
-    code, out, _ = run(capsys, "plan", "--model", "llama-3.1-70b", "--accelerator", "m4-max", "--context", "128K",
-                       "--batch", "4", "--weights-dtype", "q4_k_m")
-    assert code == 0 and "no tier is proposed" in out
+    assert d["overflow_bytes"] > 0 and [t["tier"] for t in d["overflow_tiers"]] == ["nvme-gen4"]
+    nvme = d["overflow_tiers"][0]
+    assert nvme["bandwidth"] == 7.45e9 and nvme["slowdown_vs_hbm"] > 1
+    # a Hub id is read over HTTP (config and headers only); offline and not in the Hub cache, it is one line
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     code, _, err = run(capsys, "plan", "--model", "meta-llama/Llama-3.1-8B", "--accelerator", "h100", "--context", "8")
-    assert code == 2 and "did you mean 'llama-3.1-8b'" in err and "nothing is downloaded" in err
+    assert code == 2 and "HF_HUB_OFFLINE is set and meta-llama/Llama-3.1-8B is not in the Hub cache" in err
+
+
+def test_every_accelerator_kind_has_its_own_memory_and_somewhere_to_overflow():
+    from part1_capacity.calculator.hardware import bundled_accelerators
+    from part1_capacity.calculator.tiers import KINDS, tier_table, tiers_for
+
+    rows = tier_table()
+    assert {k for t in rows for k in t["kinds"]} == set(KINDS)
+    for a in bundled_accelerators().values():
+        ts = tiers_for(a)
+        own = [t for t in ts if t.own_memory]
+        assert len(own) == 1 and own[0].capacity_bytes == a.memory_bytes and own[0].bandwidth == a.bandwidth, a.id
+        assert [t for t in ts if not t.own_memory], a.id
+    assert all(t["source"].strip() for t in rows)
+
+
+def _tiers_file(tmp_path, rows):
+    p = tmp_path / "tiers.json"
+    p.write_text(json.dumps({"tiers": rows}))
+    return str(p)
+
+
+GOOD_TIER = {"id": "pool", "name": "pooled DRAM", "kinds": ["datacenter"], "capacity_gb": 512,
+             "bandwidth_gb_s": 100, "latency_ns": 900, "status": "assumption", "source": "my rack"}
+
+
+def test_plan_takes_a_tier_table_from_a_file(capsys, tmp_path):
+    argv = ["plan", "--model", "deepseek-v3", "--accelerator", "h200", "--context", "128K", "--batch", "64",
+            "--json"]
+    code, out, _ = run(capsys, *argv, "--tiers", _tiers_file(tmp_path, [GOOD_TIER]))
+    tiers = json.loads(out)["overflow_tiers"]
+    assert code == 0 and [t["tier"] for t in tiers] == ["pool"]
+    assert tiers[0]["bandwidth"] == 100e9 and tiers[0]["capacity_bytes_per_accelerator"] == 512e9
+    # the bundled table, written out by `list tiers --json`, reads back as the same plan
+    code, listed, _ = run(capsys, "list", "tiers", "--json")
+    same = tmp_path / "same.json"
+    same.write_text(listed)
+    _, a, _ = run(capsys, *argv)
+    _, b, _ = run(capsys, *argv, "--tiers", str(same))
+    assert json.loads(a)["overflow_tiers"] == json.loads(b)["overflow_tiers"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"kinds": ["mainframe"]}, "field 'kinds' must be a non-empty list of datacenter, host, workstation, desktop, "
+                               "laptop, phone, edge, got ['mainframe']"),
+    ({"bandwidth_gb_s": "fast"}, "field 'bandwidth_gb_s' must be a number or one of accelerator, peer_link, "
+                                 "got 'fast'"),
+    ({"capacity_gb": -1}, "field 'capacity_gb'"),
+    ({"latency_ns": float("nan")}, "NaN"),
+    ({"status": "rumour"}, "field 'status' must be one of vendor, derived, measured, assumption, unverified"),
+    ({"source": " "}, "field 'source' must say where the figures come from"),
+    ({"own_memory": "yes"}, "field 'own_memory' must be true or false"),
+])
+def test_a_bad_tier_file_is_one_line_and_exit_2(capsys, tmp_path, change, message):
+    p = tmp_path / "tiers.json"
+    p.write_text(json.dumps({"tiers": [{**GOOD_TIER, **change}]}, allow_nan=True))
+    code, out, err = run(capsys, "plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "4096",
+                         "--tiers", str(p))
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+    assert "tiers" in err and "tiers.json" in err           # the file is named
+
+
+def test_a_tier_file_needs_rows_with_distinct_ids(capsys, tmp_path):
+    for rows, message in (([], "expected {\"tiers\": [...]} with at least one tier"),
+                          ([GOOD_TIER, GOOD_TIER], "tier id 'pool' appears twice")):
+        code, _, err = run(capsys, "plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "4096",
+                           "--tiers", _tiers_file(tmp_path, rows))
+        assert code == 2 and message in err

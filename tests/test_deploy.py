@@ -118,6 +118,21 @@ def test_nothing_added_by_kv_means_nothing_to_propose(capsys):
     assert code == 0 and "nothing to propose for memory" in out and "tiered KV" not in out
 
 
+def test_weights_bottleneck_whose_cache_still_adds_accelerators_says_what_each_part_is_for():
+    # DeepSeek-V3 on H200, 64 × 128K: the cache is the smaller share (0.88 × the weights), so the bottleneck is the
+    # weights, yet it adds accelerators. The verdict must not say a tiered memory would not help (it removes those).
+    plan = make_plan("deepseek-v3", "h200", Workload(context=131072, batch=64))
+    assert plan.bottleneck == "weights" and 0 < plan.kv_to_weights_ratio < 1 and plan.accelerators_added_by_kv > 0
+    d = plan.to_dict()
+    n0, added = plan.accelerators_without_kv, plan.accelerators_added_by_kv
+    assert "would not" not in d["verdict"] and "would not" not in d["implication"]
+    assert f"the {n0:,} accelerators the weights need stay whatever is done to the cache" in d["verdict"]
+    assert f"a tiered KV memory helps with those {added:,} and not with the rest" in d["verdict"]
+    # with no accelerator added by the cache, the weights' implication still says a KV tier would not help
+    small = make_plan("deepseek-v3", "h200", Workload(context=4096, batch=1)).to_dict()
+    assert small["accelerators_added_by_kv"] == 0 and small["bottleneck"] == "weights"
+
+
 def test_overflow_larger_than_the_cache_says_why(capsys):
     # DeepSeek-V3, tensor 8 pinned: the weights-only deployment is 8 H200 (83.9 GB each, 40.9 GB free). Each rank
     # holds the whole latent of all 32 sequences (294.7 GB) — 8 copies — so the overflow (8 × 253.9 GB) exceeds

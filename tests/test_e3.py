@@ -168,11 +168,15 @@ def test_knee_is_measured_against_the_baseline_with_the_hog_in_place():
         ("step", 18.14, 14.0, 0.8, 0), ("step", 18.40, 12.0, 0.7, 0), ("step", 18.66, 13.1, 0.7, 57),
         ("step", 18.91, 21.0, 1.0, 210), ("step", 19.42, 3645.8, 1.3, 815), ("step", 19.68, 3373.7, 5.0, 1084)]
     cycles = _cycles(rows)
-    cfg = Config(baseline_cycles=3, knee_factor=10, knee_confirm=2)
+    cfg = Config(baseline_cycles=3, knee_factor=10, knee_confirm=2, p50_knee_factor=10)
     k99, k50 = knees(cycles, cfg, 24 * 10**9)
     assert (k99["cycle"], k99["hog_bytes"], k99["confirmed"]) == (10, 19_420_000_000, True)
     assert k99["baseline_us"] == 13.0  # median of the last three no-fault cycles (13, 14, 12)
-    assert k50 is None  # p50 at most ×7 of its hog-held baseline (0.8 → 5.0)
+    assert k50 is None  # p50 at most ×7 of its hog-held baseline (0.8 → 5.0): under a ×10 rule
+    # The median's own threshold (default ×4): 5.0 µs is ×6.25 the hog-held 0.8 µs, in the last cycle (unconfirmed);
+    # 1.3 µs the cycle before is ×1.6, below it.
+    k99, k50 = knees(cycles, Config(baseline_cycles=3, knee_factor=10, knee_confirm=2), 24 * 10**9)
+    assert (k50["cycle"], k50["baseline_us"], k50["confirmed"]) == (11, 0.8, False)
     # Without faults nothing is a knee, however high the latency goes (CPU noise, the hypervisor).
     quiet = _cycles([r[:4] + (0,) for r in rows])
     assert knees(quiet, cfg, 24 * 10**9) == (None, None)
@@ -358,6 +362,8 @@ def no_run(monkeypatch):
     (["--seed", "-1"], "seed"),
     (["--cycle-seconds", "inf"], "cycle-seconds"),
     (["--knee-factor", "inf"], "knee-factor"),
+    (["--p50-knee-factor", "nan"], "p50-knee-factor"),
+    (["--p50-knee-factor", "1"], "p50-knee-factor"),
     (["--index-gb", "inf"], "index-gb"),
     (["--out", "FOLDER"], "out"),
 ])

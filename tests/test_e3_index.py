@@ -37,8 +37,9 @@ def test_hnsw_formula_against_a_real_file(n, d, m):
     assert real > n * (4 * 2 * m + 4 + 8 + 4 * d)
 
 
-def _save(tmp_path, name, index_bytes, avail_at_knee, confirmed=True, baselines=True):
-    run = {"stop_reason": "past_knee_limit", "index_bytes": index_bytes,
+def _save(tmp_path, name, index_bytes, avail_at_knee, confirmed=True, baselines=True, node="?", host_mem=25 * GB):
+    run = {"stop_reason": "past_knee_limit", "index_bytes": index_bytes, "host_mem_bytes": host_mem,
+           "record": {"host": {"node": node}},
            "knee_p99": {"confirmed": confirmed, "mem_available_bytes": avail_at_knee, "hog_bytes": 10 * GB},
            "cycles": [{"mem_available_bytes": 22 * GB}]}
     if baselines:
@@ -106,3 +107,31 @@ def test_cli_index_json_keys(capsys, tmp_path, monkeypatch):
     assert out["headroom_bytes"] == 8 * GB - 1_536_000_045 - 1 * GB
     assert cli.main(["index", "--vectors", "-5", "--dim", "384", "--type", "flat"]) == 2
     assert "vectors:" in capsys.readouterr().err
+
+
+def test_the_hot_cache_is_the_hosts_own_and_another_hosts_default_warns(tmp_path, capsys, monkeypatch):
+    here = im.Host("lab", 16 * GB)
+    _save(tmp_path, "e3_a.json", 5 * GB, 5.5 * GB, node="lab", host_mem=16 * GB)         # +0.5 GB on this host
+    _save(tmp_path, "e3_b.json", 5 * GB, 7 * GB, node="lab", host_mem=32 * GB)           # +2 GB: same node, more memory
+    _save(tmp_path, "e3_c.json", 5 * GB, 8 * GB, node="desk", host_mem=16 * GB)          # +3 GB: another node
+    mine = im.plan_index("flat", 1000, 8, results_dir=tmp_path, host=here)
+    assert (mine.hot_cache_bytes, mine.hot_cache_warning) == (0.5 * GB, None)
+    assert im.plan_index("flat", 1000, 8, results_dir=tmp_path, host=im.Host("lab", 16.1 * GB)).hot_cache_bytes \
+        == 0.5 * GB                                                                      # within 1 %: the same host
+    elsewhere = im.plan_index("flat", 1000, 8, results_dir=tmp_path, host=im.Host("laptop", 8 * GB))
+    assert elsewhere.hot_cache_bytes == 3 * GB                                           # the largest of all: safe side
+    assert elsewhere.hot_cache_warning == (
+        "hot-cache-gb: no E3 run was measured on this host (laptop, 8.00 GB); the default 3.00 GB comes from desk, "
+        "16.00 GB; lab, 16.00 GB; lab, 32.00 GB. Measure yours with `capacity e3` on this host (it prints the hot "
+        "cache) and pass --hot-cache-gb")
+    given = im.plan_index("flat", 1000, 8, results_dir=tmp_path, host=im.Host("laptop", 8 * GB), hot_cache=GB)
+    assert given.hot_cache_warning is None
+    # the command prints the warning on stderr, the JSON carries it
+    from part1_capacity import cli
+
+    monkeypatch.setattr(im, "RESULTS", tmp_path)
+    monkeypatch.setattr(im, "this_host", lambda: im.Host("laptop", 8 * GB))
+    assert cli.main(["index", "--vectors", "1000", "--dim", "8", "--type", "flat", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["hot_cache_warning"] == elsewhere.hot_cache_warning
+    assert captured.err.strip() == "warning: " + elsewhere.hot_cache_warning

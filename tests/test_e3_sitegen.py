@@ -76,6 +76,20 @@ def test_page_shows_runs_with_a_knee_and_the_study(tmp_path, monkeypatch):
     assert "15.7 GB desktop" in study and "42%" in study and "(1.33 ×)" in study
     assert "set_recommended_min_free_kbytes" in (out / "kernel.md").read_text()
     assert '"headroom_bytes"' in (out / "calculator.md").read_text()
+    # The median: its knee 0.5 GB after p99's, with 75 % of the index evicted (built: 0.75 GB of 1 GB per GB taken)
+    p50 = (out / "p50.md").read_text()
+    assert "| 19.00 GB | 3.00 GB | 3.50 GB (+0.50 GB) | 75 % |" in p50
+    assert "| original study, 5 GB index | 5 GB | 8.25 GB | 9.00 GB (+0.75 GB) |" in p50
+    facts = sitegen.p50_facts(run)
+    assert facts["evicted"] == 0.75 and facts["p50_ratio"] == 900.0 and facts["p50_ratio_before"] == 1.0
+
+
+def test_runs_in_a_memory_cgroup_are_hosts_of_their_own():
+    run = _synthetic_run()
+    run["host"] = dict(run["host"], cgroup_memory_limit_bytes=run["host_mem_bytes"])
+    assert sitegen.in_cgroup(run) and "cgroup on" in sitegen.host_name(run)
+    run["host"]["cgroup_memory_limit_bytes"] = None
+    assert not sitegen.in_cgroup(run) and "cgroup" not in sitegen.host_name(run)
 
 
 def test_page_builds_without_any_saved_run(tmp_path, monkeypatch):

@@ -109,3 +109,43 @@ def test_misses_name_every_level_outside_its_goal():
     for x in rows:
         named = f"{x['type']} decode, {x['params'] / 1e9:.2f} B at {x['threads']} thread" in text
         assert named == (not x["tg128_ok"]), x
+
+
+def test_study_claims_are_counted_on_the_ladders():
+    # decode gain vs prefill gain against F32, per rung: F16 (2.0 vs 1.1), Q8_0 (3.0 vs 1.2), Q5_0 (1.1 vs 1.5: prefill
+    # wins), Q4_K_M (4.0 vs 1.0) → 3 of 4; F16 prefill 1.1× F32's
+    levels = [_level("F32", 400, 100, 10), _level("F16", 200, 110, 20), _level("Q8_0", 106, 120, 30),
+              _level("Q5_0", 69, 150, 11), _level("Q4_K_M", 60, 100, 40)]
+    ladders = {"e2": {"levels_by_threads": {"2": levels}}}
+    build = {"build": {"avx2": 1, "avx512_vnni": 0}, "cpu": {"avx2": 1, "avx512_vnni": 1}}
+    text = sitegen.study_claims(ladders, None, build)
+    assert "in 3 of 4 comparisons" in text
+    assert "F16 prefill is 1.10–1.10× F32's" in text
+    assert "AVX2 on, AVX512_VNNI off — while this CPU has AVX512_VNNI" in text
+
+
+def test_e1_against_the_studys_slope_names_the_layers():
+    text = sitegen.e1_study({"slope_bytes_per_token": 40960.0,
+                             "model": {"n_kv_heads": 4, "head_dim": 128, "n_layers": 20}})
+    # gpt-oss-20b: 24 layers × 8 × 64 × 2 × 2 B = 48 KiB at full length; 4 × 128 = 8 × 64 = 512 values per layer
+    assert "48.0 KiB per token" in text and "40.0 KiB" in text and "all 24 of its layers" in text
+    assert "The width per layer is the same; the difference is the layer count" in text
+
+
+def test_the_build_reports_the_instruction_sets_the_makefile_asks_for():
+    import re
+
+    import pytest
+
+    from part1_capacity.experiments.engine import build_features as bf
+
+    if not bf.LIB.is_file():
+        pytest.skip("no llama.cpp build (make llama)")
+    flags = re.search(r"^GGML_FLAGS := (.*)$", (bf.REPO / "Makefile").read_text(), re.M).group(1)
+    asked = {m.lower() for m in re.findall(r"-DGGML_(\w+)=ON", flags)}
+    got = bf.build_features()
+    assert "native=off" in flags.lower()
+    for name in ("avx", "avx2", "fma", "f16c"):
+        assert got[name] == int(name in asked), name
+    for name in ("avx512", "avx512_vnni", "avx_vnni"):     # never asked for: the portable build leaves them out
+        assert got[name] == 0, name

@@ -116,3 +116,58 @@ def test_psi_parsing_and_absence(tmp_path):
 def test_filesystem_type_of_proc_and_root():
     assert memstat.filesystem_type("/proc/self") == "proc"
     assert memstat.filesystem_type("/") not in ("", "unknown")
+
+
+def _fake_cgroup_tree(tmp_path, version, limit, usage, stat):
+    """A cgroup mount with this process in /a/b, the limit on /a, usage and stat on both levels."""
+    mount = tmp_path / "cg"
+    (mount / "a" / "b").mkdir(parents=True)
+    if version == "v1":
+        mounts = f"cgroup {mount} cgroup rw,relatime,memory 0 0\n"
+        own = "4:memory:/a/b\n0::/\n"
+        (mount / "a" / "memory.limit_in_bytes").write_text(f"{limit}\n")
+        (mount / "a" / "b" / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1's "unlimited"
+        names = ("memory.usage_in_bytes", "memory.stat")
+    else:
+        mounts = f"cgroup2 {mount} cgroup2 rw,relatime 0 0\n"
+        own = "0::/a/b\n"
+        (mount / "a" / "memory.max").write_text(f"{limit}\n")
+        (mount / "a" / "b" / "memory.max").write_text("max\n")
+        names = ("memory.current", "memory.stat")
+    for level in (mount / "a", mount / "a" / "b"):
+        (level / names[0]).write_text(f"{usage}\n")
+        (level / names[1]).write_text(stat)
+    (tmp_path / "mounts").write_text(mounts)
+    (tmp_path / "cgroup").write_text(own)
+    return str(tmp_path / "mounts"), str(tmp_path / "cgroup"), str(mount / "a")
+
+
+@pytest.mark.parametrize("version, stat", [
+    ("v1", "cache 1\nrss 2\ntotal_cache 3000\ntotal_rss 5000\ntotal_active_file 1000\ntotal_inactive_file 1500\n"
+           "active_file 7\ninactive_file 7\n"),
+    ("v2", "anon 5000\nfile 3000\nactive_file 1000\ninactive_file 1500\n"),
+])
+def test_cgroup_memory_reads_the_tightest_group(tmp_path, version, stat):
+    mounts, own, limited = _fake_cgroup_tree(tmp_path, version, limit=10_000, usage=8_000, stat=stat)
+    g = memstat.cgroup_memory(mounts, own)
+    # v1 reads the hierarchical total_* lines (the group's children included), v2 the group's own
+    assert g == memstat.CgroupMemory(limited, 10_000, 8_000, 2_500, 3_000)
+    assert g.available == 10_000 - 8_000 + 2_500
+
+
+def test_cgroup_memory_none_without_a_limit(tmp_path):
+    mounts, own, limited = _fake_cgroup_tree(tmp_path, "v2", limit=10_000, usage=1, stat="file 0\n")
+    (tmp_path / "cg" / "a" / "memory.max").write_text("max\n")
+    assert memstat.cgroup_memory(mounts, own) is None
+
+
+def test_group_view_is_the_smaller_machine():
+    host = memstat.MemInfo(total=25_000, available=20_000, cached=4_000, free=15_000)
+    g = memstat.CgroupMemory("/x", limit=8_000, usage=6_000, file=2_500, cache=3_000)
+    assert memstat.group_view(host, g) == memstat.MemInfo(8_000, 4_500, 3_000, 2_000, "cgroup")
+    # the host's MemAvailable bounds the group's: other work outside the group takes memory too
+    busy = memstat.MemInfo(total=25_000, available=3_000, cached=4_000, free=1_000)
+    assert memstat.group_view(busy, g) == memstat.MemInfo(8_000, 3_000, 3_000, 1_000, "cgroup")
+    # no group, or a limit at or above the host's RAM: the host itself
+    assert memstat.group_view(host, None) is host
+    assert memstat.group_view(host, memstat.CgroupMemory("/x", 30_000, 0, 0, 0)) is host

@@ -146,6 +146,13 @@ ROWS = [
            "NVIDIA GB200 NVL72 specifications: FP16/BF16 360 PFLOPS with sparsity per rack", "2026-12-02"),
     Figure("PCIe Gen5 x16 host link, GB/s one direction", tier("h100", "host-dram"), 32 * 16 * 128 / 130 / 8,
            "PCI-SIG PCIe 5.0: 32 GT/s per lane, 128b/130b encoding", "2026-12-02", rel=2e-2),
+    Figure("PCIe 4.0 x16 host link of a workstation card, GB/s one direction", tier("rtx-4090", "host-dram-pcie4"),
+           16 * 16 * 128 / 130 / 8, "PCI-SIG PCIe 4.0: 16 GT/s per lane, 128b/130b encoding", "2026-12-03",
+           rel=2e-3),
+    Figure("Client NVMe SSD, sequential read GB/s", tier("m4-max", "nvme-gen4"), 7.45,
+           "Samsung 990 PRO data sheet: sequential read up to 7,450 MB/s", "2026-12-03"),
+    Figure("Phone UFS 4.0 storage, sequential read GB/s", tier("snapdragon-8-elite", "ufs"), 4.2,
+           "Samsung UFS 4.0 announcement (2022): sequential read up to 4,200 MB/s", "2026-12-03"),
     # --- weights (weights.py) ---------------------------------------------------------------------------------
     # gpt-oss was every parameter at MXFP4's 4.25 bits: 10.3 GiB (20b) and 57.8 GiB (120b).
     Figure("gpt-oss-20b: checkpoint, GiB (MXFP4 experts + bf16 rest)", weights_gib("gpt-oss-20b"), 12.8,

@@ -74,8 +74,15 @@ def _weights(plan: dict, arch: Archetype, model: str) -> dict:
     else:
         headline = "Address the weights: they outweigh the KV cache."
         summary = ("Address the weights: fewer bits per weight, more memory per device, expert or tensor "
-                   "parallelism across the accelerators the weights need anyway. A tiered KV memory would not "
-                   "address this customer's problem: the cache is smaller than the weights.")
+                   "parallelism across the accelerators the weights need anyway. ")
+        added = plan["accelerators_added_by_kv"] or 0
+        if added:
+            summary += ("The cache is smaller than the weights but still adds accelerators of its own (the plan's "
+                        "accelerators added by KV): an eight-bit cache, fewer or shorter sequences or a KV tier would "
+                        "remove those, and only those.")
+        else:
+            summary += ("A tiered KV memory would not address this customer's problem: the cache is smaller than "
+                        "the weights and adds no accelerator.")
     return {"kind": "weights", "headline": headline, "summary": summary, "tiers_that_fit": [],
             "options": options}
 

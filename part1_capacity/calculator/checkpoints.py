@@ -53,10 +53,15 @@ def safetensors_files(folder: Path) -> list[Path]:
         wm = d.get("weight_map")
         if not isinstance(wm, dict) or not wm:
             raise InputError(f"model: {index.name} has no 'weight_map' object naming the shards")
+        bad = next((v for v in wm.values() if not isinstance(v, str)), None)
+        if bad is not None:     # a list or a number where a shard's file name belongs
+            raise InputError(f"model: {index.name}: 'weight_map' values must be shard file names, got "
+                             f"{validate.show(bad)}")
         names = sorted(set(wm.values()))
         for n in names:
-            if not isinstance(n, str) or "/" in n or "\\" in n or n in ("", ".", ".."):
-                raise InputError(f"model: {index.name}: shard name {validate.show(n)} is not a file name")
+            if "/" in n or "\\" in n or n in ("", ".", "..") or len(n.encode()) > 255:
+                raise InputError(f"model: {index.name}: shard name {validate.show(n)} is not a file name "
+                                 f"(one name in the folder, at most 255 bytes)")
             if not (folder / n).is_file():
                 raise InputError(f"model: {folder / n} is missing (named in {index.name}); download every shard")
         return [folder / n for n in names]

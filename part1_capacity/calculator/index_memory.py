@@ -6,8 +6,10 @@
   ``MemAvailable`` stays above the index's bytes plus ``hot_cache_bytes`` — the page cache of *other* files that
   the kernel keeps as readily as the index's pages (MemAvailable counts it, the index cannot use it). Below that
   the page cache gives the index's pages away and every read of an evicted page waits for the disk.
-  ``hot_cache_bytes`` is read from the saved E3 runs on this host (``results/e3_*.json``: MemAvailable at the p99
-  knee − index bytes, the largest over the runs), or given (the original study's desktop host: 1.67 GB).
+  ``hot_cache_bytes`` is a property of the host — what else it keeps cached — read from the saved E3 runs of the
+  same host (``results/e3_*.json``: MemAvailable at the p99 knee − index bytes, the largest over the runs; a run in
+  a memory cgroup is a host of the group's size), or given (the original study's desktop host: 1.67 GB). With no
+  run of this host, the largest of all runs is used and ``hot_cache_warning`` names where it was measured.
 
 ``host_memory_bytes`` is the memory the host has available before the index is read (``free``'s *available*
 column with the serving stack loaded but the index not yet touched). ``headroom_bytes`` = host memory − needed:
@@ -41,6 +43,31 @@ def index_bytes(kind: str, vectors: int, dim: int, nlist: int | None = None, hns
 
 
 @dataclass(frozen=True)
+class Host:
+    """Which machine a hot cache belongs to: its node name and the memory its processes see (a memory cgroup's
+    limit inside one: ``course.memstat.meminfo``), bytes. The hot cache is what else runs there, so it is only
+    reused on the same node with the same memory (within 1 %)."""
+
+    node: str
+    memory_bytes: int
+
+    def same_as(self, other: "Host") -> bool:
+        return self.node == other.node and abs(self.memory_bytes - other.memory_bytes) <= 0.01 * other.memory_bytes
+
+    def label(self) -> str:
+        return f"{self.node}, {self.memory_bytes / 1e9:.2f} GB"
+
+
+def this_host() -> Host:
+    """The host this process runs on (node name; memory as ``course.memstat.meminfo`` sees it)."""
+    import platform
+
+    from course import memstat
+
+    return Host(platform.node(), memstat.meminfo().total)
+
+
+@dataclass(frozen=True)
 class KneeRun:
     """One saved E3 run's p99 knee, as the law reads it (bytes)."""
 
@@ -49,6 +76,7 @@ class KneeRun:
     mem_available_at_knee_bytes: int
     hog_at_knee_bytes: int
     mem_available_before_hog_bytes: int  # first cycle: index cached, hog at 0
+    host: Host | None = None             # where it ran
 
     @property
     def ratio(self) -> float:
@@ -71,8 +99,17 @@ def knee_runs(results_dir: Path | None = None) -> list[KneeRun]:
         if r.get("stop_reason") == "interrupted" or not r.get("baselines") or not (k and k["confirmed"]):
             continue
         runs.append(KneeRun(p.name, int(r["index_bytes"]), int(k["mem_available_bytes"]), int(k["hog_bytes"]),
-                            int(r["cycles"][0]["mem_available_bytes"])))
+                            int(r["cycles"][0]["mem_available_bytes"]), run_host(r)))
     return sorted(runs, key=lambda k: (k.index_bytes, k.file))
+
+
+def run_host(saved: dict) -> Host:
+    """The host of a saved E3 run: the node of its run record (``host.hostname`` in runs saved before it) and the
+    memory the run saw (``host_mem_bytes``: a cgroup's limit when it ran inside one)."""
+    rec = saved.get("record") if isinstance(saved.get("record"), dict) else {}
+    host = saved.get("host") if isinstance(saved.get("host"), dict) else {}
+    node = (rec.get("host") or {}).get("node") or host.get("hostname") or "?"
+    return Host(node, int(saved.get("host_mem_bytes") or host.get("mem_total_bytes") or 0))
 
 
 def hot_cache_bytes(runs: list[KneeRun]) -> int:
@@ -101,6 +138,7 @@ class IndexMemory:
     host_memory_bytes: int | None       # given: available before the index is read
     headroom_bytes: int | None          # host memory − needed: what other processes may still take
     p99_flat: bool | None               # headroom >= 0
+    hot_cache_warning: str | None = None  # set when the default hot cache was measured on another host
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -115,8 +153,10 @@ def _check(name: str, value, low, high, integer: bool = True):
 
 def plan_index(kind: str, vectors: int, dim: int, host_memory_bytes: float | None = None,
                nlist: int | None = None, hnsw_m: int = DEFAULT_HNSW_M, hot_cache: float | None = None,
-               results_dir: Path | None = None) -> IndexMemory:
-    """Index bytes, the host memory that keeps p99 flat (E3's law) and, given the host's memory, the headroom."""
+               results_dir: Path | None = None, host: Host | None = None) -> IndexMemory:
+    """Index bytes, the host memory that keeps p99 flat (E3's law) and, given the host's memory, the headroom.
+    Without ``hot_cache`` the term is the largest of the saved runs of ``host`` (default: this one); when none
+    ran there, the largest of all runs, and ``hot_cache_warning`` says so."""
     if kind not in KINDS:
         raise InputError(f"type: must be one of {', '.join(KINDS)}, got {kind!r}")
     _check("vectors", vectors, 1, 10**13)
@@ -127,10 +167,19 @@ def plan_index(kind: str, vectors: int, dim: int, host_memory_bytes: float | Non
         _check("hnsw-m", hnsw_m, 2, 1024)
     if host_memory_bytes is not None:
         _check("host-memory-gb", host_memory_bytes / 1e9, 0.001, 1e6, integer=False)
+    warning = None
     if hot_cache is None:
         runs = knee_runs(results_dir)
-        hot = hot_cache_bytes(runs)
-        source = "E3 on this host: " + ", ".join(f"{k.file} ({k.hot_cache_bytes / 1e9:+.2f} GB)" for k in runs)
+        here = host or this_host()
+        mine = [k for k in runs if k.host and k.host.same_as(here)]
+        hot = hot_cache_bytes(mine or runs)
+        where = "E3 on this host" if mine else "E3 on other hosts"
+        source = f"{where}: " + ", ".join(f"{k.file} ({k.hot_cache_bytes / 1e9:+.2f} GB)" for k in mine or runs)
+        if not mine:
+            others = sorted({k.host.label() for k in runs if k.host})
+            warning = (f"hot-cache-gb: no E3 run was measured on this host ({here.label()}); the default "
+                       f"{hot / 1e9:.2f} GB comes from {'; '.join(others)}. Measure yours with `capacity e3` on "
+                       "this host (it prints the hot cache) and pass --hot-cache-gb")
     else:
         _check("hot-cache-gb", hot_cache / 1e9, 0, 1e6, integer=False)
         hot, source = int(hot_cache), "given"
@@ -143,4 +192,4 @@ def plan_index(kind: str, vectors: int, dim: int, host_memory_bytes: float | Non
         nlist=(l05.default_nlist(vectors) if nlist is None else nlist) if kind == "ivf" else None,
         hnsw_m=hnsw_m if kind == "hnsw" else None, index_bytes=n_bytes, hot_cache_bytes=hot,
         hot_cache_source=source, host_memory_needed_bytes=needed, knee_ratio=needed / n_bytes, host_memory_bytes=host,
-        headroom_bytes=headroom, p99_flat=None if headroom is None else headroom >= 0)
+        headroom_bytes=headroom, p99_flat=None if headroom is None else headroom >= 0, hot_cache_warning=warning)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from part1_capacity.calculator import deploy, engine_rules, roofline, speed, weights
+from part1_capacity.calculator.engine_rules import vllm_memory
 from part1_capacity.calculator.deploy import tp_degrees
 from part1_capacity.calculator.sharding import (  # noqa: F401  (kv_fraction_per_rank re-exported for old callers)
     kv_fraction_per_rank, splits_heads, state_fraction_per_rank)
@@ -88,7 +89,18 @@ IMPLICATIONS = {
     "kv_cache": ("the KV cache dominates memory: propose KV quantization (fp8), prefix caching, fewer or shorter "
                  "concurrent sequences per accelerator, or offloading KV to a slower tier (host DRAM, CXL) — "
                  "tiered KV memory fits this customer"),
+    # the weights are the larger share (so the bottleneck), yet the cache still adds accelerators of its own
+    "weights_and_kv": ("weights dominate memory, yet the KV cache adds accelerators of its own: fewer bits per "
+                       "weight, more memory per accelerator or sharding the weights shrink the accelerators the "
+                       "weights need; KV quantization (fp8), fewer or shorter concurrent sequences, or a slower tier "
+                       "for the cache remove the ones the cache adds — a tiered KV memory helps with those only"),
 }
+
+
+def implication_key(bottleneck: str, added_by_kv: int | None) -> str:
+    """Which IMPLICATIONS entry a plan's numbers call for: the larger share names the bottleneck; when that is the
+    weights and the cache still adds accelerators, the answer has two parts."""
+    return "weights_and_kv" if bottleneck == "weights" and (added_by_kv or 0) > 0 else bottleneck
 
 
 NOTHING_TO_PROPOSE = "fits; nothing to propose for memory"
@@ -170,8 +182,14 @@ class Plan:
                    "within the same node" if same == 1 else f"within the same {same:,} nodes"))
         if self.bottleneck == "kv_cache":
             return f"{adds}; {IMPLICATIONS['kv_cache']}"
-        return (f"{adds}, though the weights are the larger share of memory: for those accelerators propose KV "
-                f"quantization (fp8) or a slower tier for the cache; for the rest, {IMPLICATIONS['weights']}")
+        n0 = self.accelerators_without_kv
+        return (f"{adds}. The weights are still the larger share of memory (the cache is "
+                f"{self.kv_to_weights_ratio:.2f}× the weights), so they are the bottleneck: the {n0:,} accelerator"
+                f"{'s' if n0 != 1 else ''} the weights need stay whatever is done to the cache — fewer bits per "
+                f"weight, more memory per accelerator or sharding the weights shrink those. The {added:,} the cache "
+                f"adds hold nothing but cache: KV quantization (fp8), fewer or shorter concurrent sequences, or a "
+                f"slower tier for the cache (host DRAM, CXL) would remove them — a tiered KV memory helps with those "
+                f"{added:,} and not with the rest")
 
     def to_dict(self) -> dict:
         wl = self.workload
@@ -198,14 +216,17 @@ class Plan:
             "nodes_without_kv": self.deployment_without_kv.nodes if self.deployment_without_kv else None,
             "parallelism": self.parallelism,
             "parallelism_without_kv": self.parallelism_without_kv,
-            "prefill": ({**self.prefill.to_dict(), "communication_s": self.prefill_split.communication_s}
+            "prefill": ({**self.prefill.to_dict(), "communication_s": self.prefill_split.communication_s,
+                         "time_kind": speed.time_kind(self.accelerator, wl.weights_dtype)}
                         if self.prefill else None),
             "decode": ({**self.decode.to_dict(), "tokens_per_s": wl.batch / self.decode.time_s,
                         "communication_s": dec.communication_s, "pipeline_microbatches": dec.microbatches,
-                        "pipeline_bubble_fraction": dec.bubble_fraction}
+                        "pipeline_bubble_fraction": dec.bubble_fraction,
+                        "time_kind": speed.time_kind(self.accelerator, wl.weights_dtype)}
                        if self.decode else None),
             "bottleneck": self.bottleneck,
-            "implication": self.verdict if self.accelerators_added_by_kv == 0 else IMPLICATIONS[self.bottleneck],
+            "implication": (self.verdict if self.accelerators_added_by_kv == 0 else
+                            IMPLICATIONS[implication_key(self.bottleneck, self.accelerators_added_by_kv)]),
             "verdict": self.verdict,
             "overflow_bytes": self.overflow_bytes,
             "overflow": self.overflow,
@@ -213,7 +234,7 @@ class Plan:
         }
 
 
-def _overflow(model, acc, wl, dep0: deploy.Deployment) -> tuple[dict, list]:
+def _overflow(model, acc, wl, dep0: deploy.Deployment, tier_rows: list | None = None) -> tuple[dict, list]:
     """The cache that does not fit beside the weights on the weights-only deployment ``dep0``, rank by rank, and
     what a decode step slows to when each rank reads its overflow from a slower tier.
 
@@ -241,8 +262,8 @@ def _overflow(model, acc, wl, dep0: deploy.Deployment) -> tuple[dict, list]:
     peak = acc.peak_flops(wl.weights_dtype)
     t_all_hbm = p * float(roofline.step_time(f_stage, w_stage + need, peak, acc.bandwidth))
     out = []
-    for tier in tiers_for(acc):
-        if tier.id == "hbm":
+    for tier in tiers_for(acc, tier_rows):
+        if tier.own_memory:                # the device's own memory is what overflowed
             continue
         t_step = p * float(roofline.step_time(f_stage, w_stage + free, peak, acc.bandwidth, over / tier.bandwidth))
         out.append({"tier": tier.id, "name": tier.name, "capacity_bytes_per_accelerator": tier.capacity_bytes,
@@ -280,11 +301,15 @@ def _phases(model, acc, wl, dep: deploy.Deployment):
     return prefill, pre_split, decode, dec_split
 
 
-def make_plan(model, accelerator, workload: Workload | None = None, **kw) -> Plan:
-    """The plan for ``model`` (profile or name/config path) on ``accelerator`` (object, name or JSON path)."""
+def make_plan(model, accelerator, workload: Workload | None = None, tiers: list | None = None, **kw) -> Plan:
+    """The plan for ``model`` (profile or name/config path) on ``accelerator`` (object, name or JSON path).
+    ``tiers``: a tier table (``tiers.load_tiers``) for the overflow, default the bundled one."""
     model = model if isinstance(model, ModelProfile) else load_model(model)
     acc = accelerator if isinstance(accelerator, Accelerator) else load_accelerator(accelerator)
     wl = replace(workload or Workload(**kw)).validate(model)       # a copy: the caller's workload is not changed
+    if not weights_bytes(model, wl) > 0:      # every ratio and share below divides by it
+        raise InputError(f"model: {model.id}'s weights come to 0 bytes at {wl.weights_dtype} (a checkpoint whose "
+                         f"tensors are empty); give a checkpoint with its weights")
     T, B = wl.context, wl.batch
     kvb, sb = get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes
     per_seq_attn = float(model.attention_cache_bytes(T, kvb))
@@ -303,7 +328,7 @@ def make_plan(model, accelerator, workload: Workload | None = None, **kw) -> Pla
         prefill, pre_split, decode, dec_split = _phases(model, acc, wl, dep or dep0)
     over, over_tiers = {}, []
     if dep0 and (fewest is None or fewest.accelerators > dep0.accelerators):
-        over, over_tiers = _overflow(model, acc, wl, dep0)
+        over, over_tiers = _overflow(model, acc, wl, dep0, tiers)
     return Plan(model=model, accelerator=acc, workload=wl, kv_bytes_per_token=float(model.kv_bytes_per_token(kvb)),
                 kv_bytes_per_sequence=per_seq_attn + per_seq_state, state_bytes_per_sequence=per_seq_state,
                 weights_bytes=weights_bytes(model, wl), kv_bytes_total=kv_total, deployment=dep,
@@ -318,3 +343,17 @@ def for_plan(plan: Plan, engine: str, hybrid_manager: bool = True) -> engine_rul
           or plan.parallelism_without_kv.get("tensor") or 1)
     pipeline = plan.parallelism.get("pipeline") or plan.parallelism_without_kv.get("pipeline") or 1
     return engine_rules.allocate(plan.model, plan.workload, tp, engine, plan.accelerator, hybrid_manager, pipeline)
+
+
+def startup_for_plan(plan, flags=None, hybrid_manager: bool = True):
+    """What vLLM logs at start-up for the plan's deployment (``vllm_memory.startup``): one instance of its
+    tensor × pipeline ranks, ``max_model_len`` = the workload's context, the weights at the plan's precision."""
+    par = plan.parallelism or plan.parallelism_without_kv
+    tp = plan.workload.tensor_parallel or par.get("tensor") or 1
+    pp = plan.workload.pipeline_parallel or par.get("pipeline") or 1
+    wl = plan.workload
+    dep = plan.deployment or plan.deployment_without_kv
+    per_rank = dep.weights_per_rank if dep is not None and getattr(dep, "expert", 1) > 1 else None
+    return vllm_memory.startup(plan.model, plan.accelerator, wl.context, plan.weights_bytes, tp, pp,
+                               get_dtype(wl.kv_dtype).bytes, get_dtype(plan.model.native_dtype).bytes,
+                               get_dtype(wl.state_dtype).bytes, hybrid_manager, flags, per_rank)

@@ -3,9 +3,14 @@
 Reports the index's bytes (lesson 05's FAISS formulas), the memory that must stay available for search p99 to stay
 flat (E3's law: MemAvailable >= index bytes + the other files' hot page cache) and, given the host's available
 memory, the headroom left for everything else. JSON keys: index_bytes, hot_cache_bytes, host_memory_needed_bytes,
-knee_ratio, host_memory_bytes, headroom_bytes, p99_flat (sizes in bytes).
+knee_ratio, host_memory_bytes, headroom_bytes, p99_flat, hot_cache_source, hot_cache_warning (sizes in bytes).
+The hot cache is a property of the host (what else it keeps cached): measure it there with `capacity e3`, which
+prints it, and pass --hot-cache-gb; without the flag the saved E3 runs of this host are used, and a warning on
+stderr says when none ran here and the figure comes from another host.
 """
 from __future__ import annotations
+
+import sys
 
 from part1_capacity.calculator import validate
 from part1_capacity.calculator.errors import InputError
@@ -23,8 +28,9 @@ def register(sub) -> None:
     p.add_argument("--host-memory-gb", type=float, default=None,
                    help="memory available on the host before the index is read (free's 'available'), GB = 10^9 B")
     p.add_argument("--hot-cache-gb", type=float, default=None,
-                   help="other files' page cache kept as readily as the index, GB (default: E3's saved runs on this "
-                        "host; the original study's desktop: 1.67)")
+                   help="other files' page cache kept as readily as the index, GB: measure it on the host with "
+                        "`capacity e3` (it prints it); default: the saved E3 runs of this host (node and memory), "
+                        "else of another host with a warning; the original study's desktop: 1.67")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=main)
 
@@ -40,6 +46,8 @@ def main(args) -> int:
     hot = None if args.hot_cache_gb is None else args.hot_cache_gb * 1e9
     r = plan_index(args.type, args.vectors, args.dim, host_memory_bytes=host, nlist=args.nlist,
                    hnsw_m=DEFAULT_HNSW_M if args.hnsw_m is None else args.hnsw_m, hot_cache=hot)
+    if r.hot_cache_warning:
+        print(f"warning: {r.hot_cache_warning}", file=sys.stderr)
     if args.json:
         print(validate.dumps_json(r.to_dict(), indent=1))
         return 0

@@ -59,16 +59,21 @@ def summary(result) -> str:
     host = result["host_mem_bytes"]
     lines = [f"E3: index {_gb(result['index_bytes'])} on a {_gb(host)} host, {len(result['cycles'])} cycles, "
              f"stopped: {result['stop_reason']}"]
-    for name in ("knee_p99", "knee_p50"):
+    for name, factor in (("knee_p99", "knee_factor"), ("knee_p50", "p50_knee_factor")):
         k = result[name]
         if k is None:
-            lines.append(f"{name}: none (no cycle reached {result['config']['knee_factor']:g}× the baseline)")
+            lines.append(f"{name}: none (no cycle reached {result['config'][factor]:g}× the baseline)")
             continue
         lines.append(
             f"{name}: hog {_gb(k['hog_bytes'])} ({100 * k['hog_fraction']:.0f}% of host), MemAvailable still "
             f"{_gb(k['mem_available_bytes'])} ({100 * k['mem_available_fraction']:.0f}%); "
             f"{k['baseline_us']:.1f} → {k['value_us']:.0f} µs (×{k['ratio']:,.0f})"
             + ("" if k["confirmed"] else " [not confirmed: the run ended]"))
+    k = result["knee_p99"]
+    if k and k["confirmed"]:
+        hot = (k["mem_available_bytes"] - result["index_bytes"]) / 1e9
+        lines.append(f"hot cache on this host: MemAvailable at the p99 knee − index = {hot:+.2f} GB "
+                     f"(plan with `capacity index ... --hot-cache-gb {max(hot, 0):.2f}`)")
     return "\n".join(lines)
 
 
@@ -112,6 +117,7 @@ def _run(args) -> int:
         cap_bytes=size("hog-cap-gb", args.hog_cap_gb, 10**9),
         reads=args.reads, cycle_seconds=args.cycle_seconds, baseline_cycles=args.baseline_cycles,
         knee_factor=args.knee_factor, knee_confirm=args.knee_confirm,
+        **({} if args.p50_knee_factor is None else {"p50_knee_factor": args.p50_knee_factor}),
         past_knee_bytes=size("past-knee-gb", args.past_knee_gb, 10**9), faiss_queries=args.faiss_queries,
         madvise_random=args.madvise_random,
         settle_seconds=args.settle_s, max_cycles=args.max_cycles, workdir=args.dir, seed=args.seed,
@@ -161,6 +167,8 @@ def register(subparsers) -> None:
     a("--cycle-seconds", type=float, default=30.0, help="at most this long reading per cycle (default 30)")
     a("--baseline-cycles", type=int, default=3, help="cycles with the hog at 0 before the first step (default 3)")
     a("--knee-factor", type=float, default=10.0, help="knee = latency at least this × baseline (default 10)")
+    a("--p50-knee-factor", type=float, default=None,
+      help="p50 knee = the median at least this × its baseline (default 4: a fault in memory, not the disk)")
     a("--knee-confirm", type=int, default=2, help="... for this many cycles in a row (default 2)")
     a("--past-knee-gb", type=float, default=2.0,
       help="stop when the hog is this far past a confirmed p99 knee, GB (default 2)")

@@ -18,7 +18,7 @@ import signal
 import statistics
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from course import memstat, records
@@ -30,6 +30,10 @@ from part1_capacity.calculator.errors import InputError
 from course.units import GIB
 
 TMP_PREFIX = "capacity-e3-"
+# The median does not go to the disk's milliseconds: it moves when most reads take a fault, mostly minor ones
+# (pages reclaim unmapped but kept), a few microseconds against under one for a mapped page. ×4 sits between the
+# median's wander before the jump and the jump itself in every saved run (the E3 page's p50 table shows both).
+P50_KNEE_FACTOR = 4.0
 
 
 @dataclass
@@ -44,7 +48,8 @@ class Config:
     reads: int = 20_000               # page reads per cycle (p99.9 needs well over 1,000)
     cycle_seconds: float = 30.0       # ... or fewer if they take longer than this (heavy thrashing)
     baseline_cycles: int = 3          # cycles with the hog at 0 bytes, then as many holding its first step
-    knee_factor: float = 10.0         # "far above baseline" = at least this × the baseline
+    knee_factor: float = 10.0         # "far above baseline" = at least this × the baseline (p99)
+    p50_knee_factor: float = P50_KNEE_FACTOR  # the median's threshold (see P50_KNEE_FACTOR)
     knee_confirm: int = 2             # ... for this many cycles in a row
     past_knee_bytes: int = 2 * 10**9  # stop when the hog is this far past a confirmed p99 knee
     faiss_queries: int = 0            # real FAISS flat queries per cycle (each reads the whole index)
@@ -68,7 +73,7 @@ class Config:
 def validate(cfg: Config) -> None:
     """Raise InputError (naming the CLI flag) for settings that cannot run or would not be safe."""
     for name, value in (("settle-s", cfg.settle_seconds), ("cycle-seconds", cfg.cycle_seconds),
-                        ("knee-factor", cfg.knee_factor)):
+                        ("knee-factor", cfg.knee_factor), ("p50-knee-factor", cfg.p50_knee_factor)):
         if not (isinstance(value, (int, float)) and math.isfinite(value)):
             raise InputError(f"{name}: must be a finite number, got {value}")
     checks = [
@@ -81,6 +86,7 @@ def validate(cfg: Config) -> None:
         (0 < cfg.cycle_seconds <= 3600, "cycle-seconds: must be in (0, 3600]"),
         (1 <= cfg.baseline_cycles <= 100, "baseline-cycles: must be in 1..100"),
         (1 < cfg.knee_factor <= 10**6, "knee-factor: must be in (1, 1000000]"),
+        (1 < cfg.p50_knee_factor <= 10**6, "p50-knee-factor: must be in (1, 1000000]"),
         (1 <= cfg.knee_confirm <= 100, "knee-confirm: must be in 1..100"),
         (cfg.past_knee_bytes >= 0, "past-knee-gb: must be >= 0"),
         (0 <= cfg.faiss_queries <= 10_000, "faiss-queries: must be in 0..10000"),
@@ -215,7 +221,7 @@ def _hog_held_clean(cycles) -> list[bool]:
 
 
 def knees(cycles, cfg: Config, host_mem: int) -> tuple[dict | None, dict | None]:
-    """(knee_p99, knee_p50) of the cycles so far.
+    """(knee_p99, knee_p50) of the cycles so far: p99 at ``knee_factor``, p50 at ``p50_knee_factor`` × its baseline.
 
     Each cycle is compared with the baseline re-taken with the hog in place: the median of the last
     ``baseline_cycles`` cycles with the hog holding memory and no major fault (``knee.trailing_baseline``); before
@@ -223,16 +229,28 @@ def knees(cycles, cfg: Config, host_mem: int) -> tuple[dict | None, dict | None]
     out = []
     went_to_disk = [c["major_faults"] > 0 for c in cycles]
     clean = _hog_held_clean(cycles)
-    for key in ("p99_us", "p50_us"):
+    for key, factor in (("p99_us", cfg.knee_factor), ("p50_us", cfg.p50_knee_factor)):
         series = [c[key] for c in cycles]
         if len(series) <= cfg.baseline_cycles:
             out.append(None)
             continue
         idle = statistics.median(series[:cfg.baseline_cycles])
         reference = [idle if r is None else r for r in trailing_baseline(series, clean, cfg.baseline_cycles)]
-        k = find_knee(series, cfg.baseline_cycles, cfg.knee_factor, cfg.knee_confirm, went_to_disk, reference)
+        k = find_knee(series, cfg.baseline_cycles, factor, cfg.knee_confirm, went_to_disk, reference)
         out.append(_knee_dict(k, cycles, host_mem))
     return out[0], out[1]
+
+
+def saved_config(saved: dict) -> Config:
+    """The Config of a saved run, with today's defaults for settings it predates (e.g. ``p50_knee_factor``)."""
+    names = {f.name for f in fields(Config)}
+    return Config(**{k: v for k, v in saved["config"].items() if k in names})
+
+
+def knees_today(saved: dict) -> tuple[dict | None, dict | None]:
+    """(knee_p99, knee_p50) of a saved run by today's rule, from its cycles: a run saved under an older rule is
+    read the same way as a new one (the cycles are the measurement; the knee is a reading of them)."""
+    return knees(saved["cycles"], saved_config(saved), saved["host_mem_bytes"])
 
 
 def baselines(cycles, cfg: Config) -> dict:
@@ -464,8 +482,9 @@ def _result(r: _Run, host, record, command, started, stop_reason, n_vectors) -> 
         "index_dim": cfg.dim,
         "config": config,
         "stop_reason": stop_reason,
-        "knee_rule": "first of knee_confirm cycles with major faults and latency >= knee_factor x the baseline "
-                     "re-taken with the hog in place (median of the last baseline_cycles no-fault cycles)",
+        "knee_rule": "first of knee_confirm cycles with major faults and latency >= knee_factor (p99) or "
+                     "p50_knee_factor (p50) x the baseline re-taken with the hog in place (median of the last "
+                     "baseline_cycles no-fault cycles)",
         "knee_p99": knee_p99,
         "knee_p50": knee_p50,
         "baselines": baselines(cycles, cfg) if cycles else None,
