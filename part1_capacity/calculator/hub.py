@@ -77,6 +77,20 @@ def _env() -> dict:
 
 
 @contextmanager
+def _offline_as_now(offline: bool):
+    """huggingface_hub reads HF_HUB_OFFLINE once, at its import; a process that imported it under another
+    setting (transformers imports it too) follows the setting as it stands now, for this read."""
+    from huggingface_hub import constants
+
+    before = constants.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = offline
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = before
+
+
+@contextmanager
 def _one_line(repo: str, rev: str | None, env: dict):
     """Every failure of a Hub request as one ``InputError`` line naming the repository and what to do."""
     from huggingface_hub import errors
@@ -128,7 +142,7 @@ def profile_from_hub(name: str):
     repo, file, rev = split(name)
     env = _env()
     api = HfApi(endpoint=env["endpoint"], token=env["token"])
-    with _one_line(repo, rev, env):
+    with _one_line(repo, rev, env), _offline_as_now(env["offline"]):
         if env["offline"]:
             path = hf_hub_download(repo, "config.json", revision=rev, cache_dir=env["cache_dir"],
                                    local_files_only=True)
