@@ -541,6 +541,7 @@ def e2_chart(r, metric, path, title, ylabel, tr=EN):
 
 
 def build(out):
+    i18n.use_figure_fonts()  # the Korean figures' labels need the CJK font
     from part1_capacity.experiments.engine import quant_ladder as ql
     from part1_capacity.experiments.engine.kernels import RESULT as KERNELS
 
