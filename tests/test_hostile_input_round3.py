@@ -86,3 +86,13 @@ def test_emit_with_json_prints_the_plan_and_the_command(capsys):
     got = json.loads(capsys.readouterr().out)
     assert got["emit"]["engine"] == "vllm" and got["emit"]["command"].startswith("vllm serve meta-llama/")
     assert got["model"] == "llama-3.1-8b" and "kv_bytes_total" in got
+
+
+def test_a_checkpoint_whose_tensors_hold_no_bytes_is_refused(tmp_path, capsys):
+    # every tensor of shape (0, 64): the checkpoint holds 0 bytes, and every ratio to the weights would divide by 0
+    from tests.test_checkpoints import folder
+    from tests.test_hostile_input import LLAMA
+    d = folder(tmp_path, {**LLAMA, "torch_dtype": "bfloat16"},
+               {"model.safetensors": {"model.embed_tokens.weight": ("BF16", (0, 64), 0)}})
+    refused(capsys, ["plan", "--model", str(d), "--accelerator", "h100", "--context", "8", "--json"],
+            "weights come to 0 bytes")

@@ -549,6 +549,7 @@ def build(out):
     ladders = ql.saved_ladders()
     e2r = ladders.get("e2")
     kern = load_result(KERNELS)
+    build_vllm_startup(out)
     w = i18n.write_text
     w(out, "e2_validation.md", lambda tr: e2_validation(ladders, tr))
     w(out, "e2_study.md", lambda tr: e2_study(ladders, tr))
@@ -589,6 +590,17 @@ def build(out):
         for lang, tr in i18n.each_language():
             for name in ("e2_prefill.png", "e2_decode.png"):
                 _placeholder(out / i18n.localized(name, lang), tr)
+
+
+def build_vllm_startup(out):
+    """vLLM's start-up lines predicted beside published logs (``vllm_startup.py``), and llama.cpp's other buffers:
+    published logs and E1's saved run on this machine (``buffers.py``)."""
+    from part1_capacity.experiments.engine import buffers, vllm_startup
+
+    (out / "vllm_startup.md").write_text(vllm_startup.table())
+    (out / "vllm_startup_terms.md").write_text(vllm_startup.terms())
+    (out / "llama_cpp_buffers_published.md").write_text(buffers.published_table())
+    (out / "e1_buffers.md").write_text(buffers.e1_table(load_result("e1_structures")))
 
 
 def _placeholder(path, tr=EN):
