@@ -82,9 +82,10 @@ def test_config_fields_out_of_range_or_of_the_wrong_type(tmp_path, capsys, mt, f
     refused(capsys, plan(write(tmp_path, {**LLAMA, "model_type": mt, field: value})), fragment)
 
 
-def test_unknown_model_type_names_it_and_the_supported_families(tmp_path, capsys):
+def test_a_model_type_whose_cache_is_not_modelled_names_the_structure(tmp_path, capsys):
     refused(capsys, plan(write(tmp_path, {**LLAMA, "model_type": "t5"})),
-            "model_type 't5' is not supported; supported families: llama, mistral")
+            "an encoder-decoder's cross-attention caches the encoder output per sequence ('is_encoder_decoder'): "
+            "not modelled")
 
 
 @pytest.mark.parametrize("what", ["directory", "fifo", "/dev/zero", "latin-1"])

@@ -95,4 +95,27 @@ def test_a_checkpoint_whose_tensors_hold_no_bytes_is_refused(tmp_path, capsys):
     d = folder(tmp_path, {**LLAMA, "torch_dtype": "bfloat16"},
                {"model.safetensors": {"model.embed_tokens.weight": ("BF16", (0, 64), 0)}})
     refused(capsys, ["plan", "--model", str(d), "--accelerator", "h100", "--context", "8", "--json"],
-            "weights come to 0 bytes")
+            "field 'params_total' must be a positive number, got 0.0")
+
+
+@pytest.mark.parametrize("weight_map, fragment", [
+    ({"a": ["model.safetensors"], "b": "model.safetensors"}, "'weight_map' values must be shard file names, got ["),
+    ({"a": 5}, "'weight_map' values must be shard file names, got 5"),
+    ({"a": "x" * 5000}, "is not a file name (one name in the folder, at most 255 bytes)"),
+])
+def test_a_shard_index_that_names_no_file(tmp_path, capsys, weight_map, fragment):
+    from tests.test_checkpoints import folder
+    from tests.test_hostile_input import LLAMA
+    d = folder(tmp_path, {**LLAMA, "torch_dtype": "bfloat16"},
+               {"model.safetensors": {"model.embed_tokens.weight": ("BF16", (4, 64), 512)}})
+    (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    refused(capsys, ["plan", "--model", str(d), "--accelerator", "h100", "--context", "8"], fragment)
+
+
+@pytest.mark.parametrize("bits", [0, 3, "4", None, 16])
+def test_a_quantization_width_the_checkpoint_cannot_store(tmp_path, capsys, bits):
+    from tests.test_hostile_input import LLAMA
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**LLAMA, "quantization_config": {"quant_method": "gptq", "bits": bits}}))
+    refused(capsys, ["plan", "--model", str(p), "--accelerator", "h100", "--context", "8"],
+            f"quantization_config.bits {bits!r} is not a width gptq stores here; allowed: 4, 8")

@@ -11,6 +11,10 @@ Per sequence:
 - MLA (DeepSeek): ``L × (kv_lora_rank + qk_rope_head_dim) × bytes`` per token, no factor 2: the latent is shared
   by K and V and rebuilt into both at attention time; the decoupled RoPE key is cached beside it.
 - Sliding-window hybrid: window layers hold ``min(T, W)`` tokens, full layers hold ``T``.
+- Chunked attention (Llama 4): a local layer attends only within its chunk of ``C`` tokens, so it holds the
+  ``((T − 1) mod C) + 1`` tokens of the current chunk and must have room for ``min(T, C)``; global layers hold ``T``.
+- MLA with a sparse-attention indexer (DeepSeek-V3.2): the indexer caches one more key per token per layer,
+  ``index_head_dim`` wide, beside the latent.
 - SSM hybrid: attention layers grow with ``T``; each state-space layer holds a constant state.
 """
 from __future__ import annotations
@@ -45,14 +49,15 @@ def kv_bytes(T, n_layers, n_kv_heads, head_dim, bytes_per_element):
 
 
 # --- MLA --------------------------------------------------------------------------------------------------------
-def mla_bytes_per_token(n_layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element):
-    """Bytes of the MLA latent cache per token: ``n_layers × (kv_lora_rank + qk_rope_head_dim) × bytes``."""
-    return n_layers * (kv_lora_rank + qk_rope_head_dim) * bytes_per_element
+def mla_bytes_per_token(n_layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element, index_head_dim=0):
+    """Bytes of the MLA latent cache per token: ``n_layers × (kv_lora_rank + qk_rope_head_dim) × bytes``; with a
+    sparse-attention indexer (DeepSeek-V3.2) its key adds ``index_head_dim`` per layer."""
+    return n_layers * (kv_lora_rank + qk_rope_head_dim + index_head_dim) * bytes_per_element
 
 
-def mla_bytes(T, n_layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element):
-    """Bytes of the MLA latent cache for ``T`` tokens of one sequence."""
-    return T * mla_bytes_per_token(n_layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element)
+def mla_bytes(T, n_layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element, index_head_dim=0):
+    """Bytes of the MLA latent cache (and indexer keys) for ``T`` tokens of one sequence."""
+    return T * mla_bytes_per_token(n_layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element, index_head_dim)
 
 
 # --- sliding-window hybrids -------------------------------------------------------------------------------------
@@ -73,6 +78,28 @@ def sliding_window_bytes(T, n_full_layers, n_window_layers, window, n_kv_heads, 
 def sliding_window_growth_bytes_per_token(n_full_layers, n_kv_heads, head_dim, bytes_per_element):
     """Slope once ``T > W``: only the full layers still grow."""
     return kv_bytes_per_token(n_full_layers, n_kv_heads, head_dim, bytes_per_element)
+
+
+# --- chunked attention ------------------------------------------------------------------------------------------
+def chunk_tokens(T, chunk):
+    """Tokens a chunked-attention layer holds after ``T`` tokens: those of the current chunk,
+    ``((T − 1) mod C) + 1`` (Llama 4: a token attends only to the tokens of its own chunk of ``C``)."""
+    return (T - 1) % chunk + 1
+
+
+def chunk_room_tokens(T, chunk):
+    """Tokens a chunked layer must have room for over a sequence that reaches ``T`` tokens: ``min(T, C)`` (a
+    chunk fills completely before the next one starts)."""
+    return _min(T, chunk)
+
+
+def chunked_attention_bytes(T, n_full_layers, n_chunked_layers, chunk, n_kv_heads, head_dim, bytes_per_element):
+    """Bytes reserved for one sequence of ``T`` tokens when ``n_chunked_layers`` attend within chunks of ``chunk``:
+    ``2 × n_kv_heads × head_dim × bytes × (n_full_layers × T + n_chunked_layers × min(T, C))`` — the same room as a
+    window of ``C`` (what an engine allocates), though after ``T`` tokens a chunked layer holds
+    ``chunk_tokens(T, C)``, fewer than a window's ``min(T, W)``."""
+    per_layer_token = kv_bytes_per_token(1, n_kv_heads, head_dim, bytes_per_element)
+    return per_layer_token * (n_full_layers * T + n_chunked_layers * chunk_room_tokens(T, chunk))
 
 
 # --- state-space (SSM / linear-attention) hybrids ---------------------------------------------------------------
@@ -125,3 +152,9 @@ def gated_deltanet_state_elements(n_k_heads, n_v_heads, k_head_dim, v_head_dim, 
 def gated_deltanet_conv_state_elements(n_k_heads, n_v_heads, k_head_dim, v_head_dim, d_conv):
     """Gated DeltaNet convolution state: ``(d_conv − 1) × (2 × n_k_heads × d_k + n_v_heads × d_v)`` (q, k, v)."""
     return conv_state_elements(d_conv, 2 * n_k_heads * k_head_dim + n_v_heads * v_head_dim)
+
+
+def lightning_state_elements(n_heads, head_dim):
+    """Lightning attention (MiniMax) layer state in elements: per head the ``head_dim × head_dim`` matrix
+    ``Σ kᵀv`` of linear attention (no convolution)."""
+    return n_heads * head_dim * head_dim

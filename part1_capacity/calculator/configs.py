@@ -1,21 +1,27 @@
-"""A Hugging Face ``config.json`` → ``ModelProfile``, read the way ``transformers`` reads it.
+"""A Hugging Face ``config.json`` → ``ModelProfile``, read by structure: any family ``transformers`` knows.
 
-The file's fields go through ``transformers``' own config class for its ``model_type``
-(``AutoConfig.for_model(model_type, **fields)``, nothing downloaded), so the defaults a published file leaves out
-(Google's ``gemma-3-27b-it`` states no ``max_position_embeddings``, ``sliding_window_pattern`` or ``rope_theta``),
-the ``attribute_map`` aliases (GPT-2's ``n_layer``), the derived ``layer_types`` and a multimodal checkpoint's
-nested ``text_config`` are exactly what an engine loading the model sees. Parameter counts come from
-``transformers`` too: the model is built on PyTorch's ``meta`` device (shapes only, no memory) and its parameters
-counted, which also gives the tensor groups for the weight bytes (``weights.py``).
+Two layers:
 
-What stays here is what ``transformers`` does not provide: which layers cache what (the cache laws' inputs), the
-recurrent-state shapes of each hybrid family, which parameters a quantized checkpoint stores at which precision,
-and limits that keep hostile files from running away (checked before anything is built).
+- ``profile_from_fields(config, defaults)`` — pure Python (no transformers, torch or numpy; it runs in the
+  browser too). ``config`` is the file's JSON object; ``defaults`` a dict of the same shape with what the model
+  type's config class supplies for fields the file leaves out (a multimodal checkpoint's language model under
+  ``text_config``). It reads the cache structure from what the fields say, never from the family's name: K/V
+  heads and head dims, every way a config marks its layers (``layer_types``, ``layers_block_type``,
+  ``hybrid_override_pattern``, ``attn_type_list``, ``no_rope_layers`` with ``attention_chunk_size``,
+  ``sliding_window_pattern``, ``full_attention_interval``, a ``sliding_window`` on every layer), MLA latents and
+  DeepSeek-V3.2's indexer keys, recurrent state (Mamba-1, Mamba-2, gated DeltaNet, lightning attention), layers
+  that reuse another layer's K/V (Gemma 3n), experts. A config whose cache holds something not modelled is refused
+  with that structure named.
+- ``hf_config.defaults_for(config)`` — ``transformers`` builds the config class for the file, so the defaults and
+  derived fields are exactly those an engine loading the model sees; ``profile_from_config`` joins the two.
 
-``transformers`` (and torch) are imported only when a config file is read: the bundled models never import them.
+Parameters: ``count_parameters(config, defaults)`` counts a text model from its fields (pure Python; checked
+against ``transformers``' meta-device build in the tests); a file path plans with the exact meta-device list
+(``hf_config.meta_parameters``), a checkpoint with its headers.
 """
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import re
@@ -70,10 +76,6 @@ _LIMITS = {
     "linear_key_head_dim": (1, 4096), "linear_value_head_dim": (1, 4096), "linear_conv_kernel_dim": (1, 64),
 }
 _LISTS = ("layer_types", "layers_block_type", "mlp_only_layers", "attn_layer_indices")
-_KINDS = {"full_attention": "full", "attention": "full", "sliding_attention": "window", "linear_attention": "ssm",
-          "mamba": "ssm", "mlp": "none", "moe": "none", "hybrid": "both"}
-_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-_MULTIMODAL = re.compile(r"(^|\.)(vision_tower|vision_model|multi_modal_projector|audio_tower)\.")
 QUANT_METHODS = ("fp8", "mxfp4", "awq", "gptq")
 
 
@@ -121,111 +123,473 @@ def check_fields(d: dict, where: str) -> None:
     if q and q.get("quant_method") not in QUANT_METHODS:
         raise InputError(f"{where}: quantization_config.quant_method {validate.show(q.get('quant_method'))} is not "
                          f"supported; allowed: {', '.join(QUANT_METHODS)}")
+    if q and q.get("quant_method") in ("awq", "gptq") and q.get("bits", 4) not in (4, 8):
+        # the widths these methods store and the calculator sizes (int4, int8): bits 0 or 3 would be sized as int4
+        raise InputError(f"{where}: quantization_config.bits {validate.show(q.get('bits'))} is not a width "
+                         f"{q['quant_method']} stores here; allowed: 4, 8")
 
 
 def _model_type(d: dict, where: str) -> str:
     mt = d.get("model_type")
-    if not isinstance(mt, str) or mt not in FAMILIES:
-        raise InputError(f"{where}: model_type {validate.show(mt) if mt is not None else '(missing)'} is not "
-                         f"supported; supported families: {', '.join(FAMILIES)}")
+    if not isinstance(mt, str) or not mt:
+        raise InputError(f"{where}: model_type {validate.show(mt) if mt is not None else '(missing)'}: a config.json "
+                         f"names its model_type (a Hugging Face config), e.g. 'llama'")
     return mt
 
 
-# --- transformers -----------------------------------------------------------------------------------------------
-def _transformers():
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")          # nothing is downloaded, ever
-    import transformers
-
-    transformers.logging.set_verbosity_error()            # a config's harmless notices are not our output
-    return transformers
-
-
-def build_config(d: dict, where: str, text: bool = True):
-    """``transformers``' config object for the file: its text part for a multimodal checkpoint (what decides the
-    cache), or with ``text=False`` the whole model (what a server loads)."""
-    mt = _model_type(d, where)
-    check_fields(d, where)
-    if d.get("text_config") is not None:
-        check_fields(d["text_config"], f"{where}: text_config")
-    fields = {k: v for k, v in d.items() if k != "model_type"}
-    try:
-        cfg = _transformers().AutoConfig.for_model(mt, **fields)
-        return cfg.get_text_config() if text else cfg
-    except InputError:
-        raise
-    except (Exception, RecursionError) as exc:   # transformers' own validation: one line, the first of its message
-        msg = (str(exc).strip().splitlines() or [type(exc).__name__])
-        raise InputError(f"{where}: transformers refuses this {mt} config: {' '.join(msg[:2])[:200]}") from None
+# --- the fields, read the way transformers reads them -------------------------------------------------------------
+# the canonical name first, then the names families publish it under (transformers' attribute_map)
+ALIASES = {
+    "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "num_attention_heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
+    "hidden_size": ("hidden_size", "n_embd", "d_model", "dim"),
+    "max_position_embeddings": ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"),
+    "intermediate_size": ("intermediate_size", "n_inner", "ffn_hidden_size"),
+}
+SHAPE_FIELDS = ("num_hidden_layers", "num_attention_heads", "hidden_size")   # a file must state these itself
 
 
-def count_parameters(cfg, where: str) -> list[tuple[str, tuple[int, ...]]]:
-    """(name, shape) of every parameter of the model ``cfg`` describes, built on the meta device (no memory,
-    no weights: ``transformers``' own modules decide which tensors exist)."""
-    tr = _transformers()
-    import torch
+class Fields:
+    """The text model's fields: the file's value, else the default's. ``where`` names the file in messages."""
 
-    try:
-        with torch.device("meta"):
-            model = tr.AutoModelForCausalLM.from_config(cfg)
-    except (Exception, RecursionError) as exc:
-        msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise InputError(f"{where}: transformers cannot build this model: {msg}") from None
-    return [(n, tuple(p.shape)) for n, p in model.named_parameters()]
+    def __init__(self, config: dict, defaults: dict | None, where: str):
+        defaults = defaults or {}
+        nested = isinstance(config.get("text_config"), dict)
+        self.file = config["text_config"] if nested else config
+        self.defaults = (defaults.get("text_config") if nested else defaults) or {}
+        if not nested and isinstance(defaults.get("text_config"), dict) and defaults["text_config"] is not None:
+            # a text-only file of a type whose class nests its text part (rare): read the nested defaults
+            self.defaults = {**defaults["text_config"], **{k: v for k, v in defaults.items() if k != "text_config"}}
+        self.top = config
+        self.where = f"{where}: text_config" if nested else where
 
+    def raw(self, name):
+        for key in ALIASES.get(name, (name,)):
+            if key in self.file:            # a field the file states, null included ("sliding_window": null)
+                return self.file[key]
+        for key in ALIASES.get(name, (name,)):
+            if self.defaults.get(key) is not None:
+                return self.defaults[key]
+        return None
 
-# --- what the calculator reads ----------------------------------------------------------------------------------
-def _get(cfg, name: str, where: str, default=None):
-    v = getattr(cfg, name, None)
-    if v is None:
-        if default is None:
-            raise InputError(f"{where}: missing field '{name}'")
-        return default
-    return validate.number(v, f"{where}: field '{name}'", lo=0, integer=True)
+    def stated(self, name) -> bool:
+        return any(self.file.get(k) is not None for k in ALIASES.get(name, (name,)))
 
+    def int(self, name, default=None, lo=0, hi=None):
+        v = self.raw(name)
+        if v is None:
+            if default is None:
+                raise InputError(f"{self.where}: missing field '{name}'")
+            return default
+        if isinstance(v, list):
+            raise InputError(f"{self.where}: field '{name}' is a list of {len(v)} values: one per layer is not "
+                             "modelled (every layer must have the same value)")
+        return validate.number(v, f"{self.where}: field '{name}'", lo=lo, hi=hi, integer=True)
 
-def layer_kinds(cfg, where: str) -> list[str]:
-    """Per layer: 'full', 'window', 'ssm', 'both' (attention and SSM side by side) or 'none' (MLP only), from
-    ``transformers``' ``layer_types`` (or ``layers_block_type``) where the family has one."""
-    n = _get(cfg, "num_hidden_layers", where)
-    types = getattr(cfg, "layer_types", None) or getattr(cfg, "layers_block_type", None)
-    if types:
-        bad = [t for t in types if t not in _KINDS]
-        if bad:
-            raise InputError(f"{where}: layer_types: unknown {validate.show(bad[0])}; allowed: {', '.join(_KINDS)}")
-        kinds = [_KINDS[t] for t in types]
-    elif getattr(cfg, "sliding_window", None) and cfg.model_type == "mistral":
-        kinds = ["window"] * n           # Mistral-7B-v0.1: every layer windowed
-    else:
-        kinds = ["full"] * n
-    if len(kinds) != n and cfg.model_type != "nemotron_h":
-        raise InputError(f"{where}: layer_types has {len(kinds)} entries for num_hidden_layers={n}")
-    return kinds
+    def flag(self, name, default=False) -> bool:
+        v = self.raw(name)
+        return default if v is None else bool(v)
 
 
-def ssm_fields(cfg, where: str, n_ssm: int) -> dict:
-    """Recurrent-layer shapes of a hybrid, in the field names of its family (``transformers`` keeps them as
-    published). The state size itself comes from the lesson-03 laws (``profiles.ssm_from_dict``)."""
-    g = lambda name: _get(cfg, name, where)   # noqa: E731
-    mt = cfg.model_type
-    if mt == "jamba":
-        return {"kind": "mamba1", "n_layers": n_ssm, "d_inner": g("mamba_expand") * g("hidden_size"),
-                "d_state": g("mamba_d_state"), "d_conv": g("mamba_d_conv")}
-    if mt == "qwen3_next":
-        return {"kind": "gated_deltanet", "n_layers": n_ssm, "n_k_heads": g("linear_num_key_heads"),
-                "n_v_heads": g("linear_num_value_heads"), "k_head_dim": g("linear_key_head_dim"),
-                "v_head_dim": g("linear_value_head_dim"), "d_conv": g("linear_conv_kernel_dim")}
-    if mt == "nemotron_h":
-        return {"kind": "mamba2", "n_layers": n_ssm, "n_heads": g("mamba_num_heads"), "head_dim": g("mamba_head_dim"),
-                "d_state": g("ssm_state_size"), "d_conv": g("conv_kernel"), "n_groups": g("n_groups"),
-                # vLLM keeps Nemotron-H's SSM state in the checkpoint's mamba_ssm_cache_dtype, float32 by default
-                # (vllm/model_executor/models/config.py, NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE)
-                "state_dtype": _DTYPES.get(str(getattr(cfg, "mamba_ssm_cache_dtype", None) or "float32"), "fp32")}
-    if mt in ("granitemoehybrid", "falcon_h1"):
-        return {"kind": "mamba2", "n_layers": n_ssm, "n_heads": g("mamba_n_heads"), "head_dim": g("mamba_d_head"),
-                "d_state": g("mamba_d_state"), "d_conv": g("mamba_d_conv"), "n_groups": g("mamba_n_groups")}
-    raise InputError(f"{where}: {mt} has recurrent layers the calculator cannot size")
+# layer_types names → the calculator's layer kinds. "full": K/V of every token; "window": the last W tokens;
+# "chunked": the tokens of the current chunk; "linear": a recurrent state (delta-net, lightning, Mamba);
+# "both": attention and SSM side by side (Falcon-H1); "none": an MLP-only block.
+KINDS = {"full_attention": "full", "attention": "full", "global": "full", "full": "full", "global_attention": "full",
+         "indexed_attention": "full", "sliding_attention": "window", "sliding": "window", "local": "window",
+         "local_attention": "window", "chunked_attention": "chunked", "linear_attention": "linear",
+         "mamba": "linear", "mamba2": "linear", "ssm": "linear", "hybrid": "both", "mlp": "none", "moe": "none",
+         "-": "none", "E": "none", "M": "linear", "*": "full"}
+# fields that mean the cache holds something the calculator does not model, and what that is
+NOT_MODELLED = {
+    "cross_attention_layers": "cross-attention layers cache the image encoder's K/V beside the text's",
+    "is_encoder_decoder": "an encoder-decoder's cross-attention caches the encoder output per sequence",
+    "global_head_dim": "K/V head dims that differ by layer type",
+    "num_global_key_value_heads": "K/V head counts that differ by layer type",
+    "kv_lora_rank_per_layer": "per-layer MLA latent widths",
+}
+
+
+def _periodic(n: int, period: int, last_is_global=True) -> list[bool]:
+    """Layer i is local unless (i + 1) is a multiple of ``period``: the convention of every published period
+    (Gemma 2/3, Cohere 2, Qwen3-Next, Llama 4)."""
+    return [(i + 1) % period != 0 for i in range(n)]
+
+
+def layer_kinds(f: Fields) -> list[str]:
+    """Per layer: 'full', 'window', 'chunked', 'linear', 'both' or 'none', from every way a config marks it.
+
+    What the file states comes first (its ``layer_types``, then a pattern it states), then the defaults' own
+    ``layer_types`` (a class's default size: repeated by its period to the file's layer count), then a pattern
+    the defaults state; a ``sliding_window`` with no pattern windows every layer (Mistral-7B)."""
+    for key, what in NOT_MODELLED.items():
+        v = f.raw(key)
+        if v not in (None, False, [], 0):
+            raise InputError(f"{f.where}: {what} ('{key}'): not modelled")
+    n = f.int("num_hidden_layers", lo=1, hi=512)
+    kinds = _stated_kinds(f, f.file, n)
+    if kinds is None:
+        types = f.defaults.get("layer_types") or f.defaults.get("layers_block_type")
+        if isinstance(types, list) and types and len(types) != n:
+            period = next(p for p in range(1, len(types) + 1)
+                          if all(types[i] == types[i % p] for i in range(len(types))))
+            types = [types[i % period] for i in range(n)]
+        kinds = _named_kinds(f, types, n) if types else _stated_kinds(f, f.defaults, n)
+    if kinds is not None:
+        return kinds
+    if f.raw("sliding_window") and f.raw("use_sliding_window") is not False:
+        return ["window"] * n
+    return ["full"] * n
+
+
+def _named_kinds(f: Fields, types, n: int) -> list[str]:
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        raise InputError(f"{f.where}: field 'layer_types' must be a list of names, got {validate.show(types)}")
+    bad = [t for t in types if t not in KINDS]
+    if bad:
+        raise InputError(f"{f.where}: layer type {validate.show(bad[0])} is a layer the calculator does not "
+                         f"model; known: {', '.join(k for k in KINDS if len(k) > 1)}")
+    if len(types) != n:
+        raise InputError(f"{f.where}: layer_types has {len(types)} entries for num_hidden_layers={n}")
+    return [KINDS[t] for t in types]
+
+
+def _stated_kinds(f: Fields, src: dict, n: int) -> list[str] | None:
+    """The layer kinds a pattern in ``src`` (the file's fields, or the defaults') states; None when it states none.
+    Sizes a pattern needs are read from the file, else the defaults (``f``)."""
+    types = src.get("layer_types") or src.get("layers_block_type")
+    if types is not None and src is f.file:
+        return _named_kinds(f, types, n)
+    pattern = src.get("hybrid_override_pattern")
+    if isinstance(pattern, str):                           # Nemotron-H: M (Mamba-2) * (attention) - (MLP) E (MoE)
+        if len(pattern) != n:
+            raise InputError(f"{f.where}: hybrid_override_pattern has {len(pattern)} entries for "
+                             f"num_hidden_layers={n}")
+        return [KINDS[c] for c in pattern]
+    attn_types = src.get("attn_type_list")                 # MiniMax: 1 softmax attention, 0 lightning attention
+    if attn_types is not None:
+        if not isinstance(attn_types, list) or len(attn_types) != n or set(attn_types) - {0, 1}:
+            raise InputError(f"{f.where}: field 'attn_type_list' must be {n} values of 0 (lightning) or 1 (softmax)")
+        return ["full" if t else "linear" for t in attn_types]
+    if src.get("attn_layer_period"):                       # Jamba: attention every period-th layer from the offset
+        period, offset = f.int("attn_layer_period", lo=1, hi=512), f.int("attn_layer_offset", 0, hi=511)
+        return ["full" if i % period == offset else "linear" for i in range(n)]
+    if src.get("attention_chunk_size"):                    # Llama 4: RoPE layers chunked, NoPE layers global
+        nope = f.raw("no_rope_layers")
+        if isinstance(nope, list) and len(nope) == n:
+            return ["chunked" if x else "full" for x in nope]
+        every = f.int("no_rope_layer_interval", 4, lo=1, hi=512)
+        return ["chunked" if local else "full" for local in _periodic(n, every)]
+    if src.get("full_attention_interval") and (f.raw("linear_num_key_heads") or f.raw("linear_key_head_dim")):
+        return ["linear" if local else "full" for local in _periodic(n, f.int("full_attention_interval", lo=1))]
+    p = src.get("sliding_window_pattern") or src.get("_sliding_window_pattern")
+    if p and f.raw("sliding_window") and f.raw("use_sliding_window") is not False:
+        p = validate.number(p, f"{f.where}: field 'sliding_window_pattern'", lo=1, hi=512, integer=True)
+        return ["window" if local else "full" for local in _periodic(n, p)]
+    return None
+
+
+def _ssm(f: Fields, n_layers: int) -> dict:
+    """The recurrent layers' state shape, by the fields that describe it (the state size itself comes from the
+    lesson-03 laws in ``profiles.ssm_from_dict``)."""
+    g = f.int
+    if f.raw("linear_num_key_heads") is not None or f.raw("linear_key_head_dim") is not None:
+        out = {"kind": "gated_deltanet", "n_layers": n_layers, "n_k_heads": g("linear_num_key_heads", lo=1),
+               "n_v_heads": g("linear_num_value_heads", lo=1), "k_head_dim": g("linear_key_head_dim", lo=1),
+               "v_head_dim": g("linear_value_head_dim", lo=1), "d_conv": g("linear_conv_kernel_dim", lo=1)}
+        if f.raw("mamba_ssm_dtype") or f.raw("mamba_ssm_cache_dtype"):
+            # the checkpoint names the state's dtype (Qwen3.5: "mamba_ssm_dtype": "float32"), which vLLM follows
+            out["state_dtype"] = DTYPE_NAMES.get(str(f.raw("mamba_ssm_cache_dtype") or f.raw("mamba_ssm_dtype")),
+                                                 "fp32")
+        return out
+    heads = f.raw("mamba_n_heads") or f.raw("mamba_num_heads")
+    if heads is not None:
+        hn = "mamba_n_heads" if f.raw("mamba_n_heads") is not None else "mamba_num_heads"
+        hd = "mamba_d_head" if f.raw("mamba_d_head") is not None else "mamba_head_dim"
+        ds = "mamba_d_state" if f.raw("mamba_d_state") is not None else "ssm_state_size"
+        dc = "mamba_d_conv" if f.raw("mamba_d_conv") is not None else "conv_kernel"
+        ng = "mamba_n_groups" if f.raw("mamba_n_groups") is not None else "n_groups"
+        if f.raw(hd) in (None, "auto") and f.raw("mamba_d_ssm"):
+            head_dim = g("mamba_d_ssm", lo=1) // g(hn, lo=1)
+        else:
+            head_dim = g(hd, lo=1)
+        out = {"kind": "mamba2", "n_layers": n_layers, "n_heads": g(hn, lo=1), "head_dim": head_dim,
+               "d_state": g(ds, lo=1), "d_conv": g(dc, lo=1), "n_groups": g(ng, lo=1)}
+        cache = f.raw("mamba_ssm_cache_dtype")
+        if any(a == "NemotronHForCausalLM" for a in (f.top.get("architectures") or [])) or cache:
+            # vLLM keeps Nemotron-H's SSM state in the checkpoint's mamba_ssm_cache_dtype, float32 by default
+            # (vllm/model_executor/models/config.py, NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE)
+            out["state_dtype"] = DTYPE_NAMES.get(str(cache or "float32"), "fp32")
+        return out
+    if f.raw("mamba_expand") is not None and f.raw("mamba_d_state") is not None:
+        return {"kind": "mamba1", "n_layers": n_layers, "d_inner": g("mamba_expand", lo=1) * g("hidden_size", lo=1),
+                "d_state": g("mamba_d_state", lo=1), "d_conv": g("mamba_d_conv", lo=1)}
+    if f.raw("block_size") is not None or f.raw("attn_type_list") is not None or f.raw("linear_attn_alpha_factor"):
+        # lightning attention (MiniMax): per head a head_dim × head_dim matrix, no convolution
+        heads = g("num_attention_heads", lo=1)
+        return {"kind": "lightning", "n_layers": n_layers, "n_heads": heads, "head_dim": _head_dim(f, heads)}
+    raise InputError(f"{f.where}: recurrent (linear-attention) layers whose state shape the config does not give "
+                     "(no Mamba, gated DeltaNet or lightning-attention fields): not modelled")
+
+
+DTYPE_NAMES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "torch.bfloat16": "bf16",
+               "torch.float16": "fp16", "torch.float32": "fp32"}
+
+
+def _head_dim(f: Fields, heads: int) -> int:
+    hd = f.raw("head_dim")
+    if hd is not None:
+        return f.int("head_dim", lo=1, hi=4096)
+    return f.int("hidden_size", lo=1) // heads
+
+
+def experts(f: Fields) -> tuple[int, int]:
+    """(routed experts per MoE layer, experts each token uses): 0, 0 for a dense model."""
+    e = next((f.raw(k) for k in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+              if f.raw(k)), 0)
+    if isinstance(e, list) or not e or e == 1:
+        return 0, 0
+    k = next((f.raw(k) for k in ("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token")
+              if f.raw(k)), None)
+    if isinstance(k, list):
+        k = k[0] if len(set(k)) == 1 else None
+    if k is None:
+        raise InputError(f"{f.where}: {e} experts but no experts-per-token field (num_experts_per_tok)")
+    e = validate.number(e, f"{f.where}: experts", lo=2, hi=4096, integer=True)
+    k = validate.number(k, f"{f.where}: field 'num_experts_per_tok'", lo=1, hi=e, integer=True)
+    return e, k
+
+
+def check_config(config: dict, where: str) -> str:
+    """The file's own checks, before any defaults: a JSON object with a model_type, numbers in range, and the
+    fields that define the model's shape stated by the file itself. Returns the model_type."""
+    if not isinstance(config, dict):
+        raise InputError(f"{where}: must hold a JSON object")
+    mt = _model_type(config, where)
+    check_fields(config, where)
+    if isinstance(config.get("text_config"), dict):
+        check_fields(config["text_config"], f"{where}: text_config")
+    f = Fields(config, None, where)
+    for key, what in NOT_MODELLED.items():
+        if f.raw(key) not in (None, False, [], 0):
+            raise InputError(f"{f.where}: {what} ('{key}'): not modelled")
+    types = f.file.get("layer_types")
+    if isinstance(types, list):
+        _named_kinds(f, types, len(types))          # a layer type not modelled is named before anything else
+    missing = [k for k in SHAPE_FIELDS if not f.stated(k)]
+    if missing:
+        raise InputError(f"{f.where}: missing field '{missing[0]}' (with {', '.join(SHAPE_FIELDS)}, it defines "
+                         "the model's shape: a config must state it, defaults would invent a model)")
+    return mt
+
+
+def structure_fields(config: dict, defaults: dict | None = None, where: str = "config.json",
+                     model_id: str = "config") -> dict:
+    """The profile's cache fields (the bundled table's format, without parameters or dtypes), pure Python."""
+    mt = check_config(config, where)
+    f = Fields(config, defaults, where)
+    kinds = layer_kinds(f)
+    n_heads = f.int("num_attention_heads", lo=1, hi=1024)
+    n_kv = f.int("num_key_value_heads", 1 if f.flag("multi_query") else n_heads, lo=1, hi=1024)
+    hidden = f.int("hidden_size", lo=1, hi=65536)
+    head_dim = _head_dim(f, n_heads)
+    shared = f.int("num_kv_shared_layers", 0, hi=512)         # Gemma 3n: the last layers reuse earlier K/V
+    if shared >= len(kinds):
+        raise InputError(f"{f.where}: num_kv_shared_layers ({shared}) must be fewer than the layers ({len(kinds)})")
+    own = kinds[:len(kinds) - shared]                         # layers that keep their own K/V
+    n_lin = sum(k in ("linear", "both") for k in kinds)
+    prof = {"id": model_id, "name": f"{model_id} ({mt})", "n_layers": len(kinds), "n_heads": n_heads,
+            "n_kv_heads": n_kv, "head_dim": head_dim, "hidden_size": hidden,
+            "n_full_layers": sum(k in ("full", "both") for k in own),
+            "max_context": f.int("max_position_embeddings", lo=1), "source": f"{where} (model_type {mt})"}
+    if shared:
+        prof["n_kv_shared_layers"] = shared
+    repo = config.get("_name_or_path")
+    if isinstance(repo, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", repo) and not repo.startswith("."):
+        prof["hf_repo"] = repo          # the repository the config was saved from: what `vllm serve` loads
+    if "window" in own or "chunked" in own:
+        if "window" in own and "chunked" in own:
+            raise InputError(f"{f.where}: sliding-window and chunked layers in one model: not modelled")
+        prof["n_window_layers"] = own.count("window") + own.count("chunked")
+        if "chunked" in own:
+            prof["window"] = f.int("attention_chunk_size", lo=1)
+            prof["window_kind"] = "chunked"
+        else:
+            prof["window"] = f.int("sliding_window", lo=1)
+    if f.raw("kv_lora_rank"):
+        prof.update(kv_lora_rank=f.int("kv_lora_rank", lo=1), qk_rope_head_dim=f.int("qk_rope_head_dim", lo=1),
+                    n_kv_heads=n_heads, head_dim=f.int("qk_nope_head_dim", lo=1), v_head_dim=f.int("v_head_dim", lo=1))
+        if f.raw("index_head_dim") and (f.raw("index_topk") or "indexed_attention" in (f.raw("layer_types") or [])):
+            prof["index_head_dim"] = f.int("index_head_dim", lo=1)   # DeepSeek-V3.2: the indexer's key per token
+    if n_lin:
+        prof["ssm"] = _ssm(f, n_lin)
+    e, k = experts(f)
+    if e:
+        prof["_experts"] = (e, k)
+    return prof
+
+
+def profile_from_fields(config: dict, defaults: dict | None = None, where: str = "config.json",
+                        model_id: str = "config", parameters=None) -> ModelProfile:
+    """A config (the file's JSON object) and the defaults of its model type → the calculator's profile.
+
+    Pure Python. ``parameters``: a list of (name, shape) of the whole model (``hf_config.meta_parameters``, or a
+    checkpoint's headers); None counts them from the fields (``count_parameters``: the text model, no vision
+    tower)."""
+    prof = structure_fields(config, defaults, where, model_id)
+    prof.pop("_experts", None)
+    if parameters is None:
+        parameters = count_parameters(config, defaults, where)
+    total = sum(_numel(s) for _, s in parameters)
+    routed = [(n, s) for n, s in parameters if _is_routed_expert(n)]
+    active = total - sum(_numel(s) for n, s in parameters if _MULTIMODAL.search(n))
+    f = Fields(config, defaults, where)
+    routed_params = sum(_numel(s) for _, s in routed)
+    if routed:
+        e, k = experts(f)
+        if e:
+            active -= routed_params * (1 - k / e)
+    prof["params_total"], prof["params_active"] = float(total), float(active)
+    if routed_params:
+        prof["params_routed"] = float(routed_params)
+
+    quant = config.get("quantization_config") or (config.get("text_config") or {}).get("quantization_config") or {}
+    dt = f.raw("dtype") or f.raw("torch_dtype") or config.get("torch_dtype") or config.get("dtype")
+    native = DTYPE_NAMES.get(str(dt), "bf16")
+    groups = weight_groups(parameters, native, quant)
+    prof["native_dtype"] = {"mxfp4": "mxfp4", "fp8": "fp8"}.get(quant.get("quant_method"), groups[0].dtype)
+    prof["model_dtype"] = native
+    prof["weight_groups"] = [{"name": g.name, "params": g.params, "dtype": g.dtype} for g in groups]
+    return profile_from_dict(prof, where)
+
+
+# --- parameters from the fields ------------------------------------------------------------------------------------
+def count_parameters(config: dict, defaults: dict | None = None, where: str = "config.json"):
+    """(name, shape) of the text model's parameters, from its fields alone (pure Python): embeddings, attention
+    (GQA, MLA with its indexer), dense and expert MLPs (routed, shared, dense-first layers), recurrent blocks and
+    norms. Named like ``transformers``' modules, so quantization rules and the routed-expert share read them
+    alike. A vision or audio tower is not counted here (the meta-device list has it)."""
+    f = Fields(config, defaults, where)
+    kinds = layer_kinds(f)
+    D = f.int("hidden_size", lo=1)
+    V = f.int("vocab_size", lo=1)
+    H = f.int("num_attention_heads", lo=1)
+    KV = f.int("num_key_value_heads", H, lo=1)
+    hd = _head_dim(f, H)
+    inter = f.raw("intermediate_size")
+    inter = inter[0] if isinstance(inter, list) else inter
+    I = validate.number(inter or 4 * D, f"{f.where}: field 'intermediate_size'", lo=1, integer=True)
+    out = [("model.embed_tokens.weight", (V, D))]
+    if not f.flag("tie_word_embeddings"):
+        out.append(("lm_head.weight", (V, D)))
+    e, k = experts(f)
+    moe_I = f.int("moe_intermediate_size", I) if e else 0
+    dense_first = f.int("first_k_dense_replace", 0) if e else 0
+    mlp_only = set(f.raw("mlp_only_layers") or [])
+    step = f.int("decoder_sparse_step", 1, lo=1) if e else 1
+    mlp_types = f.raw("mlp_layer_types")
+    bias = f.flag("attention_bias") or f.flag("qkv_bias")
+    ssm = _ssm(f, 1) if any(x in ("linear", "both") for x in kinds) else None
+    pattern = f.raw("hybrid_override_pattern")
+    one_op_per_block = isinstance(pattern, str) and len(pattern) == len(kinds)
+    for i, kind in enumerate(kinds):
+        p = f"model.layers.{i}"
+        out.append((f"{p}.input_layernorm.weight", (D,)))
+        if kind in ("full", "window", "chunked", "both"):
+            out += _attention(f, p, D, H, KV, hd, bias)
+        if kind in ("linear", "both"):
+            out += _recurrent(f, p, D, ssm, H, hd)
+        moe = bool(e) and i >= dense_first and i not in mlp_only and (i + 1) % step == 0
+        if isinstance(mlp_types, list) and i < len(mlp_types):
+            moe = bool(e) and mlp_types[i] in ("sparse", "moe")
+        if f.raw("expert_layer_period"):          # Jamba: experts every period-th layer from the offset
+            moe = bool(e) and i % f.int("expert_layer_period", lo=1) == f.int("expert_layer_offset", 0)
+        if one_op_per_block:                      # Nemotron-H: a block is a mixer or an MLP, never both
+            if kind != "none":
+                continue
+            moe = bool(e) and pattern[i] == "E"
+        if True:
+            out.append((f"{p}.post_attention_layernorm.weight", (D,)))
+            out += _moe(f, p, D, e, moe_I) if moe else [(f"{p}.mlp.gate_up_proj.weight", (2 * I, D)),
+                                                       (f"{p}.mlp.down_proj.weight", (D, I))]
+    out.append(("model.norm.weight", (D,)))
+    return out
+
+
+def _attention(f: Fields, p: str, D: int, H: int, KV: int, hd: int, bias: bool):
+    if f.raw("kv_lora_rank"):
+        r, q = f.int("kv_lora_rank", lo=1), f.raw("q_lora_rank")
+        rope, nope, v = f.int("qk_rope_head_dim", lo=1), f.int("qk_nope_head_dim", lo=1), f.int("v_head_dim", lo=1)
+        a = [(f"{p}.self_attn.kv_a_proj_with_mqa.weight", (r + rope, D)), (f"{p}.self_attn.kv_a_layernorm.weight", (r,)),
+             (f"{p}.self_attn.kv_b_proj.weight", (H * (nope + v), r)), (f"{p}.self_attn.o_proj.weight", (D, H * v))]
+        if q:
+            q = f.int("q_lora_rank", lo=1)
+            a += [(f"{p}.self_attn.q_a_proj.weight", (q, D)), (f"{p}.self_attn.q_a_layernorm.weight", (q,)),
+                  (f"{p}.self_attn.q_b_proj.weight", (H * (nope + rope), q))]
+        else:
+            a.append((f"{p}.self_attn.q_proj.weight", (H * (nope + rope), D)))
+        if f.raw("index_head_dim") and f.raw("index_n_heads"):
+            ih, ihd = f.int("index_n_heads", lo=1), f.int("index_head_dim", lo=1)
+            a += [(f"{p}.self_attn.indexer.wq_b.weight", (ih * ihd, q or D)),
+                  (f"{p}.self_attn.indexer.wk.weight", (ihd, D)), (f"{p}.self_attn.indexer.k_norm.weight", (ihd,)),
+                  (f"{p}.self_attn.indexer.k_norm.bias", (ihd,)),
+                  (f"{p}.self_attn.indexer.weights_proj.weight", (ih, D))]
+        return a
+    a = [(f"{p}.self_attn.q_proj.weight", (H * hd, D)), (f"{p}.self_attn.k_proj.weight", (KV * hd, D)),
+         (f"{p}.self_attn.v_proj.weight", (KV * hd, D)), (f"{p}.self_attn.o_proj.weight", (D, H * hd))]
+    if bias:
+        a += [(f"{p}.self_attn.q_proj.bias", (H * hd,)), (f"{p}.self_attn.k_proj.bias", (KV * hd,)),
+              (f"{p}.self_attn.v_proj.bias", (KV * hd,))]
+        if f.flag("attention_bias"):
+            a.append((f"{p}.self_attn.o_proj.bias", (D,)))
+    weightless = f.raw("attn_temperature_tuning") is not None      # Llama 4's QK norm is an L2 norm, no weights
+    if (f.flag("use_qk_norm") and not weightless) or f.raw("model_type") in ("qwen3", "qwen3_moe"):
+        a += [(f"{p}.self_attn.q_norm.weight", (hd,)), (f"{p}.self_attn.k_norm.weight", (hd,))]
+    return a
+
+
+def _moe(f: Fields, p: str, D: int, e: int, I: int):
+    m = [(f"{p}.mlp.gate.weight", (e, D)), (f"{p}.mlp.experts.gate_up_proj", (e, 2 * I, D)),
+         (f"{p}.mlp.experts.down_proj", (e, D, I))]
+    shared = f.raw("shared_expert_intermediate_size") or (f.int("n_shared_experts", 0) * I) or (
+        f.int("intermediate_size", 0) if f.raw("intermediate_size_mlp") else 0)
+    if shared:
+        m += [(f"{p}.mlp.shared_experts.gate_up_proj.weight", (2 * shared, D)),
+              (f"{p}.mlp.shared_experts.down_proj.weight", (D, shared))]
+    return m
+
+
+def _recurrent(f: Fields, p: str, D: int, s: dict, H: int, hd: int):
+    kind = s["kind"]
+    if kind == "gated_deltanet":
+        kd, vd = s["n_k_heads"] * s["k_head_dim"], s["n_v_heads"] * s["v_head_dim"]
+        conv = 2 * kd + vd
+        return [(f"{p}.linear_attn.in_proj_qkvz.weight", (2 * kd + 2 * vd, D)),
+                (f"{p}.linear_attn.in_proj_ba.weight", (2 * s["n_v_heads"], D)),
+                (f"{p}.linear_attn.conv1d.weight", (conv, 1, s["d_conv"])),
+                (f"{p}.linear_attn.dt_bias", (s["n_v_heads"],)), (f"{p}.linear_attn.A_log", (s["n_v_heads"],)),
+                (f"{p}.linear_attn.norm.weight", (s["v_head_dim"],)), (f"{p}.linear_attn.out_proj.weight", (D, vd))]
+    if kind == "mamba2":
+        d_in = s["n_heads"] * s["head_dim"]
+        conv = d_in + 2 * s["n_groups"] * s["d_state"]
+        return [(f"{p}.mamba.in_proj.weight", (d_in + conv + s["n_heads"], D)),
+                (f"{p}.mamba.conv1d.weight", (conv, 1, s["d_conv"])), (f"{p}.mamba.conv1d.bias", (conv,)),
+                (f"{p}.mamba.dt_bias", (s["n_heads"],)), (f"{p}.mamba.A_log", (s["n_heads"],)),
+                (f"{p}.mamba.D", (s["n_heads"],)), (f"{p}.mamba.norm.weight", (d_in,)),
+                (f"{p}.mamba.out_proj.weight", (D, d_in))]
+    if kind == "mamba1":
+        d_in, ds = s["d_inner"], s["d_state"]
+        rank = f.int("mamba_dt_rank", -(-D // 16), lo=1)
+        return [(f"{p}.mamba.in_proj.weight", (2 * d_in, D)), (f"{p}.mamba.conv1d.weight", (d_in, 1, s["d_conv"])),
+                (f"{p}.mamba.conv1d.bias", (d_in,)), (f"{p}.mamba.x_proj.weight", (rank + 2 * ds, d_in)),
+                (f"{p}.mamba.dt_proj.weight", (d_in, rank)), (f"{p}.mamba.dt_proj.bias", (d_in,)),
+                (f"{p}.mamba.A_log", (d_in, ds)), (f"{p}.mamba.D", (d_in,)), (f"{p}.mamba.out_proj.weight", (D, d_in)),
+                # Jamba's Mamba-1 mixer normalises its time step, B and C
+                (f"{p}.mamba.dt_layernorm.weight", (rank,)), (f"{p}.mamba.b_layernorm.weight", (ds,)),
+                (f"{p}.mamba.c_layernorm.weight", (ds,))]
+    # lightning attention: q, k, v, output gate and output projections, a norm
+    inner = s["n_heads"] * s["head_dim"]
+    return [(f"{p}.self_attn.qkv_proj.weight", (3 * inner, D)), (f"{p}.self_attn.output_gate.weight", (inner, D)),
+            (f"{p}.self_attn.out_proj.weight", (D, inner)), (f"{p}.self_attn.norm.weight", (inner,))]
 
 
 def _is_routed_expert(name: str) -> bool:
@@ -273,63 +637,38 @@ def _numel(shape) -> int:
     return n
 
 
-def profile_from_config(d: dict, where: str = "config.json", model_id: str = "config") -> ModelProfile:
-    """Build a profile from a config.json's fields (validated like the bundled ones)."""
+_MULTIMODAL = re.compile(r"(^|\.)(vision_tower|vision_model|visual|multi_modal_projector|audio_tower|"
+                         r"embed_vision|embed_audio|audio_model|vision_embed)\.")
+
+
+def profile_from_config(d: dict, where: str = "config.json", model_id: str = "config",
+                        parameters=None) -> ModelProfile:
+    """A config.json's profile: ``transformers`` supplies the defaults (``hf_config.defaults_for``) and the exact
+    parameter list (``hf_config.meta_parameters``) unless ``parameters`` are given (a checkpoint's headers)."""
     if not isinstance(d, dict):
         raise InputError(f"{where}: must hold a JSON object")
     _model_type(d, where)
-    return _profile(json.dumps(d, sort_keys=True), where, model_id)
+    return _profile(json.dumps(d, sort_keys=True), where, model_id, parameters is not None and
+                    json.dumps(parameters))
 
 
 @lru_cache(maxsize=32)
-def _profile(text: str, where: str, model_id: str) -> ModelProfile:
+def _profile(text: str, where: str, model_id: str, params_json) -> ModelProfile:
     """Built once per distinct file content: building the model on the meta device takes up to a second."""
+    from part1_capacity.calculator import hf_config
+
     d = json.loads(text)
-    mt = _model_type(d, where)
-    cfg = build_config(d, where)
-    kinds = layer_kinds(cfg, where)
-    n_heads = _get(cfg, "num_attention_heads", where)
-    n_kv = _get(cfg, "num_key_value_heads", where, default=n_heads)
-    hidden = _get(cfg, "hidden_size", where)
-    head_dim = getattr(cfg, "head_dim", None) or hidden // max(n_heads, 1)
-    n_ssm = sum(k in ("ssm", "both") for k in kinds)
-    prof = {"id": model_id, "name": f"{model_id} ({mt})", "n_layers": len(kinds), "n_heads": n_heads,
-            "n_kv_heads": n_kv, "head_dim": head_dim, "hidden_size": hidden,
-            "n_full_layers": sum(k in ("full", "both") for k in kinds),
-            "max_context": _get(cfg, "max_position_embeddings", where), "source": f"{where} (model_type {mt})"}
-    repo = d.get("_name_or_path")
-    if isinstance(repo, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", repo) and not repo.startswith("."):
-        prof["hf_repo"] = repo          # the repository the config was saved from: what `vllm serve` loads
-    if "window" in kinds:
-        prof["n_window_layers"] = kinds.count("window")
-        prof["window"] = _get(cfg, "sliding_window", where)
-    if getattr(cfg, "kv_lora_rank", None):
-        prof.update(kv_lora_rank=_get(cfg, "kv_lora_rank", where),
-                    qk_rope_head_dim=_get(cfg, "qk_rope_head_dim", where),
-                    n_kv_heads=n_heads, head_dim=_get(cfg, "qk_nope_head_dim", where),
-                    v_head_dim=_get(cfg, "v_head_dim", where))      # V width of MLA prefill (roofline)
-    if n_ssm:
-        prof["ssm"] = ssm_fields(cfg, where, n_ssm)
-
-    # the whole model a server loads (a multimodal checkpoint's vision tower too); a text token does not run the
-    # vision tower, so it is left out of the active parameters
-    params = count_parameters(build_config(d, where, text=False), where)
-    total = sum(_numel(s) for _, s in params)
-    routed = [(n, s) for n, s in params if _is_routed_expert(n)]
-    active = total - sum(_numel(s) for n, s in params if _MULTIMODAL.search(n))
-    if routed:
-        n_exp = routed[0][1][0]
-        k = _get(cfg, "num_experts_per_tok", where, default=n_exp)
-        active -= sum(_numel(s) for _, s in routed) * (1 - min(k, n_exp) / n_exp)
-    prof["params_total"], prof["params_active"] = float(total), float(active)
-
-    quant = d.get("quantization_config") or (d.get("text_config") or {}).get("quantization_config") or {}
-    dt = getattr(cfg, "dtype", None) or d.get("torch_dtype")
-    native = _DTYPES.get(str(dt).replace("torch.", ""), "bf16")
-    groups = weight_groups(params, native, quant)
-    prof["native_dtype"] = {"mxfp4": "mxfp4", "fp8": "fp8"}.get(quant.get("quant_method"), groups[0].dtype)
-    prof["weight_groups"] = [{"name": g.name, "params": g.params, "dtype": g.dtype} for g in groups]
-    return profile_from_dict(prof, where)
+    check_config(d, where)                          # the file's own checks first: before transformers sees it
+    given = [(n, tuple(s)) for n, s in json.loads(params_json)] if params_json else None
+    if hf_config.known_model_type(d) is None:
+        # a repository that ships its own modelling code for a type transformers lacks (MiniMax-M1): read by
+        # structure from the file alone — every field it states — and counted from those fields
+        prof = profile_from_fields(d, {}, where, model_id, given)
+        return dataclasses.replace(prof, source=f"{prof.source}; read from its own fields (transformers has no "
+                                                f"class for this model_type)")
+    defaults = hf_config.defaults_for(d, where)
+    params = given if given is not None else hf_config.meta_parameters(d, where)
+    return profile_from_fields(d, defaults, where, model_id, params)
 
 
 def profile_from_config_path(path) -> ModelProfile:

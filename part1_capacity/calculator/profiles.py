@@ -25,12 +25,12 @@ STRUCTURES = tuple(laws.STRUCTURES)   # the structure ids, defined once beside t
 @dataclass(frozen=True)
 class SSM:
     """The recurrent layers of a hybrid: their kind, count and per-layer state shape."""
-    kind: str                  # "mamba1", "mamba2" or "gated_deltanet"
+    kind: str                  # "mamba1", "mamba2", "gated_deltanet" or "lightning"
     n_layers: int
     state_elements: int        # constant state of one layer for one sequence, in elements
     n_heads: int = 1           # how the state splits under tensor parallelism
     conv_elements: int = 0     # of state_elements, the convolution's share (the rest: the SSM / delta-net matrix)
-    state_dtype: str = ""      # the state dtype servers keep by default ("": the KV dtype), e.g. fp32 for Nemotron-H
+    state_dtype: str = ""      # the dtype the checkpoint asks servers to keep it in ("": the engine's default)
 
 
 @dataclass(frozen=True)
@@ -46,14 +46,19 @@ class ModelProfile:
     params_active: float       # parameters used per token (dense: == params_total)
     max_context: int
     n_full_layers: int         # full-attention layers: their K/V grow with T
-    n_window_layers: int = 0   # sliding-window layers: hold min(T, window) tokens
+    n_window_layers: int = 0   # sliding-window (or chunked) layers: hold min(T, window) tokens
     window: int = 0
+    window_kind: str = "sliding"   # "sliding" (the last W tokens) or "chunked" (the tokens of the current chunk)
     kv_lora_rank: int = 0      # MLA: latent width (0: not MLA)
     qk_rope_head_dim: int = 0  # MLA: decoupled RoPE key cached beside the latent
     v_head_dim: int = 0        # MLA: per-head value width after decompression (0: head_dim = qk_nope_head_dim)
+    index_head_dim: int = 0    # MLA with a sparse-attention indexer (DeepSeek-V3.2): its key cached per token
+    n_kv_shared_layers: int = 0   # layers that reuse an earlier layer's K/V and cache nothing (Gemma 3n)
     ssm: SSM | None = None
     params_checkpoint: float = 0.0   # what the published checkpoint holds, if it differs (e.g. an MTP module)
     native_dtype: str = "bf16"
+    model_dtype: str = ""    # the dtype the model computes in (torch_dtype; "": native_dtype), e.g. bf16 for FP8
+    params_routed: float = 0.0     # of params_total, the routed experts (0: not known, or dense)
     hf_repo: str = ""        # the Hugging Face repository a server loads
     source: str = ""
     weight_groups: tuple = ()      # weights.WeightGroup per storage precision (empty: all at native_dtype)
@@ -66,6 +71,15 @@ class ModelProfile:
         return self.kv_lora_rank > 0
 
     @property
+    def compute_dtype(self) -> str:
+        """The dtype the model computes in (activations, and what engines size "auto" caches and state by): the
+        checkpoint's torch_dtype, else its native precision when that is a float type, else bf16 (an FP8 or
+        4-bit checkpoint computes in bf16)."""
+        if self.model_dtype:
+            return self.model_dtype
+        return self.native_dtype if self.native_dtype in ("fp32", "bf16", "fp16") else "bf16"
+
+    @property
     def is_moe(self) -> bool:
         return self.params_active < self.params_total
 
@@ -74,6 +88,8 @@ class ModelProfile:
         """One of STRUCTURES: the attention structure that decides how the cache grows."""
         if self.ssm is not None:
             return "ssm_hybrid"
+        if self.n_window_layers and self.window_kind == "chunked":
+            return "chunked_attention"
         if self.n_window_layers:
             return "sliding_window"
         if self.is_mla:
@@ -87,7 +103,7 @@ class ModelProfile:
         """Bytes one more token adds to one sequence's cache once windows are full (the growing slope)."""
         if self.is_mla:
             return laws.mla_bytes_per_token(self.n_full_layers, self.kv_lora_rank, self.qk_rope_head_dim,
-                                            kv_bytes_per_element)
+                                            kv_bytes_per_element, self.index_head_dim)
         if self.n_window_layers:
             return laws.sliding_window_growth_bytes_per_token(self.n_full_layers, self.n_kv_heads, self.head_dim,
                                                                kv_bytes_per_element)
@@ -102,7 +118,10 @@ class ModelProfile:
         """K/V (or MLA latent) bytes of one sequence holding ``T`` tokens; windows capped at their size."""
         if self.is_mla:
             return laws.mla_bytes(T, self.n_full_layers, self.kv_lora_rank, self.qk_rope_head_dim,
-                                  kv_bytes_per_element)
+                                  kv_bytes_per_element, self.index_head_dim)
+        if self.n_window_layers and self.window_kind == "chunked":
+            return laws.chunked_attention_bytes(T, self.n_full_layers, self.n_window_layers, self.window,
+                                                self.n_kv_heads, self.head_dim, kv_bytes_per_element)
         if self.n_window_layers:
             return laws.sliding_window_bytes(T, self.n_full_layers, self.n_window_layers, self.window,
                                              self.n_kv_heads, self.head_dim, kv_bytes_per_element)
@@ -168,14 +187,33 @@ def ssm_from_dict(s: dict, where: str) -> SSM:
                                                    _positive_int(s, "v_head_dim", w), _positive_int(s, "d_conv", w))
         conv = laws.gated_deltanet_conv_state_elements(s["n_k_heads"], heads, s["k_head_dim"], s["v_head_dim"],
                                                        s["d_conv"])
+    elif kind == "lightning":
+        heads = _positive_int(s, "n_heads", w)
+        elems = laws.lightning_state_elements(heads, _positive_int(s, "head_dim", w))
+        conv = 0
     else:
-        raise InputError(f"{w}.kind: unknown '{kind}'; allowed: mamba1, mamba2, gated_deltanet")
+        raise InputError(f"{w}.kind: unknown '{kind}'; allowed: mamba1, mamba2, gated_deltanet, lightning")
     state_dtype = ""
     if s.get("state_dtype"):
         from part1_capacity.calculator.dtypes import KV_DTYPES, get_dtype
 
         state_dtype = get_dtype(s["state_dtype"], w + ".state_dtype", KV_DTYPES).name
     return SSM(kind, n, int(elems), heads, int(conv), state_dtype)
+
+
+def _choice(d: dict, key: str, allowed, where: str) -> str:
+    v = d.get(key, allowed[0])
+    if v not in allowed:
+        raise InputError(f"{where}: field '{key}' must be one of {', '.join(allowed)}, got {v!r}")
+    return v
+
+
+def _routed(d: dict, total: float, where: str) -> float:
+    """The routed experts' parameters (0: unknown or dense), at most the total."""
+    v = d.get("params_routed") or 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= total:
+        raise InputError(f"{where}: field 'params_routed' must be a number between 0 and params_total, got {v!r}")
+    return float(v)
 
 
 def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
@@ -216,7 +254,12 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
         id=pid.lower(), name=str(d.get("name") or pid), n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv,
         head_dim=head_dim, hidden_size=hidden, params_total=total, params_active=active, max_context=max_ctx,
         n_full_layers=n_attn, n_window_layers=n_win, window=window, kv_lora_rank=kv_lora, qk_rope_head_dim=rope,
-        v_head_dim=v_dim,
+        v_head_dim=v_dim, window_kind=_choice(d, "window_kind", ("sliding", "chunked"), w),
+        index_head_dim=_positive_int(d, "index_head_dim", w, allow_zero=True) if "index_head_dim" in d else 0,
+        n_kv_shared_layers=(_positive_int(d, "n_kv_shared_layers", w, allow_zero=True)
+                            if "n_kv_shared_layers" in d else 0),
+        model_dtype=get_dtype(d["model_dtype"], f"{w}.model_dtype").name if d.get("model_dtype") else "",
+        params_routed=_routed(d, total, w),
         ssm=ssm, params_checkpoint=float(d.get("params_checkpoint") or 0.0), native_dtype=native,
         hf_repo=str(d.get("hf_repo", "")), source=str(d.get("source", "")),
         weight_groups=groups_from_list(d.get("weight_groups"), w),

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from course.units import GB, GIB, KB, KIB, MB, MIB, ceil_div
 from part1_capacity.calculator.engine_rules import vllm
 from part1_capacity.calculator.errors import InputError
 
-GiB = 2 ** 30                            # vLLM logs GiB (vllm/utils GiB_bytes)
-ceil_div = vllm.cdiv
+GiB = GIB                                # vLLM logs GiB (vllm/utils GiB_bytes)
 VERSION = "vLLM v0.19"
 # vllm/config/cache.py, CacheConfig.gpu_memory_utilization: 0.9 in v0.19 (its start-up log without the flag:
 # "Requested memory: 0.900000 (util)"); later releases raise it to 0.92 (vllm-project/vllm PR #38284)
@@ -315,7 +315,7 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
 def parse_size(text: str, field_name: str = "kv_cache_memory") -> float:
     """``12.22GiB``, ``512MiB``, ``13e9``, ``13GB`` or plain bytes → bytes (GiB/MiB/KiB binary, GB/MB/KB decimal)."""
     s = str(text).strip()
-    units = {"gib": GiB, "mib": 2 ** 20, "kib": 2 ** 10, "gb": 1e9, "mb": 1e6, "kb": 1e3, "b": 1}
+    units = {"gib": GIB, "mib": MIB, "kib": KIB, "gb": GB, "mb": MB, "kb": KB, "b": 1}
     low = s.lower()
     mult = 1
     for u in ("gib", "mib", "kib", "gb", "mb", "kb", "b"):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
+from course.units import MIB
 from part1_capacity.calculator.engine_rules import llama_cpp as rules
 
-MIB = 1 << 20
 PRINT_HALF_STEP_BYTES = 0.005 * MIB
 COMPUTE_TOLERANCE = 0.10
 

@@ -1,0 +1,115 @@
+"""What ``transformers`` knows about a ``config.json``: its defaults and derived fields, and the exact parameter list.
+
+The thin layer under ``configs.profile_from_fields``: that function is pure Python (any Python, the browser's
+included) and takes a config plus a dict of defaults; here ``transformers`` supplies those defaults, the way an
+engine loading the model sees them — the config class for the file's ``model_type`` (or, for a repository that
+ships its own code, the class its ``architectures`` names) built from the file's fields, so omitted fields get the
+class's defaults and derived fields (``layer_types`` from ``sliding_window_pattern``, ``no_rope_layers`` or
+``full_attention_interval``; ``mlp_layer_types`` from ``first_k_dense_replace``) are derived by the class's own
+code. ``attribute_map`` aliases (GPT-2's ``n_layer``) are written under both names.
+
+``transformers`` is imported only when a function here is called; ``torch`` only by ``meta_parameters``.
+Nothing is downloaded (``for_model`` and ``from_config`` build from the fields given; the Hub is ``hub.py``'s).
+"""
+from __future__ import annotations
+
+from part1_capacity.calculator.errors import InputError
+
+
+def _transformers():
+    # nothing here downloads: AutoConfig.for_model and from_config build from the fields given
+    import transformers
+
+    transformers.logging.set_verbosity_error()            # a config's harmless notices are not our output
+    return transformers
+
+
+def known_model_type(config: dict) -> str | None:
+    """The ``model_type`` whose config class reads this file: its own when ``transformers`` has it, else the one
+    behind the first class ``architectures`` names (Kimi-K2 ships ``kimi_k2`` code for ``DeepseekV3ForCausalLM``)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
+
+    mt = config.get("model_type")
+    if isinstance(mt, str) and mt in CONFIG_MAPPING_NAMES:
+        return mt
+    for arch in config.get("architectures") or []:
+        for mapping in (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES):
+            for t, cls in mapping.items():
+                if cls == arch or (isinstance(cls, (list, tuple)) and arch in cls):
+                    return t
+    return None
+
+
+def _as_dict(cfg) -> dict:
+    d = cfg.to_dict()
+    for canonical, alias in getattr(type(cfg), "attribute_map", {}).items():
+        try:
+            d.setdefault(canonical, getattr(cfg, canonical))
+        except AttributeError:
+            pass
+    return d
+
+
+def build(config: dict, where: str):
+    """``transformers``' config object for the file (nothing downloaded); one-line ``InputError`` when it refuses."""
+    tr = _transformers()
+    mt = known_model_type(config)
+    if mt is None:
+        raise InputError(f"{where}: model_type {config.get('model_type')!r} is not one transformers "
+                         f"{tr.__version__} knows (and no known class in 'architectures'): its layers cannot be read")
+    if getattr(tr.CONFIG_MAPPING[mt], "is_encoder_decoder", False) is True or config.get("is_encoder_decoder"):
+        raise InputError(f"{where}: an encoder-decoder's cross-attention caches the encoder output per sequence "
+                         f"('is_encoder_decoder'): not modelled")
+    fields = {k: v for k, v in config.items() if k not in ("model_type", "auto_map")}
+    try:
+        return tr.AutoConfig.for_model(mt, **fields)
+    except (Exception, RecursionError) as exc:   # transformers' own validation: one line, the first of its message
+        msg = (str(exc).strip().splitlines() or [type(exc).__name__])
+        raise InputError(f"{where}: transformers refuses this {mt} config: {' '.join(msg[:2])[:200]}") from None
+
+
+def defaults_for(config: dict, where: str = "config.json") -> dict:
+    """The defaults ``configs.profile_from_fields`` takes: the whole config as ``transformers`` resolves it, with
+    its text part (a multimodal checkpoint's language model) under ``text_config``."""
+    cfg = build(config, where)
+    out = _as_dict(cfg)
+    text = cfg.get_text_config()
+    if text is not cfg:
+        out["text_config"] = _as_dict(text)
+    return out
+
+
+def class_defaults(model_type: str) -> dict:
+    """The defaults of ``model_type``'s config class alone (no file): what a stored table for a Python without
+    ``transformers`` (the browser) holds. Derived fields are those of the class's default size."""
+    cfg = _transformers().AutoConfig.for_model(model_type)
+    out = _as_dict(cfg)
+    text = cfg.get_text_config()
+    if text is not cfg:
+        out["text_config"] = _as_dict(text)
+    return out
+
+
+def meta_parameters(config: dict, where: str = "config.json") -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape) of every parameter of the whole model (vision tower too), built by ``transformers`` on
+    PyTorch's meta device: shapes only, no memory, no weights."""
+    tr = _transformers()
+    import torch
+
+    cfg = build(config, where)
+    # a multimodal checkpoint as a server loads it (towers included), else the causal LM
+    classes = (["AutoModelForImageTextToText"] if cfg.get_text_config() is not cfg else []) + [
+        "AutoModelForCausalLM", "AutoModelForImageTextToText"]
+    model, first = None, None
+    for name in classes:
+        try:
+            with torch.device("meta"):
+                model = getattr(tr, name).from_config(cfg)
+            break
+        except (Exception, RecursionError) as exc:
+            first = first or exc
+    if model is None:
+        msg = (str(first).strip().splitlines() or [type(first).__name__])[0][:200]
+        raise InputError(f"{where}: transformers cannot build this model: {msg}") from None
+    return [(n, tuple(p.shape)) for n, p in model.named_parameters()]
