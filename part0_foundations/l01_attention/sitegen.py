@@ -44,6 +44,7 @@ def _heatmap(tokens, w_full, w_causal, tr, path):
 
 
 def build(out):
+    i18n.use_figure_fonts()  # the Korean figures' labels need the CJK font
     import matplotlib
 
     matplotlib.use("Agg")

@@ -286,6 +286,7 @@ def _tables(res, out):
 
 
 def build(out):
+    i18n.use_figure_fonts()  # the Korean figures' labels need the CJK font
     import matplotlib
 
     matplotlib.use("Agg")

@@ -262,6 +262,7 @@ def _checks(out: Path):
 
 
 def build(out):
+    i18n.use_figure_fonts()  # the Korean figures' labels need the CJK font
     import matplotlib
 
     matplotlib.use("Agg")

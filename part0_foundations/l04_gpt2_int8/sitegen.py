@@ -200,6 +200,7 @@ def minilm_figure(r: dict, path, tr) -> None:
 
 
 def build(out):
+    i18n.use_figure_fonts()  # the Korean figures' labels need the CJK font
     minilm = json.loads(MINILM_RESULTS.read_text())
     results = json.loads(data.RESULTS_PATH.read_text())
     for lang, tr in i18n.each_language():

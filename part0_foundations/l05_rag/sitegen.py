@@ -39,6 +39,7 @@ def _mib(b):
 
 
 def build(out: Path):
+    i18n.use_figure_fonts()  # the Korean figures' labels need the CJK font
     out = Path(out)
     emb = Embedder()
     docs = load_corpus(REPO / "site")

@@ -154,6 +154,7 @@ def figure(proposals, path, tr=EN):
 
 
 def build(out):
+    i18n.use_figure_fonts()  # the Korean figures' labels need the CJK font
     ledger = load_ledger()
     archetypes = load_archetypes(ledger=ledger)
     proposals = {a: propose(arch, ledger) for a, arch in archetypes.items()}

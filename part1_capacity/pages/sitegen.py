@@ -376,6 +376,7 @@ def real_models_figure(out: Path, plt, tr=EN, lang: str = i18n.DEFAULT) -> None:
 
 
 def build(out):
+    i18n.use_figure_fonts()  # the Korean figures' labels need the CJK font
     import matplotlib
 
     matplotlib.use("Agg")

@@ -138,33 +138,39 @@ def predict_published(p: dict) -> dict:
     return {"output": float(rules.output_buffer_bytes(shape.n_vocab, ctx.n_seq)), "compute": compute}
 
 
-def published_table(points: list[dict] | None = None) -> str:
-    rows = ["| model | backend | context (n_ctx, n_ubatch, flash attention) | buffer | logged | predicted | error | "
-            "source |", "|---|---|---|---|---:|---:|---:|---|"]
+def _english(message: str, **values) -> str:
+    return message.format(**values) if values else message
+
+
+def published_table(points: list[dict] | None = None, tr=_english) -> str:
+    """Published llama.cpp logs beside the rules (``tr``: the table's words in the site's other language)."""
+    rows = [tr("| model | backend | context (n_ctx, n_ubatch, flash attention) | buffer | logged | predicted | error | "
+               "source |"), "|---|---|---|---|---:|---:|---:|---|"]
     for p in points or published_points():
         pred, c = predict_published(p), p["context"]
-        fa = {True: "on", False: "off", None: "not logged"}[c["flash_attn"]]
+        fa = tr({True: "on", False: "off", None: "not logged"}[c["flash_attn"]])
         for name in ("output", "compute"):
             key = f"{name}_mib"
             if key not in p["logged"]:
                 continue
             logged, predicted = p["logged"][key], pred[name] / MIB
-            err = ("as printed" if round(predicted, 2) == logged else f"{predicted / logged - 1:+.2%}")
-            rows.append(f"| {p['model']} | {p['backend']} | {c['n_ctx']:,}, {c['n_ubatch']}, {fa} | {name} | "
+            err = (tr("as printed") if round(predicted, 2) == logged else f"{predicted / logged - 1:+.2%}")
+            rows.append(f"| {p['model']} | {p['backend']} | {c['n_ctx']:,}, {c['n_ubatch']}, {fa} | {tr(name)} | "
                         f"{logged:,.2f} MiB | {predicted:,.2f} MiB | {err} | {p['source']} |")
     return "\n".join(rows) + "\n"
 
 
-def e1_table(result: dict | None) -> str:
+def e1_table(result: dict | None, tr=_english) -> str:
     """E1's model, output and compute buffers for every tiny model (a saved ``capacity e1 --structure all`` run):
     reported by llama.cpp on this machine beside the rules' prediction, the largest compute error per model."""
-    bounds = (f"Model and output buffers are predicted exactly (to the log's two decimals); the compute buffer "
-              f"within {COMPUTE_TOLERANCE:.0%}; tensors padded to {rules.GGUF_ALIGNMENT} bytes in the file.\n\n")
+    bounds = tr("Model and output buffers are predicted exactly (to the log's two decimals); the compute buffer within "
+                "{tolerance}; tensors padded to {alignment} bytes in the file.", tolerance=f"{COMPUTE_TOLERANCE:.0%}",
+                alignment=rules.GGUF_ALIGNMENT) + "\n\n"
     if not result or not any("buffers" in c for r in result.get("structures", []) for c in r["details"]):
-        return bounds + ("*No saved run with these buffers: `capacity e1 --structure all --save` records them "
-                         "(llama.cpp built by `make test`).*\n")
-    rows = ["| model (GGUF) | model buffer: log / rule | output buffer: log / rule | compute buffer: log / rule "
-            "(largest error over the cases) | cases within the bounds |", "|---|---:|---:|---:|---|"]
+        return bounds + tr("*No saved run with these buffers: `capacity e1 --structure all --save` records them "
+                           "(llama.cpp built by `make test`).*") + "\n"
+    rows = [tr("| model (GGUF) | model buffer: log / rule | output buffer: log / rule | compute buffer: log / rule "
+               "(largest error over the cases) | cases within the bounds |"), "|---|---:|---:|---:|---|"]
     for r in result["structures"]:
         cases = [c for c in r["details"] if "buffers" in c]
         last = cases[-1]["buffers"]

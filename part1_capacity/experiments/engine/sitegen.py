@@ -541,6 +541,7 @@ def e2_chart(r, metric, path, title, ylabel, tr=EN):
 
 
 def build(out):
+    i18n.use_figure_fonts()  # the Korean figures' labels need the CJK font
     from part1_capacity.experiments.engine import quant_ladder as ql
     from part1_capacity.experiments.engine.kernels import RESULT as KERNELS
 
@@ -598,10 +599,11 @@ def build_vllm_startup(out):
     published logs and E1's saved run on this machine (``buffers.py``)."""
     from part1_capacity.experiments.engine import buffers, vllm_startup
 
-    (out / "vllm_startup.md").write_text(vllm_startup.table())
-    (out / "vllm_startup_terms.md").write_text(vllm_startup.terms())
-    (out / "llama_cpp_buffers_published.md").write_text(buffers.published_table())
-    (out / "e1_buffers.md").write_text(buffers.e1_table(load_result("e1_structures")))
+    e1 = load_result("e1_structures")
+    i18n.write_text(out, "vllm_startup.md", lambda tr: vllm_startup.table(tr=tr))
+    i18n.write_text(out, "vllm_startup_terms.md", lambda tr: vllm_startup.terms(tr))
+    i18n.write_text(out, "llama_cpp_buffers_published.md", lambda tr: buffers.published_table(tr=tr))
+    i18n.write_text(out, "e1_buffers.md", lambda tr: buffers.e1_table(e1, tr))
 
 
 def _placeholder(path, tr=EN):

@@ -85,32 +85,40 @@ def _flags(p: dict) -> str:
     return ", ".join(parts)
 
 
-def table(cs: list[Check] | None = None) -> str:
-    """The engine-checks page's table: model, accelerator, flags, logged, predicted, error, source."""
+def _english(message: str, **values) -> str:
+    return message.format(**values) if values else message
+
+
+def table(cs: list[Check] | None = None, tr=_english) -> str:
+    """The engine-checks page's table: model, accelerator, flags, logged, predicted, error, source (``tr``: its
+    words in the site's other language)."""
     cs = cs if cs is not None else checks()
-    rows = ["| model | accelerator | vLLM | flags | quantity | logged | predicted | error | source |",
+    rows = [tr("| model | accelerator | vLLM | flags | quantity | logged | predicted | error | source |"),
             "|---|---|---|---|---|---:|---:|---:|---|"]
     for c in cs:
         p = c.point
         fmt = (lambda v: f"{v:,.0f}") if "tokens" in c.quantity else (lambda v: f"{v:,.2f}")
-        what = c.quantity + (" from the logged terms" if p["kind"] == "kv_terms" else "")
+        what = tr(c.quantity) + (tr(" from the logged terms") if p["kind"] == "kv_terms" else "")
         rows.append(f"| {p['model']} | {p['accelerator']} | {p['vllm']} | {_flags(p)} | {what} | {fmt(c.logged)} | "
                     f"{fmt(c.predicted)} | {c.error:+.2%} | {p['source']} |")
     worst_kv = max((abs(c.error) for c in cs if "GiB" in c.quantity), default=0.0)
     worst_tok = max((abs(c.error) for c in cs if "GiB" not in c.quantity), default=0.0)
-    rows += ["", f"Largest error: KV memory {worst_kv:.2%} (bound {KV_BOUND:.0%}), token capacity and concurrency with the KV "
-                 f"memory given {worst_tok:.3%} (bound {TOKENS_BOUND:.1%})."]
+    rows += ["", tr("Largest error: KV memory {kv} (bound {kv_bound}), token capacity and concurrency with the KV memory "
+                    "given {tok} (bound {tok_bound}).", kv=f"{worst_kv:.2%}", kv_bound=f"{KV_BOUND:.0%}",
+                    tok=f"{worst_tok:.3%}", tok_bound=f"{TOKENS_BOUND:.1%}")]
     return "\n".join(rows) + "\n"
 
 
-def terms() -> str:
+def terms(tr=_english) -> str:
     """The figures the page's prose relies on, from the data and the rules: an H100's memory as its runtime
     reports it against the datasheet's, the non-PyTorch memory assumed, the default utilization."""
     h100 = load_accelerator("h100")
     nt = vm.NON_TORCH
-    return (f"An {h100.name} reports {h100.engine_memory_bytes / GiB:.2f} GiB to the runtime; counted as the "
-            f"datasheet's {h100.memory_bytes / 1e9:.0f} × 10⁹ bytes it would be {h100.memory_bytes / GiB:.1f} GiB, "
-            f"{1 - h100.memory_bytes / h100.engine_memory_bytes:.0%} short before anything else. Non-PyTorch "
-            f"memory assumed per worker: {nt['single'] / GiB:.2f} GiB alone, {nt['tensor'] / GiB:.1f} GiB with "
-            f"tensor parallelism, {nt['pipeline'] / GiB:.2f} GiB with pipeline stages only. Default "
-            f"`gpu_memory_utilization`: {vm.DEFAULT_GPU_MEMORY_UTILIZATION:g}.\n")
+    return tr("An {name} reports {runtime} GiB to the runtime; counted as the datasheet's {sheet} × 10⁹ bytes it would "
+              "be {sheet_gib} GiB, {short} short before anything else. Non-PyTorch memory assumed per worker: {single} "
+              "GiB alone, {tensor} GiB with tensor parallelism, {pipeline} GiB with pipeline stages only. Default "
+              "`gpu_memory_utilization`: {util}.", name=h100.name, runtime=f"{h100.engine_memory_bytes / GiB:.2f}",
+              sheet=f"{h100.memory_bytes / 1e9:.0f}", sheet_gib=f"{h100.memory_bytes / GiB:.1f}",
+              short=f"{1 - h100.memory_bytes / h100.engine_memory_bytes:.0%}", single=f"{nt['single'] / GiB:.2f}",
+              tensor=f"{nt['tensor'] / GiB:.1f}", pipeline=f"{nt['pipeline'] / GiB:.2f}",
+              util=f"{vm.DEFAULT_GPU_MEMORY_UTILIZATION:g}") + "\n"

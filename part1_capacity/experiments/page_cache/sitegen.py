@@ -543,6 +543,7 @@ def monitoring_md(plotted, study, tr=EN) -> str:
 
 
 def build(out):
+    i18n.use_figure_fonts()  # the Korean figures' labels need the CJK font
     out = Path(out)
     study = json.loads(STUDY.read_text())
     runs = load_runs()
