@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.notebook_spec import REPO, all_specs, nbgrader_cmd
@@ -126,6 +126,7 @@ class Outcome:
     student: str
     graded: bool
     line: str
+    warnings: list[str] = field(default_factory=list)
 
 
 def _autograde_one(root: Path, assignment: str, s: Submission, extra: list[str]) -> Outcome:
@@ -133,13 +134,17 @@ def _autograde_one(root: Path, assignment: str, s: Submission, extra: list[str])
         return Outcome(s.student, False, f"{s.student}: not graded: {s.problem}")
     cmd = nbgrader_cmd() + ["autograde", assignment, "--student", glob.escape(s.student), "--force", *extra]
     proc = subprocess.run(cmd, cwd=root, env=_env(root), capture_output=True, text=True)
-    if proc.returncode == 0:
-        return Outcome(s.student, True, "")
     log = proc.stdout + proc.stderr
+    # nbgrader's warnings (a test cell the student changed, a missing cell), but not its routine re-grade notice.
+    warnings = [f"{s.student}: {ln.split('WARNING]', 1)[1].strip()}" for ln in log.splitlines()
+                if "| WARNING]" in ln and "Removing existing assignment" not in ln]
+    if proc.returncode == 0:
+        return Outcome(s.student, True, "", warnings)
     void = [ln for ln in log.splitlines() if "grade void" in ln]
     why = void[0].split("grade void", 1)[1].lstrip(" :") if void else \
         next((ln for ln in reversed(log.splitlines()) if "Error" in ln or "error" in ln), log.strip()[-300:])
-    return Outcome(s.student, False, f"{s.student}: not graded (nbgrader exited {proc.returncode}): {why.strip()}")
+    return Outcome(s.student, False, f"{s.student}: not graded (nbgrader exited {proc.returncode}): {why.strip()}",
+                   warnings)
 
 
 def scores(root: Path, assignment: str) -> dict[str, tuple[float, float]]:
@@ -214,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise ClassroomError(f"--jobs: {args.jobs}; allowed: a whole number of at least 1")
             outcomes = autograde(root, args.assignment, args.jobs, extra)
             for o in outcomes:
+                for w in o.warnings:
+                    print(w, file=sys.stderr)
                 print(o.line, file=sys.stdout if o.graded else sys.stderr)
             return 0 if all(o.graded for o in outcomes) else 1
         else:

@@ -1,4 +1,6 @@
-"""The home page's table of exercises (course/exercises.py): notebooks, what each asks for, measured times."""
+"""The home page's table of exercises (course/exercises.py): notebooks, what each asks for, measured times; the
+instructors' page's grading times for a class (course/class_times.py)."""
+from course.class_times import class_times_table
 from course.exercises import exercise_table
 
 NAME = "course"
@@ -9,3 +11,4 @@ PAGES = {"01_attention": "part0/01_attention.md", "02_encoder_decoder": "part0/0
 
 def build(out):
     (out / "exercises.md").write_text(exercise_table(PAGES))
+    (out / "class_times.md").write_text(class_times_table())
