@@ -141,7 +141,7 @@ def _autograde_one(root: Path, assignment: str, s: Submission, extra: list[str])
     if proc.returncode == 0:
         return Outcome(s.student, True, "", warnings)
     void = [ln for ln in log.splitlines() if "grade void" in ln]
-    why = void[0].split("grade void", 1)[1].lstrip(" :") if void else \
+    why = void[0].split("grade void for ", 1)[1].split(": ", 1)[-1] if void else \
         next((ln for ln in reversed(log.splitlines()) if "Error" in ln or "error" in ln), log.strip()[-300:])
     return Outcome(s.student, False, f"{s.student}: not graded (nbgrader exited {proc.returncode}): {why.strip()}",
                    warnings)

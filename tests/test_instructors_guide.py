@@ -106,7 +106,7 @@ def test_guide_workflow_from_a_fresh_clone(tmp_path):
     assert "has changed" not in (proc.stdout + proc.stderr)
 
     # Set-up again (after `make notebooks`, or by mistake): the grades stay.
-    again = subprocess.run(["bash", "-c", ". .venv/bin/activate && python -m course.classroom register"], cwd=clone,
+    again = subprocess.run(["bash", "-c", ". .venv/bin/activate && python -m course.classroom register 01_attention"], cwd=clone,
                            env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     with Gradebook(f"sqlite:///{clone / 'gradebook.db'}") as gb:
