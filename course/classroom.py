@@ -106,7 +106,7 @@ def submissions(root: Path, assignment: str) -> list[Submission]:
         s = Submission(folder.parent.name, folder)
         nb = folder / nb_name
         if s.student != s.student.strip():
-            s.problem = "the student folder's name starts or ends with a space (nbgrader strips it): rename it"
+            s.problem = f"the student folder's name {s.student!r} starts or ends with a space (nbgrader strips it): rename it"
         elif not nb.is_file():
             found = sorted(x.name for x in folder.glob("*.ipynb"))
             other = [by_notebook[f] for f in found if f in by_notebook]
