@@ -22,6 +22,7 @@ from course.notebook_spec import REPO, all_specs
 
 PACKAGES = ("course", "part0_foundations", "part1_capacity")
 FILES = ("pyproject.toml", "requirements.txt")
+DATA = ("tests/data/configs",)  # published model configs a Part 1 exercise reads (no answers in them)
 NOTE = "written by you in the notebook; the course's answer is not in the student package"
 HIDDEN_NOTE = "a hidden check: it runs when the instructor grades your notebook"
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
@@ -65,6 +66,16 @@ def stub_functions(text: str, names: set[str], note: str = HIDDEN_NOTE) -> str:
     return "\n".join(lines) + "\n"
 
 
+def answer_owner() -> dict[Path, str]:
+    """Reference module file → the assignment whose answers it holds (the first lesson naming it)."""
+    out: dict[Path, str] = {}
+    for spec in all_specs():
+        lesson = getattr(importlib.import_module(spec.__name__.rsplit(".", 1)[0] + ".checks"), "LESSON", None)
+        for mod in (lesson.reference if lesson is not None else ()):
+            out.setdefault(Path(importlib.import_module(mod).__file__).resolve(), spec.ASSIGNMENT)
+    return out
+
+
 def hidden_check_functions() -> dict[Path, set[str]]:
     """checks.py file → names of its hidden check functions, from each lesson's contract."""
     out: dict[Path, set[str]] = {}
@@ -76,24 +87,33 @@ def hidden_check_functions() -> dict[Path, set[str]]:
     return out
 
 
-def build(out: Path) -> list[Path]:
-    """Write the student build to ``out`` (must not exist, or be empty); the files written."""
+def build(out: Path, lesson: str | None = None) -> list[Path]:
+    """Write the student build to ``out`` (must not exist, or be empty); the files written. With ``lesson`` (an
+    assignment id), the answers of the lessons before it (in assignment order) stay in, as published after their
+    deadline: later lessons build on them. A module holding answers of no known lesson is always stubbed."""
     out = Path(out)
+    order = sorted(s.ASSIGNMENT for s in all_specs())
+    if lesson is not None and lesson not in order:
+        raise ValueError(f"lesson: unknown id {lesson!r}; one of: {', '.join(order)}")
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out}: not empty; give a new folder")
+    owner = answer_owner()
+    published = set(order[:order.index(lesson)]) if lesson else set()
     hidden = hidden_check_functions()
     shutil.copytree(REPO / "exercises", out / "exercises", dirs_exist_ok=True)
     for pkg in PACKAGES:
         shutil.copytree(REPO / pkg, out / pkg, ignore=_SKIP, dirs_exist_ok=True)
     for name in FILES:
         shutil.copy(REPO / name, out / name)
+    for rel in DATA:
+        shutil.copytree(REPO / rel, out / rel, dirs_exist_ok=True)
     written = sorted(p for p in out.rglob("*") if p.is_file())
     for p in written:
         if p.suffix != ".py":
             continue
         text = p.read_text(encoding="utf-8")
         original = REPO / p.relative_to(out)
-        if "### BEGIN SOLUTION" in text:
+        if "### BEGIN SOLUTION" in text and owner.get(original.resolve()) not in published:
             text = stub_solutions(text)
         names = hidden.get(original.resolve())
         if names:
@@ -105,11 +125,15 @@ def build(out: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m course.student_build", description=__doc__.split("\n\n")[0])
     ap.add_argument("out", help="a new folder for the student build")
+    ap.add_argument("--lesson", help="the lesson being released: earlier lessons' answers stay in")
     args = ap.parse_args(argv)
     try:
-        files = build(Path(args.out))
+        files = build(Path(args.out), args.lesson)
     except FileExistsError as exc:
         print(f"error: out: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{args.out}: {len(files)} files (release notebooks and the package without answers)")
     return 0

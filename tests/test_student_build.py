@@ -139,3 +139,19 @@ def test_cli_refuses_a_folder_in_use(tmp_path):
                          env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.strip() == f"error: out: {tmp_path}: not empty; give a new folder"
     assert (tmp_path / "x").read_text() == "mine"
+
+
+def test_a_later_lesson_keeps_earlier_answers_only(tmp_path):
+    """Releasing lesson 02: lesson 01's answers are in (lesson 02's model is built on them), lesson 02's are not."""
+    out = tmp_path / "b"
+    build(out, "02_encoder_decoder")
+    rel01 = "part0_foundations/l01_attention/attention.py"
+    assert (out / rel01).read_text() == (REPO / rel01).read_text()
+    answers = _answer_lines()
+    later = [f for f in answers if not f.startswith("part0_foundations/l01_")]
+    assert len(later) >= 6
+    for f in later:
+        text = (out / f).read_text()
+        assert not [ln for ln in answers[f] if ln in text], f
+    with pytest.raises(ValueError, match="lesson: unknown id '9'; one of: 01_attention, "):
+        build(tmp_path / "c", "9")
