@@ -220,3 +220,24 @@ matmul-bench: llama
 
 clean:
 	rm -rf _build site/generated nbgrader_root
+
+# ---- A class on JupyterHub (site/instructors.md, "A class on JupyterHub") -------------------------------------------
+# configurable-http-proxy, JupyterHub's proxy, from the npm registry into a gitignored folder; `make classroom` clones
+# the course into build/classroom/course (the instructor's course root), registers every assignment there and starts
+# the hub on 127.0.0.1:8000. CLASSROOM_PASSWORD is required; CLASSROOM_STUDENTS names the students (comma-separated).
+CHP_PKG := configurable-http-proxy@5.3.0
+CHP_DIR := build/chp
+.PHONY: classroom classroom-deps
+classroom-deps: $(CHP_DIR)/.done
+
+$(CHP_DIR)/.done:
+	rm -rf $(CHP_DIR) && mkdir -p $(CHP_DIR)
+	cd $(CHP_DIR) && npm install --silent --no-audit --no-fund --prefix . $(CHP_PKG)
+	touch $@
+
+classroom: $(CORE) classroom-deps
+	@test -n "$$CLASSROOM_PASSWORD" || { echo "CLASSROOM_PASSWORD: not set; allowed: any non-empty password"; exit 2; }
+	test -d build/classroom/course || git clone -q . build/classroom/course
+	cd build/classroom/course && COURSE_ROOT=$(CURDIR)/build/classroom/course PYTHONPATH=$(CURDIR)/build/classroom/course \
+	  $(CURDIR)/$(BIN)/python -m course.classroom register
+	$(BIN)/python -m jupyterhub -f classroom/jupyterhub_config.py

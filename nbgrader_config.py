@@ -31,3 +31,16 @@ c.Autograde.autograde_preprocessors = [
     nbgrader_preprocessor(), IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
     AssignLatePenalties, CheckCellMetadata,
 ]
+
+# A class (course/nbgrader_ext.py): no checksum warning for a hidden check's cell as released; feedback HTML with
+# MathJax inside the page (reads offline) and hidden checks shown as their rule and result only.
+from nbgrader.preprocessors import ClearOutput, DeduplicateIds, OverwriteKernelspec  # noqa: E402
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+from nbgrader.preprocessors import GetGrades  # noqa: E402
+
+from course.nbgrader_ext import HiddenChecksAsRules, OfflineFeedback, QuietOverwriteCells  # noqa: E402
+
+c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec, QuietOverwriteCells,
+                                      CheckCellMetadata]
+c.GenerateFeedback.exporter_class = OfflineFeedback
+c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, HiddenChecksAsRules]

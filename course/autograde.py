@@ -32,8 +32,13 @@ from pathlib import Path
 from course.i18n import failure_message, notebook_lang
 
 REPO = Path(__file__).resolve().parent.parent
-# Not part of the working tree the learner could change on purpose: caches and build output.
+# Caches inside the hashed folders.
 _SKIP_DIRS = {".git", ".venv", "build", "_build", "nbgrader_root", "__pycache__", ".pytest_cache", "node_modules"}
+# What a grade depends on, hashed before and after each grading: the grader, the checks, the references, the
+# package, the source notebooks and the nbgrader set-up. nbgrader's own working files (submitted/, autograded/,
+# feedback/, gradebook.db) are not among them: other gradings running at the same time write there.
+GRADING_INPUTS = ("course", "part0_foundations", "part1_capacity", "tests/autograder", "solutions",
+                  "nbgrader_config.py", "pyproject.toml")
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class CheckResult:
 class Report:
     lesson: str
     origin: str
+    void: str = ""  # why the grade does not count (the grader's files changed), or ""
     results: list[CheckResult] = field(default_factory=list)
     notebook_errors: list[str] = field(default_factory=list)
     output: str = ""
@@ -95,21 +101,24 @@ def load_lesson(lesson_module: str):
     return importlib.import_module(lesson_module).LESSON
 
 
-def tree_fingerprint(root: Path = REPO) -> dict[str, str]:
-    """path → content hash of every file of the working tree (caches and build output left out)."""
+def tree_fingerprint(root: Path = REPO, inputs: tuple[str, ...] = GRADING_INPUTS) -> dict[str, str]:
+    """path → content hash of every file grading depends on (``inputs`` under ``root``; caches left out)."""
     out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info")]
-        for name in filenames:
-            p = os.path.join(dirpath, name)
-            try:
-                h = hashlib.blake2b(digest_size=16)
-                with open(p, "rb") as f:
-                    for block in iter(lambda: f.read(1 << 20), b""):
-                        h.update(block)
-                out[os.path.relpath(p, root)] = h.hexdigest()
-            except OSError as exc:
-                out[os.path.relpath(p, root)] = f"unreadable: {exc.errno}"
+    for top in inputs:
+        top_path = os.path.join(root, top)
+        walk = os.walk(top_path) if os.path.isdir(top_path) else [(root, [], [top] if os.path.exists(top_path) else [])]
+        for dirpath, dirnames, filenames in walk:
+            dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info")]
+            for name in filenames:
+                p = os.path.join(dirpath, name)
+                try:
+                    h = hashlib.blake2b(digest_size=16)
+                    with open(p, "rb") as f:
+                        for block in iter(lambda: f.read(1 << 20), b""):
+                            h.update(block)
+                    out[os.path.relpath(p, root)] = h.hexdigest()
+                except OSError as exc:
+                    out[os.path.relpath(p, root)] = f"unreadable: {exc.errno}"
     return out
 
 
@@ -316,17 +325,29 @@ def grade(lesson_module: str, notebook: str | Path, limits: Limits = Limits()) -
             worker.close()
     changed = _changed(before, tree_fingerprint())
     lang = notebook_lang(notebook)  # a Korean release gets its failures in Korean (course/locale/ko/grading.toml)
+    if changed:
+        report.void = void_message(changed)
+        print(f"course.autograde: grade of {notebook} void: {report.void}", file=sys.stderr)
     for c in lesson.checks:
         passed, message = answered.get(c.id, (False, "not run"))
         if changed:
-            passed, message = False, (f"the working tree changed while your notebook ran ({', '.join(changed[:5])}): "
-                                      "the grade is void")
-        if not passed:
+            passed, message = False, f"not graded: {report.void}"
+        elif not passed:
             message = failure_message(lang, c.rule, message)
         report.results.append(CheckResult(c.id, c.name, c.points, passed, message))
     report.output = worker.output.kept.decode("utf-8", "replace")
     report.output_dropped = worker.output.dropped
     return report
+
+
+def void_message(changed: list[str]) -> str:
+    """Why a grade is void, in words that do not blame the learner: the grader's files changed during grading."""
+    return (f"the course's grading files changed while this notebook was graded ({', '.join(changed[:5])}); "
+            "this says nothing about the work in it: it must be graded again")
+
+
+class GradeVoid(RuntimeError):
+    """A grading that must not count (nbgrader then records no grade for that submission and exits non-zero)."""
 
 
 def grade_reference(lesson_module: str) -> Report:
@@ -386,6 +407,9 @@ def nbgrader_preprocessor():
                 path = Path(tmp) / "submission.ipynb"
                 nbformat.write(nb, str(path))
                 report = grade(lesson_module, path, limits)
+            if report.void:
+                self.log.error("grade void for %s: %s", resources.get("nbgrader", {}).get("student", "?"), report.void)
+                raise GradeVoid(report.void)
             results = {r.id: r for r in report.results}
             for cell in nb.cells:
                 meta = cell.get("metadata", {}).get("nbgrader", {})

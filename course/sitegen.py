@@ -1,5 +1,7 @@
-"""The home page's table of exercises (course/exercises.py) and the glossary page's table (course/glossary.py)."""
+"""The home page's table of exercises (course/exercises.py), the glossary page's table (course/glossary.py) and the
+instructors' page's grading times for a class (course/class_times.py)."""
 from course import i18n
+from course.class_times import class_times_table
 from course.exercises import exercise_table
 from course.glossary import glossary_table
 
@@ -12,3 +14,4 @@ PAGES = {"01_attention": "part0/01_attention.md", "02_encoder_decoder": "part0/0
 def build(out):
     i18n.write_text(out, "exercises.md", lambda tr: exercise_table(PAGES, lang=tr.lang))
     i18n.write_text(out, "glossary.md", lambda tr: glossary_table(tr.lang))
+    (out / "class_times.md").write_text(class_times_table())

@@ -1,0 +1,87 @@
+"""nbgrader set-up for a class (used by nbgrader_config.py): quiet hidden-check cells, feedback that reads offline.
+
+- ``QuietOverwriteCells``: a hidden check's test cell is released without its hidden region, so nbgrader's
+  checksum of it never matches the source's and every submission logged a warning. The cell is put back from the
+  gradebook exactly as before; a warning is left for cells a learner really changed.
+- ``OfflineFeedback``: nbgrader's feedback HTML loads MathJax 2 from a CDN (raw LaTeX offline). This exporter puts
+  MathJax 3 (the ``django-static-mathjax`` wheel the site uses, SVG output: no font files) inside the page, so the one
+  HTML file nbgrader's exchange hands a student renders its math with no network.
+- ``HIDDEN_FEEDBACK``: feedback shows a hidden check's cell as its rule (the comment above the hidden region) and its
+  result (the cell's output), not the code that runs it.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from nbconvert.exporters import HTMLExporter
+from nbgrader.preprocessors import ClearHiddenTests, OverwriteCells
+from nbgrader import utils
+
+# nbconvert's base/mathjax.html.j2 macro: a CDN script and a MathJax 2 configuration, between these comments.
+_MATHJAX_BLOCK = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
+MATHJAX_CONFIG = ("window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], "
+                  "displayMath: [['$$', '$$'], ['\\\\[', '\\\\]']], processEscapes: true, processEnvironments: true}, "
+                  "svg: {fontCache: 'global'}};")
+
+
+@lru_cache(maxsize=1)
+def mathjax_js() -> str:
+    """MathJax 3's single-file TeX → SVG build, from the installed wheel."""
+    import mathjax  # the django-static-mathjax package
+
+    path = Path(mathjax.__file__).resolve().parent / "static" / "mathjax" / "es5" / "tex-svg-full.js"
+    if not path.exists():
+        raise RuntimeError(f"MathJax not found at {path}: reinstall django-static-mathjax (requirements.txt)")
+    js = path.read_text(encoding="utf-8")
+    if "</script" in js.lower():
+        raise RuntimeError(f"{path} cannot be inlined in a page: it contains a closing script tag")
+    return js
+
+
+def offline_mathjax(html: str) -> str:
+    """``html`` with nbconvert's CDN MathJax block replaced by MathJax 3 inside the page."""
+    inline = f"<script>{MATHJAX_CONFIG}</script>\n<script>{mathjax_js()}</script>"
+    return _MATHJAX_BLOCK.sub(lambda _: inline, html)
+
+
+class OfflineFeedback(HTMLExporter):
+    """nbgrader's feedback HTML, with MathJax inside the page."""
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        html, resources = super().from_notebook_node(nb, resources, **kw)
+        return offline_mathjax(html), resources
+
+
+class HiddenChecksAsRules(ClearHiddenTests):
+    """Feedback: a hidden check's cell keeps its rule and its result, not the code between the hidden markers."""
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        if cell.cell_type == "code" and self.begin_test_delimeter in cell.source:
+            self._remove_hidden_test_region(cell)
+        return cell, resources
+
+
+def _released(source: str) -> str:
+    """A test cell's source as the release shows it: without its hidden region (nbgrader's own rule)."""
+    from nbformat.v4 import new_code_cell
+
+    cell = new_code_cell(source)
+    ClearHiddenTests()._remove_hidden_test_region(cell)
+    return cell.source.rstrip("\n")
+
+
+class QuietOverwriteCells(OverwriteCells):
+    """nbgrader's OverwriteCells, silent about a hidden check's cell that is exactly as it was released."""
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id is not None and utils.is_locked(cell):
+            try:
+                source = self.gradebook.find_source_cell(grade_id, self.notebook_id, self.assignment_id).source
+            except Exception:  # a cell unknown to the gradebook: nbgrader reports it below
+                source = None
+            if source and "### BEGIN HIDDEN TESTS" in source and cell.source.rstrip("\n") == _released(source):
+                cell.source = source
+        return super().preprocess_cell(cell, resources, cell_index)

@@ -1,0 +1,143 @@
+"""What an instructor hands students: the release notebooks and the course package without the answers.
+
+    python -m course.student_build OUT        # OUT/: exercises/, the package, pyproject.toml, requirements.txt
+
+In the package every ``### BEGIN SOLUTION`` … ``### END SOLUTION`` region becomes a line that raises
+NotImplementedError, so no reference body is in it; in each lesson's checks module the hidden checks keep their
+signature and docstring (the rule the notebook shows) and lose their code. ``solutions/``, ``tests/`` (the
+autograder), ``site/`` and the repository's history are left out. Students install it with
+``pip install -e OUT`` beside the pinned stack and open ``OUT/exercises/<lesson>/<notebook>``; the visible test
+cells run there. Grading stays with the instructor, on the full course.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import shutil
+import sys
+from pathlib import Path
+
+from course.notebook_spec import REPO, all_specs
+
+PACKAGES = ("course", "part0_foundations", "part1_capacity")
+FILES = ("pyproject.toml", "requirements.txt")
+DATA = ("tests/data/configs",)  # published model configs a Part 1 exercise reads (no answers in them)
+NOTE = "written by you in the notebook; the course's answer is not in the student package"
+HIDDEN_NOTE = "a hidden check: it runs when the instructor grades your notebook"
+_SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+
+
+def stub_solutions(text: str, note: str = NOTE) -> str:
+    """``text`` with each ``### BEGIN SOLUTION``…``### END SOLUTION`` region replaced by a raise at its indent."""
+    out, skipping = [], False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped == "### BEGIN SOLUTION":
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(f"{indent}raise NotImplementedError({note!r})")
+            skipping = True
+        elif stripped == "### END SOLUTION":
+            skipping = False
+        elif not skipping:
+            out.append(line)
+    if skipping:
+        raise ValueError("a ### BEGIN SOLUTION region has no ### END SOLUTION")
+    return "\n".join(out) + "\n"
+
+
+def stub_functions(text: str, names: set[str], note: str = HIDDEN_NOTE) -> str:
+    """``text`` with the bodies of the top-level functions ``names`` replaced by a raise (docstrings kept)."""
+    tree = ast.parse(text)
+    lines = text.splitlines()
+    spans = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
+            body = node.body
+            doc = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str)
+            if doc and len(body) == 1:
+                continue  # a docstring only: nothing to hide
+            first = body[1] if doc else body[0]
+            indent = " " * first.col_offset
+            spans.append((first.lineno, node.end_lineno, [f"{indent}raise NotImplementedError({note!r})"]))
+    for start, end, stub in sorted(spans, reverse=True):
+        lines[start - 1:end] = stub
+    return "\n".join(lines) + "\n"
+
+
+def answer_owner() -> dict[Path, str]:
+    """Reference module file → the assignment whose answers it holds (the first lesson naming it)."""
+    out: dict[Path, str] = {}
+    for spec in all_specs():
+        lesson = getattr(importlib.import_module(spec.__name__.rsplit(".", 1)[0] + ".checks"), "LESSON", None)
+        for mod in (lesson.reference if lesson is not None else ()):
+            out.setdefault(Path(importlib.import_module(mod).__file__).resolve(), spec.ASSIGNMENT)
+    return out
+
+
+def hidden_check_functions() -> dict[Path, set[str]]:
+    """checks.py file → names of its hidden check functions, from each lesson's contract."""
+    out: dict[Path, set[str]] = {}
+    for spec in all_specs():
+        mod = importlib.import_module(spec.__name__.rsplit(".", 1)[0] + ".checks")
+        lesson = getattr(mod, "LESSON", None)
+        if lesson is not None:
+            out[Path(mod.__file__).resolve()] = {c.fn.__name__ for c in lesson.checks if c.hidden}
+    return out
+
+
+def build(out: Path, lesson: str | None = None) -> list[Path]:
+    """Write the student build to ``out`` (must not exist, or be empty); the files written. With ``lesson`` (an
+    assignment id), the answers of the lessons before it (in assignment order) stay in, as published after their
+    deadline: later lessons build on them. A module holding answers of no known lesson is always stubbed."""
+    out = Path(out)
+    order = sorted(s.ASSIGNMENT for s in all_specs())
+    if lesson is not None and lesson not in order:
+        raise ValueError(f"lesson: unknown id {lesson!r}; one of: {', '.join(order)}")
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out}: not empty; give a new folder")
+    owner = answer_owner()
+    published = set(order[:order.index(lesson)]) if lesson else set()
+    hidden = hidden_check_functions()
+    shutil.copytree(REPO / "exercises", out / "exercises", dirs_exist_ok=True)
+    for pkg in PACKAGES:
+        shutil.copytree(REPO / pkg, out / pkg, ignore=_SKIP, dirs_exist_ok=True)
+    for name in FILES:
+        shutil.copy(REPO / name, out / name)
+    for rel in DATA:
+        shutil.copytree(REPO / rel, out / rel, dirs_exist_ok=True)
+    written = sorted(p for p in out.rglob("*") if p.is_file())
+    for p in written:
+        if p.suffix != ".py":
+            continue
+        text = p.read_text(encoding="utf-8")
+        original = REPO / p.relative_to(out)
+        if "### BEGIN SOLUTION" in text and owner.get(original.resolve()) not in published:
+            text = stub_solutions(text)
+        names = hidden.get(original.resolve())
+        if names:
+            text = stub_functions(text, names)
+        p.write_text(text, encoding="utf-8")
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m course.student_build", description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", help="a new folder for the student build")
+    ap.add_argument("--lesson", help="the lesson being released: earlier lessons' answers stay in")
+    args = ap.parse_args(argv)
+    try:
+        files = build(Path(args.out), args.lesson)
+    except FileExistsError as exc:
+        print(f"error: out: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.out}: {len(files)} files (release notebooks and the package without answers)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

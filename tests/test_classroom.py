@@ -1,0 +1,148 @@
+"""A class on nbgrader (course/classroom.py, course/nbgrader_ext.py, the integrity check of course/autograde.py):
+bad input gets one line and touches no one else's grade; a void grade is loud and does not blame the student;
+nbgrader's working files are not part of what a grade depends on. The whole workflow, six students graded two at
+a time, is tests/test_instructors_guide.py."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course import autograde, classroom
+from course.notebook_spec import REPO
+
+LESSON_MODULE = "part0_foundations.l01_attention.checks"
+
+
+def _cli(root: Path, *args):
+    env = dict(os.environ, COURSE_ROOT=str(root), PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "course.classroom", *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=900)
+
+
+def test_fingerprint_covers_grading_inputs_not_nbgrader_files(tmp_path):
+    for rel in ("course/autograde.py", "part0_foundations/l01_attention/checks.py", "tests/autograder/t.py",
+                "nbgrader_config.py", "submitted/alice/01_attention/attention.ipynb",
+                "autograded/alice/01_attention/attention.ipynb", "feedback/alice/01_attention/attention.html",
+                "gradebook.db", "course/__pycache__/autograde.cpython-311.pyc"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel)
+    fp = autograde.tree_fingerprint(tmp_path)
+    assert set(fp) == {"course/autograde.py", "part0_foundations/l01_attention/checks.py", "tests/autograder/t.py",
+                       "nbgrader_config.py"}
+    (tmp_path / "gradebook.db").write_text("another grading wrote here")
+    (tmp_path / "autograded/alice/01_attention/attention.ipynb").unlink()
+    assert autograde.tree_fingerprint(tmp_path) == fp
+    (tmp_path / "part0_foundations/l01_attention/checks.py").write_text("changed")
+    assert autograde._changed(fp, autograde.tree_fingerprint(tmp_path)) == ["part0_foundations/l01_attention/checks.py"]
+
+
+def test_a_void_grade_is_loud_and_blames_no_one(monkeypatch, capsys):
+    """The grader's files change during a grading (simulated: the two hashes differ)."""
+    hashes = iter([{"part0_foundations/l01_attention/checks.py": "a"}, {"part0_foundations/l01_attention/checks.py": "b"}])
+    monkeypatch.setattr(autograde, "tree_fingerprint", lambda *a, **k: next(hashes))
+    report = autograde.grade(LESSON_MODULE, REPO / "solutions" / "01_attention" / "attention.ipynb")
+    assert report.void and "part0_foundations/l01_attention/checks.py" in report.void
+    assert report.earned == 0 and all(r.message == f"not graded: {report.void}" for r in report.results)
+    assert "your" not in report.void.lower() and "says nothing about the work" in report.void
+    assert "void: the course's grading files changed" in capsys.readouterr().err
+
+    # nbgrader's step refuses to record it: nbgrader then records nothing and exits 1 for that student.
+    from nbformat import read
+
+    nb = read(str(REPO / "solutions" / "01_attention" / "attention.ipynb"), as_version=4)
+    monkeypatch.setattr(autograde, "grade", lambda *a, **k: report)
+    step = autograde.nbgrader_preprocessor()()
+    with pytest.raises(autograde.GradeVoid, match="the course's grading files changed while this notebook"):
+        step.preprocess(nb, {"nbgrader": {"assignment": "01_attention", "student": "alice"}})
+
+
+def test_unknown_assignment_and_empty_submitted(tmp_path):
+    shutil.copy(REPO / "nbgrader_config.py", tmp_path)
+    out = _cli(tmp_path, "autograde", "01_atention")
+    assert out.returncode == 2 and out.stderr.startswith("error: assignment: unknown id '01_atention'; one of: ")
+    assert "01_attention" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    out = _cli(tmp_path, "autograde", "01_attention")
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "error: submitted/: no submission of 01_attention (expected submitted/<student>/01_attention/attention.ipynb)")
+    out = _cli(tmp_path, "autograde", "01_attention", "--jobs", "0")
+    assert out.returncode == 2 and out.stderr.strip() == "error: --jobs: 0; allowed: a whole number of at least 1"
+
+
+def _put(root: Path, student: str, name: str, content):
+    d = root / "submitted" / student / "01_attention"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_text(content if isinstance(content, str) else json.dumps(content))
+
+
+def test_bad_submissions_one_line_each_and_the_others_graded(tmp_path):
+    shutil.copytree(REPO / "solutions", tmp_path / "solutions")
+    shutil.copy(REPO / "nbgrader_config.py", tmp_path)
+    classroom.register(tmp_path, ["01_attention"])
+    blank = json.loads((REPO / "exercises" / "01_attention" / "attention.ipynb").read_text())
+    _put(tmp_path, "zoë ana", "attention.ipynb", blank)                    # a fine name: graded
+    _put(tmp_path, "mallory", "attention.ipynb", "this is not a notebook")
+    _put(tmp_path, "nina", "attention.ipynb", {"cells": "no"})
+    _put(tmp_path, "oscar", "kv_cache.ipynb", blank)                       # another lesson's notebook
+    _put(tmp_path, "pat", "notes.txt", "nothing")
+    _put(tmp_path, " quinn", "attention.ipynb", blank)                     # nbgrader would strip the space
+
+    subs = {s.student: s.problem for s in classroom.submissions(tmp_path, "01_attention")}
+    assert subs["zoë ana"] == ""
+    assert subs["mallory"].startswith("attention.ipynb: the notebook is not valid JSON")
+    assert subs["nina"] == "attention.ipynb: the notebook has no list of cells (is it an .ipynb file?)"
+    assert subs["oscar"] == "holds kv_cache.ipynb, lesson 03_kv_cache's notebook, not attention.ipynb"
+    assert subs["pat"] == "no attention.ipynb in it (found: no notebook)"
+    assert subs[" quinn"].startswith("the student folder's name ' quinn' starts or ends with a space")
+
+    out = _cli(tmp_path, "autograde", "01_attention", "--jobs", "2")
+    assert out.returncode == 1, out.stderr
+    from part0_foundations.l01_attention.checks import LESSON
+
+    assert f"zoë ana: 0/{sum(c.points for c in LESSON.checks)}" in out.stdout
+    errs = out.stderr.splitlines()
+    for student in ("mallory", "nina", "oscar", "pat", " quinn"):
+        assert sum(ln.startswith(f"{student}: not graded: ") for ln in errs) == 1, errs
+    assert classroom.scores(tmp_path, "01_attention") == {"zoë ana": (0.0, 10.0)}
+    assert not any("has changed" in ln for ln in errs)  # the blank release's hidden-check cells are as released
+
+
+def test_feedback_math_renders_offline_in_chromium(tmp_path):
+    """The feedback exporter's page typesets the notebook's math with every request off the machine refused; the
+    same page as nbconvert makes it (MathJax from a CDN) shows raw TeX."""
+    from nbconvert.exporters import HTMLExporter
+    from playwright.sync_api import sync_playwright
+
+    from course.nbgrader_ext import offline_mathjax
+
+    nb = REPO / "exercises" / "01_attention" / "attention.ipynb"
+    cdn_html, _ = HTMLExporter(template_name="classic").from_filename(str(nb))
+    cdn = "cdnjs.cloudflare.com/ajax/libs/mathjax"
+    assert cdn in cdn_html  # (nbconvert's page also loads other scripts from the CDN; nbgrader's feedback does not)
+    pages = {"cdn": cdn_html, "offline": offline_mathjax(cdn_html)}
+    assert cdn not in pages["offline"]
+    exe = shutil.which("chromium") or "/usr/bin/chromium"
+    typeset = {}
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        for name, html in pages.items():
+            path = tmp_path / f"{name}.html"
+            path.write_text(html, encoding="utf-8")
+            page = b.new_page()
+            outside = []
+            page.route("**/*", lambda r: (outside.append(r.request.url), r.abort()) if not r.request.url.startswith(
+                ("file:", "data:")) else r.continue_())
+            page.goto(path.as_uri(), wait_until="load")
+            if name == "offline":
+                page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                                       timeout=30000)
+                page.evaluate("() => MathJax.startup.promise")
+                assert not [u for u in outside if "mathjax" in u.lower()]
+                assert page.locator("mjx-merror").count() == 0
+            typeset[name] = page.locator("mjx-container").count()
+            page.close()
+        b.close()
+    assert typeset["cdn"] == 0 and typeset["offline"] >= 3, typeset

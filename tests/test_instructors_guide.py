@@ -1,0 +1,113 @@
+"""The instructors' guide works as written: its workflow block, taken from site/instructors.md, runs in a fresh clone.
+
+The commands are read from the page (so page and test cannot drift) and run verbatim with bash, with one stand-in:
+`make setup` builds the environment, which this test already runs in, so the clone gets a link to it instead
+(and ``PYTHONPATH`` names the clone, so the clone's grader is the one nbgrader loads, as after its own set-up).
+A class of six is in ``~/inbox`` (a temporary home): four finished notebooks (two students with a space and a
+non-ASCII letter in their names), one with only the attention written, one blank. `--jobs 2` grades two at a time, so
+gradings overlap: with the old integrity check (which hashed `submitted/`, `autograded/` and the gradebook) they
+voided each other. Expected points are the contract's, summed by hand from ``LESSON``, not read from a run.
+"""
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course.notebook_spec import REPO
+
+GUIDE = REPO / "site" / "instructors.md"
+LESSON_MODULE = "part0_foundations.l01_attention.checks"
+
+
+def guide_block() -> str:
+    """The first bash block of the section "The workflow, exactly"."""
+    text = GUIDE.read_text(encoding="utf-8")
+    section = text.split("## The workflow, exactly", 1)[1].split("\n## ", 1)[0]
+    m = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert m, "site/instructors.md: no bash block under 'The workflow, exactly'"
+    return m.group(1)
+
+
+def test_guide_block_is_what_the_test_runs():
+    block = guide_block()
+    # The stand-in below replaces exactly one line; everything else runs as written.
+    assert len([ln for ln in block.splitlines() if ln.startswith("make setup")]) == 1
+    for needed in ("python -m course.classroom register", "course.classroom autograde 01_attention",
+                   "nbgrader generate_feedback 01_attention", "nbgrader export", "export-checks"):
+        assert needed in block, f"the guide's workflow lost {needed!r}"
+
+
+def _notebooks(home: Path):
+    from part0_foundations.l01_attention.checks import LESSON
+
+    solved = json.loads((REPO / "solutions" / "01_attention" / "attention.ipynb").read_text())
+    blank = json.loads((REPO / "exercises" / "01_attention" / "attention.ipynb").read_text())
+    blank_cells = {c["metadata"]["nbgrader"]["grade_id"]: c for c in blank["cells"]
+                   if c["metadata"].get("nbgrader", {}).get("solution")}
+    half = dict(solved, cells=[blank_cells["mha_impl"] if c["metadata"].get("nbgrader", {}).get("grade_id") ==
+                               "mha_impl" else c for c in solved["cells"]])
+    full = sum(c.points for c in LESSON.checks)
+    attention_only = sum(c.points for c in LESSON.checks if c.name == "scaled_dot_product_attention")
+    class_ = {"alice": (solved, full), "bob": (solved, full), "ana maria": (solved, full), "zoë": (solved, full),
+              "carol": (half, attention_only), "dan": (blank, 0)}
+    for student, (nb, _) in class_.items():
+        (home / "inbox" / student).mkdir(parents=True)
+        (home / "inbox" / student / "attention.ipynb").write_text(json.dumps(nb))
+    return {s: pts for s, (_, pts) in class_.items()}, full
+
+
+def test_guide_workflow_from_a_fresh_clone(tmp_path):
+    clone, home = tmp_path / "course", tmp_path / "home"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    expected, full = _notebooks(home)
+    assert 0 < expected["carol"] < full  # a partial grade, not all or nothing
+    venv = Path(sys.prefix)
+    script = "\n".join(f"ln -s {venv} .venv" if ln.startswith("make setup") else ln
+                       for ln in guide_block().splitlines())
+    env = dict(os.environ, HOME=str(home), PYTHONPATH=str(clone))
+    env.pop("COURSE_ROOT", None)
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=clone, env=env, capture_output=True,
+                          text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{clone / 'gradebook.db'}") as gb:
+        got = {s.student_id: s.score for s in gb.assignment_submissions("01_attention")}
+        registered = sorted(a.name for a in gb.assignments)
+    assert got == expected
+    from course.classroom import notebooks
+
+    assert registered == sorted(notebooks())  # every lesson, not only the one graded
+
+    for student, points in expected.items():
+        assert f"{student}: {points:g}/{full:g}" in proc.stdout
+        html = (clone / "feedback" / student / "01_attention" / "attention.html").read_text(encoding="utf-8")
+        assert "cdnjs" not in html and "window.MathJax" in html  # MathJax inside the page, nothing fetched
+        assert "BEGIN HIDDEN TESTS" not in html and "checks.check_sdpa_errors" not in html
+        assert "Hidden check, run when graded: Bad shapes give a ValueError" in html
+    with open(clone / "grades.csv", newline="") as f:
+        totals = {r["student_id"]: float(r["score"]) for r in csv.DictReader(f) if r["assignment"] == "01_attention"}
+    assert totals == expected
+    with open(clone / "checks.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    from part0_foundations.l01_attention.checks import LESSON
+
+    for student, points in expected.items():
+        mine = {r["check"]: float(r["points"]) for r in rows if r["student"] == student}
+        assert set(mine) == set(LESSON.ids()) and sum(mine.values()) == points
+    carol = {r["check"]: float(r["points"]) for r in rows if r["student"] == "carol"}
+    assert carol == {c.id: (c.points if c.name == "scaled_dot_product_attention" else 0) for c in LESSON.checks}
+    assert "has changed" not in (proc.stdout + proc.stderr)
+
+    # Set-up again (after `make notebooks`, or by mistake): the grades stay.
+    again = subprocess.run(["bash", "-c", ". .venv/bin/activate && python -m course.classroom register 01_attention"], cwd=clone,
+                           env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    with Gradebook(f"sqlite:///{clone / 'gradebook.db'}") as gb:
+        assert {s.student_id: s.score for s in gb.assignment_submissions("01_attention")} == expected
