@@ -23,13 +23,14 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # llama.cpp (compiled once per machine: see `llama`), matmul-bench.
 # (Again after the stamp: the cached build it links to may have been cleared since.)
 setup: $(STAMP)
-	@$(MAKE) --no-print-directory llama matmul-bench
+	@$(MAKE) --no-print-directory llama matmul-bench classroom-deps
 
 $(STAMP): $(CORE) requirements-llama.txt
 	$(MAKE) --no-print-directory system-packages
 	$(MAKE) --no-print-directory pyodide
 	$(MAKE) --no-print-directory llama
 	$(MAKE) --no-print-directory matmul-bench
+	$(MAKE) --no-print-directory classroom-deps
 	touch $@
 
 # The calculator alone: numpy at the version requirements.txt pins, and the package itself (seconds).
