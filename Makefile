@@ -135,7 +135,7 @@ $(PYODIDE_DIR)/.done:
 	rm $(PYODIDE_DIR)/*.tgz
 	touch $@
 
-# matmul-bench: the speed model's kernel microbenchmark (part1_capacity/engine/matmul_bench.c, the project's own
+# matmul-bench: the speed model's kernel microbenchmark (part1_capacity/experiments/engine/matmul_bench.c, the project's own
 # code) linked against the ggml libraries of the one llama.cpp build above (the shared ones llama_cpp and
 # llama-bench load, same vendored source and flags), so it times exactly the kernels llama-bench runs.
 # (test-backend-ops cannot: it pins half the CPUs' threads and never uses the repacking buffer.) Seconds to build
@@ -143,7 +143,7 @@ $(PYODIDE_DIR)/.done:
 MATMUL_BENCH := $(LLAMA_BUILD)/bin/matmul-bench
 matmul-bench: $(MATMUL_BENCH)
 
-$(MATMUL_BENCH): part1_capacity/engine/matmul_bench.c $(LLAMA_BUILD)/bin/llama-bench
+$(MATMUL_BENCH): part1_capacity/experiments/engine/matmul_bench.c $(LLAMA_BUILD)/bin/llama-bench
 	$(CC) -O2 -std=gnu11 -I$$(ls -d $(LLAMA_SRC)/llama_cpp_python-*/vendor/llama.cpp)/ggml/include $< -o $@ \
 	  $$(if [ -e $(LLAMA_BUILD)/bin/libggml.so ]; then echo '-L$(LLAMA_BUILD)/bin -lggml -lggml-cpu -lggml-base -Wl,-rpath,$$ORIGIN'; \
 	     else echo '$(addprefix $(LLAMA_BUILD)/ggml/src/,libggml.a libggml-cpu.a libggml-base.a) -lstdc++ -fopenmp'; fi) \

@@ -39,7 +39,7 @@ def host_description() -> dict:
 
 def run_record(argv=None, program: str = "capacity", **extra) -> dict:
     """Date, host, load and the command line of a run (``argv`` defaults to this process's arguments; ``program``
-    may be several words, ``python -m part1_capacity.engine.kernels``), plus the producer's own ``extra`` fields."""
+    may be several words, ``python -m part1_capacity.experiments.engine.kernels``), plus the producer's own ``extra`` fields."""
     argv = sys.argv[1:] if argv is None else argv
     return {"date_utc": utc_now(), "host": host_description(), "load_average_at_start": load_average(),
             "command": shlex.join([*shlex.split(program), *map(str, argv)]), **extra}

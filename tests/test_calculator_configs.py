@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from part1_capacity.cli import main
-from part1_capacity.configs import FAMILIES
-from part1_capacity.errors import InputError
-from part1_capacity.plan import make_plan
-from part1_capacity.loader import load_model
+from part1_capacity.calculator.configs import FAMILIES
+from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.plan import make_plan
+from part1_capacity.calculator.loader import load_model
 
 CONFIGS = Path(__file__).resolve().parent / "data" / "configs"
 ALL = sorted(p.parent.name for p in CONFIGS.glob("*/config.json"))

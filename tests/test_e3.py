@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from course import memstat
-from part1_capacity.page_cache import index as flat_index
-from part1_capacity.page_cache.experiment import TMP_PREFIX, Config, knees, run
-from part1_capacity.page_cache.hog import HogProcess
-from part1_capacity.page_cache.knee import find_knee, trailing_baseline
-from part1_capacity.page_cache.searcher import Searcher
-from part1_capacity.errors import InputError
+from part1_capacity.experiments.page_cache import index as flat_index
+from part1_capacity.experiments.page_cache.experiment import TMP_PREFIX, Config, knees, run
+from part1_capacity.experiments.page_cache.hog import HogProcess
+from part1_capacity.experiments.page_cache.knee import find_knee, trailing_baseline
+from part1_capacity.experiments.page_cache.searcher import Searcher
+from part1_capacity.calculator.errors import InputError
 
 MIB = 1 << 20
 REPO = Path(__file__).resolve().parent.parent
@@ -344,7 +344,7 @@ def test_signal_ends_hog_and_removes_index(disk_dir, sig):
 @pytest.fixture
 def no_run(monkeypatch):
     """Any E3 run that gets past the checks fails the test at once (and takes no memory)."""
-    from part1_capacity.page_cache import experiment
+    from part1_capacity.experiments.page_cache import experiment
 
     def started(*a, **kw):
         raise AssertionError("the run started")

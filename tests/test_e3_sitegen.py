@@ -3,8 +3,8 @@ import copy
 import json
 from pathlib import Path
 
-from part1_capacity.page_cache import sitegen
-from part1_capacity.page_cache.experiment import Config, baselines, knees
+from part1_capacity.experiments.page_cache import sitegen
+from part1_capacity.experiments.page_cache.experiment import Config, baselines, knees
 
 GB = 10**9
 SAVED = Path(sitegen.RESULTS)

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from part1_capacity.engine import bench, kv_allocation, llama
-from part1_capacity.engine.gguf_model import TINY, LlamaShape, read_shape, shape_for_params, write_llama_gguf
+from part1_capacity.calculator import roofline
+from part1_capacity.experiments.engine import bench, kv_allocation, llama
+from part1_capacity.experiments.engine.gguf_model import TINY, LlamaShape, read_shape, shape_for_params, write_llama_gguf
 
 MIB = 2 ** 20
 
@@ -72,7 +73,7 @@ def test_e1_slope_equals_the_formula_to_the_byte(tiny):
 
 def test_e1_reports_a_mismatch_for_a_wrong_shape(tiny):
     """The check can fail: a profile claiming 4 KV heads instead of 2 does not match what the engine allocates."""
-    from part1_capacity.profiles import profile_from_dict
+    from part1_capacity.calculator.profiles import profile_from_dict
 
     wrong = profile_from_dict({"id": "wrong", "n_layers": 2, "n_heads": 4, "n_kv_heads": 4, "head_dim": 64,
                                "hidden_size": 256, "params_total": 1e6, "max_context": 32768})
@@ -135,7 +136,7 @@ def test_capacity_e2_json_keys_and_predictions_from_the_calculator(tiny):
         assert set(lv["prediction_error"]) == {"pp512", "tg128"}
         assert lv["prediction_error"]["tg128"] == pytest.approx(lv["predicted_tg128_tps"] / lv["tg128_median_tps"] - 1)
         assert lv["pp512_tps"] > 0 and lv["tg128_tps"] > 0 and lv["pp512_stddev"] >= 0
-    from part1_capacity.hardware import load_accelerator
+    from part1_capacity.calculator.hardware import load_accelerator
 
     bw = load_accelerator("h100").bandwidth
     q8 = r["levels"][2]
@@ -144,8 +145,8 @@ def test_capacity_e2_json_keys_and_predictions_from_the_calculator(tiny):
 
 
 def test_host_profile_is_an_accelerator_the_calculator_loads(tmp_path):
-    from part1_capacity.engine import quant_ladder
-    from part1_capacity.hardware import load_accelerator
+    from part1_capacity.experiments.engine import quant_ladder
+    from part1_capacity.calculator.hardware import load_accelerator
 
     measured = {"threads": 2, "bandwidth_bytes_per_s": 12.5e9, "matmul_fp32_flops": 80e9,
                 "matmul_int8_ops": 160e9, "method": "test figures"}
@@ -154,12 +155,12 @@ def test_host_profile_is_an_accelerator_the_calculator_loads(tmp_path):
     path.write_text(json.dumps(prof))
     acc = load_accelerator(str(path))
     assert (acc.bandwidth, acc.flops_16, acc.flops_int8, acc.memory_bytes) == (12.5e9, 80e9, 160e9, 24e9)
-    assert acc.ridge_point("fp16") == pytest.approx(80e9 / 12.5e9)
+    assert roofline.ridge_point(acc.peak_flops("fp16"), acc.bandwidth) == pytest.approx(80e9 / 12.5e9)
 
 
 def test_host_measurement_runs_with_the_engines_limits():
     """The real measurement (a subprocess with MKL/oneDNN capped at AVX2): positive figures, one per run."""
-    from part1_capacity.engine import host
+    from part1_capacity.experiments.engine import host
 
     m = host.measure(threads=1, repeats=1)
     assert m["threads"] == 1 and m["isa_cap"] == "AVX2"

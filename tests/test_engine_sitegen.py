@@ -1,7 +1,7 @@
 """The engine-checks page is generated from saved runs: tables, findings and charts (no measurement, seconds)."""
 
-from part1_capacity.engine import sitegen
-from part1_capacity.engine.common import load_result
+from part1_capacity.experiments.engine import sitegen
+from part1_capacity.experiments.engine.common import load_result
 
 
 def _level(t, mb, pp, tg, pred_pp=100.0, pred_tg=10.0):
@@ -63,7 +63,7 @@ def test_e1_structures_table_and_confirmations():
 
 
 def test_calculator_page_says_confirmed_or_computed_only():
-    from part1_capacity import sitegen as calc
+    from part1_capacity.pages import sitegen as calc
 
     confirmed = {"mla": [("deepseek2", "e1-mla-deepseek2")]}
     assert calc.engine_check("mla", confirmed).endswith("(E1: [`deepseek2`](engine_checks.md#e1-mla-deepseek2))")
@@ -73,7 +73,7 @@ def test_calculator_page_says_confirmed_or_computed_only():
 
 
 def test_calculator_page_engines_table_has_law_llama_cpp_and_vllm():
-    from part1_capacity import sitegen as calc
+    from part1_capacity.pages import sitegen as calc
 
     text = calc.engines_table()
     assert "| structure | model | tensor-parallel ranks | law | llama.cpp | vLLM |" in text
@@ -101,7 +101,7 @@ def test_drift_lists_each_rounds_streaming_rate():
 
 
 def test_misses_name_every_level_outside_its_goal():
-    from part1_capacity.engine import quant_ladder as ql
+    from part1_capacity.experiments.engine import quant_ladder as ql
 
     ladders = ql.saved_ladders()
     rows = ql.validation_rows(ladders)

@@ -5,12 +5,18 @@
 - the CLI layer ``part1_capacity/commands/`` is imported by nothing but ``part1_capacity/cli.py`` (and itself);
 - no private name (``_x``) is imported from another module;
 - the light path — ``capacity plan ... --json`` and ``capacity compare`` — loads neither torch, transformers nor
-  llama_cpp (checked in a fresh interpreter's ``sys.modules``).
+  llama_cpp (checked in a fresh interpreter's ``sys.modules``);
+- Part 1's rooms: the calculator imports no experiment, page generator or command; the experiments no page
+  generator or command; inside the calculator every arrow points to its own layer or a lower one (``LAYERS``), and
+  no module of Part 1 sits on an import circle — reading every import, inside functions too, and every
+  ``importlib`` string that names a module;
+- lessons import only earlier lessons (``l04`` may use ``l03``, never ``l05``).
 """
 from __future__ import annotations
 
 import ast
 import json
+import re
 import os
 import subprocess
 import sys
@@ -25,6 +31,28 @@ HEAVY = ("torch", "transformers", "llama_cpp")
 # A private helper one lesson's checks borrow from another's, left to the lesson-contract work; a new one fails.
 KNOWN_PRIVATE_IMPORTS = {("part0_foundations/l02_encoder_decoder/checks.py",
                           "part0_foundations.l01_attention.checks._copy_from_torch_mha")}
+
+
+# The calculator's floors, lowest first: a module imports only modules of its own floor or lower ones. The order is
+# the one a workload travels: a model, the hardware, the sizing laws, the engines' rules, speed, the deployment
+# search, the plan, then what is built on a plan.
+LAYERS = (
+    ("base", ("errors", "units", "fmt", "validate", "dtypes")),
+    ("model", ("weights", "profiles", "configs", "checkpoints", "hub", "loader")),
+    ("hardware", ("hardware", "tiers")),
+    ("sizing", ("sharding", "roofline", "index_memory")),
+    ("engine rules", ("engine_rules",)),
+    ("speed", ("speed",)),
+    ("deployment", ("deploy",)),
+    ("plan", ("plan",)),
+    ("on a plan", ("compare", "sweep", "emit", "browser")),
+)
+CALCULATOR = "part1_capacity.calculator"
+ROOMS_BELOW = {   # what each room of Part 1 must not import
+    "part1_capacity.calculator": ("part1_capacity.experiments", "part1_capacity.pages", "part1_capacity.archetypes",
+                                  "part1_capacity.exercises", "part1_capacity.commands", "part1_capacity.cli"),
+    "part1_capacity.experiments": ("part1_capacity.pages", "part1_capacity.commands", "part1_capacity.cli"),
+}
 
 
 def module_name(path: Path) -> str:
@@ -50,6 +78,13 @@ def imports(path: Path) -> list[tuple[str, str | None]]:
     return found
 
 
+def importlib_strings(path: Path) -> set[str]:
+    """Module names written as strings (``importlib.import_module("part1_capacity.x")``, lazy-import tables)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and re.fullmatch(r"(course|part0_foundations|part1_capacity)(\.\w+)+", n.value)}
+
+
 def sources(*packages: str):
     for pkg in packages:
         yield from sorted((REPO / pkg).rglob("*.py"))
@@ -60,8 +95,8 @@ def rel(path: Path) -> str:
 
 
 def targets(path: Path) -> set[str]:
-    """Every module ``path`` imports (``from a import b`` counts as both ``a`` and ``a.b``)."""
-    out = set()
+    """Every module ``path`` imports (``from a import b`` counts as both ``a`` and ``a.b``), import strings too."""
+    out = importlib_strings(path)
     for module, name in imports(path):
         out.add(module)
         if name:
@@ -114,6 +149,76 @@ def test_no_private_name_is_imported_from_another_module():
     assert found <= KNOWN_PRIVATE_IMPORTS, sorted(found - KNOWN_PRIVATE_IMPORTS)
 
 
+def part1_graph() -> dict[str, set[str]]:
+    """Module → the Part 1 modules it imports (its own package's ``__init__`` left out: that is not an arrow)."""
+    mods = {module_name(p): p for p in sources("part1_capacity")}
+    graph = {}
+    for m, p in mods.items():
+        graph[m] = {t for t in targets(p) if t in mods and t != m and not m.startswith(t + ".")}
+    return graph
+
+
+def layer_of(module: str) -> int | None:
+    """The calculator floor ``module`` lives on (its first name below ``calculator``), None outside it."""
+    if not module.startswith(CALCULATOR + "."):
+        return None
+    first = module[len(CALCULATOR) + 1:].split(".")[0]
+    for i, (_, names) in enumerate(LAYERS):
+        if first in names:
+            return i
+    raise AssertionError(f"{module}: on no floor of LAYERS in tests/test_house.py — give it one")
+
+
+def test_the_calculator_arrows_point_down_its_floors():
+    up = []
+    for m, deps in part1_graph().items():
+        here = layer_of(m)
+        for d in deps:
+            there = layer_of(d)
+            if here is not None and there is not None and there > here:
+                up.append(f"{m} ({LAYERS[here][0]}) imports {d} ({LAYERS[there][0]})")
+    assert up == []
+
+
+def test_part1_rooms_point_one_way():
+    bad = [(m, d) for m, deps in part1_graph().items() for room, banned in ROOMS_BELOW.items()
+           if under(m, room) for d in deps if any(under(d, b) for b in banned)]
+    assert bad == []
+
+
+def test_no_import_circle_in_part1():
+    graph, state, circles = part1_graph(), {}, []
+
+    def visit(u, stack):
+        state[u] = "open"
+        stack.append(u)
+        for v in sorted(graph[u]):
+            if state.get(v) == "open":
+                circles.append(" -> ".join(stack[stack.index(v):] + [v]))
+            elif v not in state:
+                visit(v, stack)
+        stack.pop()
+        state[u] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+    assert circles == []
+
+
+def test_lessons_import_only_earlier_lessons():
+    later = []
+    for p in sources("part0_foundations"):
+        me = re.match(r"l(\d\d)_", p.relative_to(REPO / "part0_foundations").parts[0])
+        if not me:
+            continue
+        for m in targets(p):
+            other = re.match(r"part0_foundations\.l(\d\d)_", m)
+            if other and int(other.group(1)) > int(me.group(1)):
+                later.append((rel(p), m))
+    assert later == []
+
+
 LIGHT = """
 import contextlib, io, json, sys
 from part1_capacity import cli
@@ -139,6 +244,8 @@ def test_plan_and_compare_load_no_framework():
     ("from part1_capacity.commands import plan\n", test_only_the_cli_imports_the_commands),
     ("from ..l01_attention.checks import _helper\n", test_no_private_name_is_imported_from_another_module),
     ("def f():\n    from part1_capacity import plan\n", test_lessons_never_import_the_calculator),
+    ("import importlib\nm = importlib.import_module('part0_foundations.l06_next.x')\n",
+     test_lessons_import_only_earlier_lessons),
 ])
 def test_a_broken_arrow_is_caught(tmp_path, monkeypatch, source, rule):
     # The same rules fail on a lesson module that breaks them (in a copy of the layout, not in the repository).
@@ -146,5 +253,27 @@ def test_a_broken_arrow_is_caught(tmp_path, monkeypatch, source, rule):
     bad.parent.mkdir(parents=True)
     bad.write_text(source)
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match=r"assert \[.+\] == \[\]|assert .+ <= "):
+        rule()
+
+
+@pytest.mark.parametrize("files, rule", [
+    # an upward arrow: the model floor reaching up to the plan, from inside a function
+    ({"calculator/profiles.py": "def f():\n    from part1_capacity.calculator import plan\n",
+      "calculator/plan.py": ""}, test_the_calculator_arrows_point_down_its_floors),
+    # a circle on one floor, one side written as an importlib string
+    ({"calculator/deploy.py": "from part1_capacity.calculator import speed\n",
+      "calculator/speed.py": "import importlib\nimportlib.import_module('part1_capacity.calculator.deploy')\n"},
+     test_no_import_circle_in_part1),
+    # the calculator using an experiment
+    ({"calculator/plan.py": "from part1_capacity.experiments.engine import llama\n",
+      "experiments/engine/llama.py": ""}, test_part1_rooms_point_one_way),
+])
+def test_a_broken_floor_is_caught(tmp_path, monkeypatch, files, rule):
+    for name, source in files.items():
+        f = tmp_path / "part1_capacity" / name
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(source)
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    with pytest.raises(AssertionError, match=r"assert \[.+\] == \[\]"):
         rule()

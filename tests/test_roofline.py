@@ -2,10 +2,10 @@
 ridge point and the one 8-bit peak rule."""
 import pytest
 
-from part1_capacity import roofline
-from part1_capacity.dtypes import DTYPES
-from part1_capacity.hardware import Accelerator, load_accelerator
-from part1_capacity.loader import load_model
+from part1_capacity.calculator import roofline
+from part1_capacity.calculator.dtypes import DTYPES
+from part1_capacity.calculator.hardware import Accelerator, load_accelerator
+from part1_capacity.calculator.loader import load_model
 
 
 def test_mla_attention_flops_differ_between_prefill_and_decode():
@@ -55,8 +55,8 @@ def test_step_time_is_the_slower_of_arithmetic_and_memory():
 def test_ridge_point_is_one_rule():
     h100 = load_accelerator("h100")   # 989 TFLOP/s bf16, 1,979 fp8, 3.35 TB/s
     assert roofline.ridge_point(989e12, 3.35e12) == pytest.approx(295.2, abs=0.1)
-    assert h100.ridge_point("bf16") == pytest.approx(989e12 / 3.35e12)
-    assert h100.ridge_point("fp8") == pytest.approx(1979e12 / 3.35e12)
+    assert roofline.ridge_point(h100.peak_flops("bf16"), h100.bandwidth) == pytest.approx(989e12 / 3.35e12)
+    assert roofline.ridge_point(h100.peak_flops("fp8"), h100.bandwidth) == pytest.approx(1979e12 / 3.35e12)
 
 
 def test_peak_follows_the_dtype_compute_class():

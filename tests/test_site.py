@@ -223,7 +223,7 @@ def test_live_calculator_python_keeps_to_the_browsers_python(built_site):
     import ast
 
     files = json.loads((built_site / "assets" / "calculator" / "python.json").read_text())
-    assert "part1_capacity/plan.py" in files and "part0_foundations/l03_kv_cache/laws.py" in files
+    assert "part1_capacity/calculator/plan.py" in files and "part0_foundations/l03_kv_cache/laws.py" in files
     for path, text in files.items():
         if path.endswith(".py"):
             assert text == (REPO / path).read_text(), f"{path}: the site's copy differs from the package"

@@ -3,12 +3,12 @@ import json
 
 import pytest
 
-from part1_capacity import speed
-from part1_capacity.engine import kernels
-from part1_capacity.errors import InputError
-from part1_capacity.hardware import load_accelerator
-from part1_capacity.plan import Workload, make_plan
-from part1_capacity.profiles import profile_from_dict
+from part1_capacity.calculator import speed
+from part1_capacity.experiments.engine import kernels
+from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.hardware import load_accelerator
+from part1_capacity.calculator.plan import Workload, make_plan
+from part1_capacity.calculator.profiles import profile_from_dict
 
 PS = 1e-12
 

@@ -4,9 +4,9 @@ import copy
 
 import pytest
 
-from part1_capacity.engine import kernels
-from part1_capacity.engine import quant_ladder as ql
-from part1_capacity.engine.common import load_result
+from part1_capacity.experiments.engine import kernels
+from part1_capacity.experiments.engine import quant_ladder as ql
+from part1_capacity.experiments.engine.common import load_result
 
 
 def _level(kind, pp, pp_pred, tg, tg_pred):
@@ -74,7 +74,7 @@ def test_a_run_with_kernels_measured_around_it_is_predicted_from_them():
 
 
 def test_benchmark_script_prints_every_saved_level_with_the_goals(capsys):
-    from part1_capacity import bench_speed
+    from part1_capacity.experiments import bench_speed
 
     rows = ql.validation_rows(ql.saved_ladders())
     assert rows, "the project ships saved ladders (results/e2*.json) with kernel constants"

@@ -4,7 +4,7 @@
 - the latency plot and the speed ratio come from the saved benchmark run (results/bench_latency.json), with its
   date and host: nothing is re-timed while the site builds;
 - the sample text comes from the shipped checkpoint;
-- the 128K table uses the calculator's model profiles (part1_capacity/data/models.json, each with its source),
+- the 128K table uses the calculator's model profiles (part1_capacity/calculator/data/models.json, each with its source),
   whose cache sizes are the laws of laws.py.
 """
 import json
@@ -18,10 +18,10 @@ from part0_foundations.l03_kv_cache import laws
 from part0_foundations.l03_kv_cache.bench import RESULTS
 from part0_foundations.l03_kv_cache.gpt import GPT, WindowKV
 from part0_foundations.l03_kv_cache.structures import STRUCTURES, law_bytes, law_growth_per_token
+from course.units import GIB as GiB
 
 NAME = "l03"
 T_VALUES = (16, 64, 256, 1024)
-GiB = 2 ** 30
 
 
 def _structures(out: Path):

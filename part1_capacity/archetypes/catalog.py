@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from part1_capacity.archetypes.ledger import DATA, QUANTITY, Ledger, load_ledger
-from part1_capacity import validate
-from part1_capacity.errors import InputError
+from part1_capacity.calculator import validate
+from part1_capacity.calculator.errors import InputError
 
 DEFAULT_ARCHETYPES = DATA / "archetypes.toml"
 WHEN = ("any", "kv_cache", "weights")
@@ -24,7 +24,7 @@ _INPUTS = ("model", "accelerator", "context", "concurrency", "weights_dtype", "k
 
 @dataclass(frozen=True)
 class ArchetypeWorkload:
-    """An archetype's scenario as calculator inputs (ids from part1_capacity/data/); sizes in tokens and sequences.
+    """An archetype's scenario as calculator inputs (ids from part1_capacity/calculator/data/); sizes in tokens and sequences.
     Not the calculator's ``plan.Workload``: ``concurrency`` becomes its ``batch`` when the scenario is planned
     (``propose.py``); the archetypes file and the JSON keep the word ``concurrency``."""
     description: str

@@ -9,8 +9,8 @@ from __future__ import annotations
 from part1_capacity.archetypes.catalog import load_archetypes
 from part1_capacity.archetypes.ledger import load_ledger, parse_ledger
 from part1_capacity.archetypes.propose import propose
-from part1_capacity.fmt import fmt_bytes, fmt_count, fmt_ratio
-from part1_capacity.errors import InputError
+from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_ratio
+from part1_capacity.calculator.errors import InputError
 
 NAME = "archetypes"
 SAME_MODEL = "gpt-oss-120b"

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import argparse
 
-from part1_capacity import validate
-from part1_capacity.errors import InputError
-from part1_capacity.hardware import GIB
-from part1_capacity.plan import DEFAULT_OVERHEAD_BYTES, DEFAULT_USABLE_FRACTION, Workload
+from part1_capacity.calculator import validate
+from part1_capacity.calculator.errors import InputError
+from course.units import GIB
+from part1_capacity.calculator.plan import DEFAULT_OVERHEAD_BYTES, DEFAULT_USABLE_FRACTION, Workload
 
 MAX_INT = 2 ** 53         # every count stays exact as a float (the search is vectorized in float64)
 MAX_CONTEXT = 2 ** 30     # a billion tokens per sequence: beyond any published model's maximum

@@ -7,9 +7,9 @@ knee_ratio, host_memory_bytes, headroom_bytes, p99_flat (sizes in bytes).
 """
 from __future__ import annotations
 
-from part1_capacity import validate
-from part1_capacity.errors import InputError
-from part1_capacity.fmt import fmt_bytes
+from part1_capacity.calculator import validate
+from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.fmt import fmt_bytes
 
 
 def register(sub) -> None:
@@ -30,7 +30,7 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from part1_capacity.index_memory import DEFAULT_HNSW_M, plan_index
+    from part1_capacity.calculator.index_memory import DEFAULT_HNSW_M, plan_index
 
     # a flag of another index type would be silently ignored: the reader would believe it was used
     for flag, value, kind in (("--nlist", args.nlist, "ivf"), ("--hnsw-m", args.hnsw_m, "hnsw")):

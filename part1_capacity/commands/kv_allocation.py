@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from part1_capacity import validate
+from part1_capacity.calculator import validate
 
 DEFAULT_PARAMS = 500_000_000
 
@@ -28,10 +28,10 @@ def register(sub):
 def main(args) -> int:
     if args.structure or (args.gguf and not _full_attention(args.gguf)):
         return structures_main(args)
-    from part1_capacity.engine import kv_allocation
-    from part1_capacity.engine.common import run_record, save_result, scratch_dir
-    from part1_capacity.engine.gguf_model import shape_for_params, write_llama_gguf
-    from part1_capacity.engine.progress import Progress
+    from part1_capacity.experiments.engine import kv_allocation
+    from part1_capacity.experiments.engine.common import run_record, save_result, scratch_dir
+    from part1_capacity.experiments.engine.gguf_model import shape_for_params, write_llama_gguf
+    from part1_capacity.experiments.engine.progress import Progress
 
     steps = len(kv_allocation.CONTEXTS) * len(kv_allocation.KV_TYPES)
     bar = Progress(steps + (0 if args.gguf else 1), "e1")
@@ -64,15 +64,15 @@ def main(args) -> int:
 
 def _full_attention(path) -> bool:
     """Whether the GGUF is a plain full-attention model (the slope check); refuses unsupported architectures."""
-    from part1_capacity.engine.gguf_profile import FULL_ATTENTION, profile_dict
+    from part1_capacity.experiments.engine.gguf_profile import FULL_ATTENTION, profile_dict
 
     return profile_dict(path)["_architecture"] in FULL_ATTENTION
 
 
 def structures_main(args) -> int:
-    from part1_capacity.engine import structures, tiny_models
-    from part1_capacity.engine.common import run_record, save_result
-    from part1_capacity.engine.progress import Progress
+    from part1_capacity.experiments.engine import structures, tiny_models
+    from part1_capacity.experiments.engine.common import run_record, save_result
+    from part1_capacity.experiments.engine.progress import Progress
 
     selector = args.structure or "all"
     specs = [] if args.gguf else tiny_models.specs_for(selector)
@@ -96,7 +96,7 @@ def structures_main(args) -> int:
 
 
 def render_structures(result) -> str:
-    from part1_capacity.fmt import fmt_bytes, table
+    from part1_capacity.calculator.fmt import fmt_bytes, table
 
     rows = []
     for r in result["structures"]:

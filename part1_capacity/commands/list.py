@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 
-from part1_capacity import validate
-from part1_capacity.fmt import fmt_bytes, table
-from part1_capacity.hardware import bundled_accelerators
-from part1_capacity.profiles import bundled_models
-from part1_capacity.tiers import tier_table
+from part1_capacity.calculator import validate
+from part1_capacity.calculator.fmt import fmt_bytes, table
+from part1_capacity.calculator.hardware import bundled_accelerators
+from part1_capacity.calculator.profiles import bundled_models
+from part1_capacity.calculator.tiers import tier_table
 
 
 def register(sub):

@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from part1_capacity import validate
-from part1_capacity.errors import InputError
+from part1_capacity.calculator import validate
+from part1_capacity.calculator.errors import InputError
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -93,7 +93,7 @@ def check_out(out: Path) -> None:
 
 
 def _run(args) -> int:
-    from part1_capacity.page_cache.experiment import Config, run
+    from part1_capacity.experiments.page_cache.experiment import Config, run
 
     def size(name, value, unit):
         if value is None:

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 
-from part1_capacity import validate
+from part1_capacity.calculator import validate
 from part1_capacity.commands._common import add_workload_flags, positive_int, workload_from_args
-from part1_capacity import emit, engine_alloc
-from part1_capacity.errors import InputError
-from part1_capacity.fmt import fmt_bytes, fmt_count, fmt_time, table
-from part1_capacity.plan import Plan, make_plan
+from part1_capacity.calculator import emit, engine_rules
+from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time, table
+from part1_capacity.calculator.plan import Plan, for_plan, make_plan
 
 
 def register(sub):
@@ -26,7 +26,7 @@ def register(sub):
                    help="the repository --emit vllm serves (default: the profile's, or the config's _name_or_path)")
     p.add_argument("--engine", default="law", metavar="ENGINE",
                    help="whose allocation to report beside the plan: law (the textbook law, default), llama.cpp or "
-                        "vllm (block rounding, head replication, window and hybrid rules; part1_capacity/engine_alloc)")
+                        "vllm (block rounding, head replication, window and hybrid rules; part1_capacity/calculator/engine_rules)")
     p.add_argument("--disable-hybrid-kv-cache-manager", action="store_true",
                    help="with --engine vllm: every sliding-window layer at full length, as vLLM's flag of that name")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
@@ -37,13 +37,13 @@ def register(sub):
 
 
 def run(a) -> int:
-    engine_alloc.check_engine(a.engine)
+    engine_rules.check_engine(a.engine)
     if a.disable_hybrid_kv_cache_manager and a.engine != "vllm":
         # vLLM's flag: silently ignored under another engine, it would let a reader believe the plan used it
         raise InputError(f"--disable-hybrid-kv-cache-manager: a vLLM flag, only with --engine vllm "
                          f"(got --engine {a.engine})")
     plan = make_plan(a.model, a.accelerator, workload_from_args(a))
-    alloc = engine_alloc.for_plan(plan, a.engine, not a.disable_hybrid_kv_cache_manager)
+    alloc = for_plan(plan, a.engine, not a.disable_hybrid_kv_cache_manager)
     if a.emit:
         print(emit.command(plan, a.emit, a.hf_repo))
     elif a.json:

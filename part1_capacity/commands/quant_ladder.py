@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from part1_capacity import validate
+from part1_capacity.calculator import validate
 
 MAX_REPEATS = 100
 
@@ -71,14 +71,14 @@ def register(sub):
 
 
 def main(args) -> int:
-    from part1_capacity.errors import InputError
+    from part1_capacity.calculator.errors import InputError
 
     if not 2 <= args.repeats <= MAX_REPEATS:  # checked before the engine is even imported
         raise InputError(f"--repeats: between 2 (a spread needs two runs) and {MAX_REPEATS} (each run takes "
                          f"seconds to minutes), got {args.repeats}")
-    from part1_capacity.engine import quant_ladder
-    from part1_capacity.engine.common import run_record, save_result, scratch_dir
-    from part1_capacity.engine.progress import Progress
+    from part1_capacity.experiments.engine import quant_ladder
+    from part1_capacity.experiments.engine.common import run_record, save_result, scratch_dir
+    from part1_capacity.experiments.engine.progress import Progress
     record = run_record()
     bar = Progress(quant_ladder.total_steps(), "e2")
     with scratch_dir("e2-") as tmp:

@@ -1,17 +1,17 @@
 """`capacity sweep`: a context × batch grid (powers of two by default) → accelerators needed and added by KV,
-as tables, JSON or heatmap PNGs. Vectorized: see part1_capacity/bench_sweep.py for the rate."""
+as tables, JSON or heatmap PNGs. Vectorized: see part1_capacity/experiments/bench_sweep.py for the rate."""
 from __future__ import annotations
 
 import argparse
 
 import numpy as np
 
-from part1_capacity import validate
+from part1_capacity.calculator import validate
 from part1_capacity.commands._common import add_workload_flags, positive_int, workload_from_args
-from part1_capacity.fmt import fmt_k, table
-from part1_capacity.errors import InputError
-from part1_capacity.loader import load_model
-from part1_capacity.sweep import heatmaps, pow2_grid, sweep
+from part1_capacity.calculator.fmt import fmt_k, table
+from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.sweep import heatmaps, pow2_grid, sweep
 
 
 MAX_GRID = 128      # values per axis: 128 × 128 cells stay a table a reader can scan, and quick to compute

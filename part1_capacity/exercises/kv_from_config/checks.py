@@ -2,7 +2,7 @@
 tests/autograder/test_kv_from_config.py and by the reference tests. Each takes the learner's function and raises
 CheckFailed with a message for the learner.
 
-The expected figure for each published ``config.json`` is the calculator's own (``part1_capacity.configs`` reads the
+The expected figure for each published ``config.json`` is the calculator's own (``part1_capacity.calculator.configs`` reads the
 file the way ``transformers`` does, then lesson 03's law), never the reference solution of this exercise.
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 
 from course.grading import Check, Lesson, call, expect
 from part0_foundations.l03_kv_cache import laws
-from part1_capacity.profiles import bundled_models
+from part1_capacity.calculator.profiles import bundled_models
 
 # Published config.json files, copied verbatim with their sources (tests/data/configs/README.md), and the bundled
-# calculator profile of the same model (its figures sourced in part1_capacity/data/models.json).
+# calculator profile of the same model (its figures sourced in part1_capacity/calculator/data/models.json).
 CONFIGS = Path(__file__).resolve().parents[3] / "tests" / "data" / "configs"
 FULL_ATTENTION = {"gpt2": "gpt2", "qwen2.5-0.5b": "qwen2.5-0.5b", "qwen3-8b": "qwen3-8b",
                   "llama-3.1-70b": "llama-3.1-70b", "mistral-nemo-12b": "mistral-nemo-12b"}

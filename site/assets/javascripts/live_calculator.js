@@ -1,7 +1,7 @@
 // The calculator in the browser. Every number on this page comes from the course's own Python calculator
 // (part1_capacity: plan, profiles, the cache laws), run here by Pyodide, a CPython compiled to WebAssembly.
 // Pyodide, numpy and the calculator's Python files are served by this site: nothing is fetched from elsewhere.
-// This script only wires the pickers and sliders to part1_capacity.browser.plan() and shows what it returns.
+// This script only wires the pickers and sliders to part1_capacity.calculator.browser.plan() and shows what it returns.
 (function () {
   "use strict";
   const script = document.currentScript;
@@ -100,7 +100,7 @@
         FS.mkdirTree("/calculator/" + path.split("/").slice(0, -1).join("/"));
         FS.writeFile("/calculator/" + path, text);
       }
-      py.runPython("import json, sys\nsys.path.insert(0, '/calculator')\nfrom part1_capacity import browser");
+      py.runPython("import json, sys\nsys.path.insert(0, '/calculator')\nfrom part1_capacity.calculator import browser");
       choices = JSON.parse(py.runPython("browser.choices()"));
     } catch (err) {
       status.textContent = "The calculator could not start in this browser: " + err.message;

@@ -1,0 +1,326 @@
+"""Deployments as an operator builds them: accelerators come in nodes, tensor parallelism stays inside the
+fast-interconnect (scale-up) domain and divides the heads, pipeline stages go across nodes, and MoE experts may be
+spread over data-parallel ranks (expert parallelism) where the engine supports it.
+
+A deployment is ``tensor × pipeline × data`` accelerators (``t``, ``p``, ``d``):
+
+- **tensor** ``t`` — a power of two up to the accelerator's scale-up domain (``max_tp``: 8 on an HGX board, 72
+  in an NVL72 rack, a TPU slice) that splits the attention heads evenly (vLLM's rule, ``splits_heads``). Each rank
+  holds ``1/t`` of the weights. K/V heads split too, but a rank holds at least one (replicated when
+  ``n_kv_heads < t``); the MLA latent has no heads and is **replicated on every rank**; recurrent state splits by
+  its heads.
+- **pipeline** ``p`` — stages split the layers (weights and caches). Operators use them only when tensor
+  parallelism is exhausted (the largest degree the heads and the scale-up domain allow): across nodes. Pinning
+  ``tensor`` or ``pipeline`` lifts that rule.
+- **data** ``d`` — replicas, each with its share ``⌈B/d⌉`` of the sequences.
+- **expert** — MoE on an engine that supports it (vLLM ``--enable-expert-parallel``): the ``t·d`` ranks of the
+  data-parallel group share the experts (each holds ``1/(t·d)`` of them) while attention and the other dense
+  weights are replicated per data-parallel rank and each rank caches only its own sequences — no replication of
+  the MLA latent across the group. Without the split of a checkpoint into expert and dense weights the dense part
+  is taken as the active parameters (an upper bound: conservative).
+
+Memory per rank: ``usable = memory × usable_fraction − overhead`` (``usable_bytes``), written once here.
+
+The default choice: the fewest **nodes** (``⌈t·p·d / node_size⌉``), then the fewest accelerators in them, then the
+best decode step time; ``reason`` says which rule decided. ``--nodes N`` instead takes the best decode step time on
+at most ``N`` nodes.
+
+Step times account for the split (``rank_step_time``): each rank's roofline time (``roofline.step_time``) plus
+two all-reduces per layer over the interconnect (ring: ``2(t−1)/t × bytes / one-direction bandwidth``, plus a
+fixed latency per collective), and the pipeline: a decode step of ``m`` sequences on ``p`` stages runs
+``k = min(m, p)`` micro-batches, so it lasts ``p × stage time(m/k)`` — with fewer sequences than stages the
+other stages wait (the bubble, ``1 − k/p`` of the time). Units: bytes, bytes/s, seconds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from part1_capacity.calculator import roofline, speed, weights
+from part1_capacity.calculator.dtypes import get_dtype
+from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.sharding import kv_fraction_per_rank, splits_heads, state_fraction_per_rank
+
+# vLLM's custom all-reduce for small (decode) messages inside one NVLink node takes a few microseconds per call
+# (vllm/distributed/device_communicators/custom_all_reduce.py: one-shot kernel for messages below its size limit);
+# NCCL across nodes takes tens. Order-of-magnitude assumptions, not measurements: stated, not sourced figures.
+ALLREDUCE_LATENCY_S = 8e-6
+ALLREDUCE_LATENCY_ACROSS_NODES_S = 30e-6
+ACTIVATION_BYTES = 2          # bf16 activations exchanged between ranks
+MAX_EXPERT_GROUP = 256        # largest expert-parallel group searched (ranks)
+
+
+# --- the rules -----------------------------------------------------------------------------------------------------
+def tp_degrees(model, acc, pinned: int | None = None) -> list[int]:
+    """Tensor-parallel degrees inside the accelerator's scale-up domain that split the heads evenly (powers of
+    two); only ``pinned`` when the workload pins one (refused if the domain is smaller)."""
+    if pinned is not None:
+        if pinned > acc.max_tp:
+            raise InputError(f"tensor_parallel: {pinned} exceeds the {acc.max_tp} {acc.name} joined by one fast "
+                             f"interconnect; allowed: 1..{acc.max_tp}")
+        return [pinned]
+    out, t = [], 1
+    while t <= acc.max_tp:
+        if splits_heads(model, t):
+            out.append(t)
+        t *= 2
+    return out or [1]
+
+
+def usable_bytes(acc, wl) -> float:
+    """Bytes of one accelerator the engine may fill: ``memory × usable_fraction − overhead``."""
+    return acc.memory_bytes * wl.usable_fraction - wl.overhead_bytes
+
+
+def cache_per_rank(model, wl, T, tp: int):
+    """Bytes of ONE sequence's cache (all layers) that one tensor-parallel rank holds at ``T`` tokens: attention
+    K/V (or the MLA latent) × ``kv_fraction_per_rank`` + recurrent state × ``state_fraction_per_rank``. With
+    ``wl.engine`` llama.cpp or vllm, what that engine allocates instead (``engine_rules``)."""
+    if getattr(wl, "engine", "law") != "law":
+        from part1_capacity.calculator.engine_rules import sequence_bytes_per_rank
+
+        return sequence_bytes_per_rank(model, wl, T, tp)
+    kvb, sb = get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes
+    return (model.attention_cache_bytes(T, kvb) * kv_fraction_per_rank(model, tp)
+            + model.state_bytes(sb) * state_fraction_per_rank(model, tp))
+
+
+def expert_bytes(model, wl) -> tuple[float, str]:
+    """Bytes of the MoE expert weights (what expert parallelism spreads) and how they were found."""
+    W = weights.weights_bytes(model, wl.weights_dtype)
+    native = wl.weights_dtype == model.native_dtype
+    groups = [g for g in model.weight_groups if "expert" in g.name.lower()] if native else []
+    if groups:
+        return float(min(sum(g.bytes for g in groups), W)), "the checkpoint's expert weight group"
+    return W * (1 - model.params_active / model.params_total), "total − active parameters (dense part ≤ active)"
+
+
+def expert_parallel_possible(model, acc) -> bool:
+    return model.is_moe and "vllm" in acc.engines
+
+
+@dataclass(frozen=True)
+class Shape:
+    tensor: int
+    pipeline: int
+    expert: bool = False
+
+
+def shapes(model, acc, wl) -> list[Shape]:
+    """Every (tensor, pipeline, expert) shape the rules allow for this workload (pins applied)."""
+    degrees = tp_degrees(model, acc, wl.tensor_parallel)
+    t_max = max(degrees)
+    L = model.n_layers
+    pp = wl.pipeline_parallel
+    if pp is not None and pp > L:
+        raise InputError(f"pipeline_parallel: {pp} exceeds {model.id}'s {L} layers; allowed: 1..{L}")
+    out = []
+    for t in degrees:
+        if pp is not None:
+            stages = [pp]
+        elif t == t_max or wl.tensor_parallel is not None:
+            stages = range(1, L + 1)
+        else:
+            stages = [1]       # a pipeline inside the node while tensor parallelism could still grow: not used
+        out += [Shape(t, p) for p in stages]
+        if expert_parallel_possible(model, acc) and (pp or 1) == 1:
+            out.append(Shape(t, 1, True))
+    return out
+
+
+def replicas_needed(model, acc, wl, T, B, shape: Shape, with_cache: bool = True):
+    """Fewest data-parallel replicas ``d`` that hold ``B`` sequences of ``T`` tokens in ``shape`` (numpy arrays
+    broadcast together; ``inf`` where none does).
+
+    Without expert parallelism a replica of ``t·p`` ranks holds ``g = ⌊(U − W/(t·p)) / (s/p)⌋`` sequences
+    (``U`` usable bytes per rank, ``W`` weights, ``s`` one sequence's cache on a tensor rank), so ``d = ⌈B/g⌉``.
+    With it, a rank holds ``W_dense/t + W_experts/(t·d)`` of weights and ``⌈B/d⌉·s``: the fewest ``d``, a power of
+    two (so the experts divide evenly over the group), with ``t·d`` at most ``MAX_EXPERT_GROUP`` (ranks beyond
+    the batch still hold their share of the experts and run empty steps, as vLLM's data-parallel ranks do)."""
+    T = np.asarray(T, dtype=np.float64)
+    B = np.asarray(B, dtype=np.float64)
+    shape_ = np.broadcast(T, B).shape
+    U = usable_bytes(acc, wl)
+    W = weights.weights_bytes(model, wl.weights_dtype)
+    t, p = shape.tensor, shape.pipeline
+    s = np.broadcast_to(cache_per_rank(model, wl, T, t) if with_cache else np.zeros(()), shape_) / p
+    Bb = np.broadcast_to(B, shape_)
+    if not shape.expert:
+        room = U - W / (t * p)
+        if room <= 0:
+            return np.full(shape_, np.inf)
+        g = np.floor(room / np.where(s > 0, s, 1.0))
+        d = np.where(s > 0, np.ceil(Bb / np.maximum(g, 1)), 1.0)
+        return np.where((s > 0) & (g < 1), np.inf, d)
+    We, _ = expert_bytes(model, wl)
+    Wd = W - We
+    d = np.full(shape_, np.inf)
+    dk = 1
+    while t * dk <= MAX_EXPERT_GROUP:  # expert groups in powers of two (how the experts divide evenly)
+        ok = np.isinf(d) & (Wd / t + We / (t * dk) + np.ceil(Bb / dk) * s <= U)
+        d = np.where(ok, float(dk), d)
+        if not np.isinf(d).any():
+            break
+        dk *= 2
+    return d
+
+
+def fewest_accelerators(model, acc, wl, T, B, with_cache: bool = True):
+    """Fewest accelerators over every allowed shape (numpy arrays; ``inf`` where nothing fits) — the count a sweep
+    shows; equal to the chosen plan's count (the plan breaks ties among shapes by decode time)."""
+    best = np.full(np.broadcast(np.asarray(T), np.asarray(B)).shape, np.inf)
+    for sh in shapes(model, acc, wl):
+        best = np.minimum(best, sh.tensor * sh.pipeline * replicas_needed(model, acc, wl, T, B, sh, with_cache))
+    return best
+
+
+# --- time of a step on a deployment --------------------------------------------------------------------------------
+def allreduce_seconds(acc, ranks: int, nbytes: float, across_nodes: bool) -> float:
+    """One ring all-reduce of ``nbytes`` over ``ranks`` devices: ``2(r−1)/r × bytes / bandwidth`` one direction
+    (the interconnect figure is both directions) plus a fixed latency — larger when the ranks span more than one
+    scale-up domain (``across_nodes``; the bandwidth term then still uses the fast link: optimistic)."""
+    if ranks <= 1:
+        return 0.0
+    one_way = acc.interconnect / 2 if acc.interconnect else 0.0
+    lat = ALLREDUCE_LATENCY_ACROSS_NODES_S if across_nodes else ALLREDUCE_LATENCY_S
+    return lat + (2 * (ranks - 1) / ranks * nbytes / one_way if one_way else math.inf)
+
+
+@dataclass
+class StepTime:
+    time_s: float              # the whole step (decode: every sequence of the replica gains one token)
+    rank_s: float              # roofline time of the ranks' arithmetic and memory traffic
+    communication_s: float     # all-reduces (tensor) and expert exchange
+    microbatches: int
+    bubble_fraction: float     # share of the step a pipeline stage waits
+
+
+def rank_step_time(model, acc, wl, tokens, seqs, flops, weight_bytes_read, cache_bytes, dep) -> StepTime:
+    """Time of one pass of ``tokens`` new tokens over ``seqs`` sequences on deployment ``dep``: ``flops`` and
+    ``weight_bytes_read`` for the whole model pass of one replica, ``cache_bytes`` the cache the pass reads or
+    writes on one tensor rank (all layers). Pipeline: ``k = min(seqs, p)`` micro-batches, ``p × stage time``."""
+    t, p = dep.tensor, dep.pipeline
+    k = max(1, min(int(seqs), p))
+    peak, bandwidth = speed.rates(acc, wl.weights_dtype)     # the roofline × the per-type efficiency (data)
+    stage = float(roofline.step_time(flops / (k * t * p), weight_bytes_read / (t * p) + cache_bytes / (k * p),
+                                     peak, bandwidth))
+    tok = tokens / k
+    comm_layer = 2 * allreduce_seconds(acc, t, tok * model.hidden_size * ACTIVATION_BYTES,
+                                       across_nodes=t > acc.max_tp)   # never: tensor ranks share the fast link
+    if dep.expert > 1:          # dispatch + combine of the tokens over the expert group, approximated likewise
+        comm_layer += 2 * allreduce_seconds(acc, dep.expert, tok * model.hidden_size * ACTIVATION_BYTES,
+                                            across_nodes=dep.expert > acc.max_tp)
+    comm = comm_layer * model.n_layers / p
+    total = p * (stage + comm)
+    return StepTime(total, p * stage, p * comm, k, 1 - k / p)
+
+
+# --- the deployment search -----------------------------------------------------------------------------------------
+@dataclass
+class Deployment:
+    tensor: int
+    pipeline: int
+    data: int
+    expert: int                # ranks sharing the experts (1: no expert parallelism)
+    nodes: int
+    accelerators: int
+    sequences_per_replica: int
+    weights_per_rank: float
+    cache_per_rank: float      # bytes of cache one rank holds (its sequences, its layers)
+    decode: StepTime | None = None
+    reason: str = ""
+    alternatives: list = field(default_factory=list)
+
+    def parallelism(self) -> dict:
+        return {"tensor": self.tensor, "pipeline": self.pipeline, "data": self.data, "expert": self.expert,
+                "nodes": self.nodes, "reason": self.reason, "sequences_per_replica": self.sequences_per_replica}
+
+    def label(self) -> str:
+        s = f"tensor {self.tensor} × pipeline {self.pipeline} × data {self.data}"
+        return s + (f", experts over {self.expert}" if self.expert > 1 else "")
+
+
+def _deployment(model, acc, wl, T, B, sh: Shape, d: int, with_cache: bool) -> Deployment:
+    t, p = sh.tensor, sh.pipeline
+    W = weights.weights_bytes(model, wl.weights_dtype)
+    m = math.ceil(B / d)
+    s = float(cache_per_rank(model, wl, T, t)) if with_cache else 0.0
+    if sh.expert:
+        We, _ = expert_bytes(model, wl)
+        w_rank = (W - We) / t + We / (t * d)
+    else:
+        w_rank = W / (t * p)
+    n = t * p * d
+    return Deployment(t, p, d, t * d if sh.expert else 1, math.ceil(n / acc.node_size), n, m, w_rank, m * s / p)
+
+
+def decode_time(model, acc, wl, dep: Deployment) -> StepTime:
+    """One decode step of ``dep``: each of its replicas' sequences gains a token."""
+    T, m = wl.context, dep.sequences_per_replica
+    W = weights.weights_bytes(model, wl.weights_dtype)
+    frac = float(roofline.weights_read_fraction(model, m * (dep.expert // dep.tensor if dep.expert > 1 else 1)))
+    if dep.expert > 1:      # dense part read in full by every rank; each rank reads the experts it holds
+        We, _ = expert_bytes(model, wl)
+        w_read = (W - We) + We / (dep.expert // dep.tensor) * frac
+    else:
+        w_read = W * float(roofline.weights_read_fraction(model, m))
+    f = float(roofline.decode_flops(model, T, m))
+    return rank_step_time(model, acc, wl, m, m, f, w_read, m * float(cache_per_rank(model, wl, T, dep.tensor)), dep)
+
+
+def candidates(model, acc, wl, with_cache: bool = True, max_nodes: int | None = None) -> list[Deployment]:
+    """Every allowed deployment with its fewest replicas (and, under ``max_nodes``, with more replicas too)."""
+    T, B = wl.context, wl.batch
+    out = []
+    for sh in shapes(model, acc, wl):
+        d = float(replicas_needed(model, acc, wl, T, B, sh, with_cache))
+        if not math.isfinite(d):
+            continue
+        d = int(d)
+        top = d
+        if max_nodes is not None:
+            top = max(d, min(B, max_nodes * acc.node_size // (sh.tensor * sh.pipeline)))
+        for dd in range(d, top + 1):
+            if not sh.expert or (dd & (dd - 1) == 0 and sh.tensor * dd <= MAX_EXPERT_GROUP):
+                out.append(_deployment(model, acc, wl, T, B, sh, dd, with_cache))
+    return out
+
+
+def choose(model, acc, wl, with_cache: bool = True) -> Deployment | None:
+    """The deployment an operator would pick (see the module docstring), with the reason; None if nothing fits."""
+    nodes = wl.nodes
+    cands = candidates(model, acc, wl, with_cache, max_nodes=nodes)
+    if nodes is not None:
+        cands = [c for c in cands if c.nodes <= nodes]
+        if not cands:
+            return None
+        for c in cands:
+            c.decode = decode_time(model, acc, wl, c)
+        cands.sort(key=lambda c: (c.decode.time_s, c.accelerators, c.pipeline))
+        best = cands[0]
+        best.reason = (f"nodes pinned to {nodes}: of {len(cands)} deployments that fit on at most {nodes} "
+                       f"node{'s' if nodes > 1 else ''}, {best.label()} has the best decode step")
+        best.alternatives = cands[1:4]
+        return best
+    if not cands:
+        return None
+    fewest = min(c.nodes for c in cands)
+    cands = [c for c in cands if c.nodes == fewest]
+    least = min(c.accelerators for c in cands)
+    cands = [c for c in cands if c.accelerators == least]
+    for c in cands:
+        c.decode = decode_time(model, acc, wl, c)
+    cands.sort(key=lambda c: (c.decode.time_s, c.pipeline, c.tensor))
+    best = cands[0]
+    where = f"{fewest} node{'s' if fewest > 1 else ''} of {acc.node_size}"
+    if len(cands) == 1:
+        best.reason = f"fewest nodes ({where}) and fewest accelerators in them ({least}): the only such deployment"
+    else:
+        other = cands[1]
+        best.reason = (f"fewest nodes ({where}), fewest accelerators in them ({least}); of {len(cands)} such "
+                       f"deployments {best.label()} decodes fastest ({best.decode.time_s * 1e3:,.1f} ms per step, "
+                       f"next {other.label()}: {other.decode.time_s * 1e3:,.1f} ms)")
+    best.alternatives = cands[1:4]
+    return best

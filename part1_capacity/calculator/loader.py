@@ -1,0 +1,37 @@
+"""``load_model(name_or_path)``: a model profile from whatever the user names — a bundled id, a config.json, a
+Hugging Face model folder (config.json + safetensors: exact weight bytes from their headers) or a GGUF file.
+
+The one entry point the CLI, the plan and the site use. A bundled id needs only ``profiles`` (no transformers, no
+llama_cpp, no safetensors or gguf); a path goes through ``configs``/``checkpoints``, imported only then.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from part1_capacity.calculator.dtypes import closest
+from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.profiles import ModelProfile, bundled_models
+
+
+def load_model(name_or_path) -> ModelProfile:
+    """A bundled profile by id (case-insensitive), or a profile read from a local path."""
+    s = str(name_or_path).strip()
+    if s.lower().endswith(".gguf"):
+        from part1_capacity.calculator.checkpoints import profile_from_gguf
+
+        return profile_from_gguf(s)
+    if Path(s).is_dir():
+        from part1_capacity.calculator.checkpoints import is_model_folder, profile_from_folder
+
+        if is_model_folder(s):
+            return profile_from_folder(s)
+    if s.endswith(".json") or "/" in s or Path(s).exists():
+        from part1_capacity.calculator.configs import profile_from_config_path
+
+        return profile_from_config_path(s)
+    models = bundled_models()
+    key = s.lower()
+    if key not in models:
+        raise InputError(f"model: unknown '{s}'{closest(key, models)}; see `capacity list models` "
+                         f"or pass a config.json, a model folder or a .gguf file")
+    return models[key]

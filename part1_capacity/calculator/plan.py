@@ -1,0 +1,320 @@
+"""Workload + model + accelerator → a plan: memory, the deployment (nodes, tensor/pipeline/data/expert
+parallelism, with and without the KV cache), prefill and decode times on it, the bottleneck, a verdict that
+follows from the numbers, and where an overflowing cache can go.
+
+The deployment rules and the search live in ``deploy.py`` (one place: usable memory per accelerator, each rank's
+share of the cache, the split's step times); the weight bytes in ``weights.py``; the roofline in ``roofline.py``.
+This module only assembles them. Units: bytes, seconds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from part1_capacity.calculator import deploy, engine_rules, roofline, speed, weights
+from part1_capacity.calculator.deploy import tp_degrees
+from part1_capacity.calculator.sharding import (  # noqa: F401  (kv_fraction_per_rank re-exported for old callers)
+    kv_fraction_per_rank, splits_heads, state_fraction_per_rank)
+from part1_capacity.calculator.dtypes import KV_DTYPES, get_dtype
+from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.hardware import Accelerator, load_accelerator
+from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.profiles import ModelProfile
+from part1_capacity.calculator.tiers import tiers_for
+from course.units import GIB, ceil_div
+
+DEFAULT_USABLE_FRACTION = 0.90      # vLLM's default gpu_memory_utilization
+DEFAULT_OVERHEAD_BYTES = 2 * GIB    # activations of a chunked prefill + runtime; vLLM profiles 1–4 GiB at start-up
+
+
+@dataclass
+class Workload:
+    """What the customer runs. ``context`` = prompt + output tokens per sequence; ``batch`` = concurrent sequences."""
+    context: int
+    batch: int = 1
+    weights_dtype: str | None = None      # None: the model's native precision
+    kv_dtype: str = "bf16"
+    state_dtype: str | None = None        # recurrent state; None: the model's own (SSM.state_dtype), else kv_dtype
+    usable_fraction: float = DEFAULT_USABLE_FRACTION
+    overhead_bytes: float = DEFAULT_OVERHEAD_BYTES
+    prompt: int | None = None             # prefill length; None: the whole context
+    tensor_parallel: int | None = None    # pinned tensor-parallel degree; None: the search picks it
+    pipeline_parallel: int | None = None  # pinned pipeline stages; None: the search picks them
+    nodes: int | None = None              # pinned node budget: the best decode on at most this many nodes
+    engine: str = "law"                   # whose allocation sizes the cache: law, llama.cpp, vllm (engine_rules)
+    hybrid_kv_cache_manager: bool = True  # vLLM's hybrid manager (False: --disable-hybrid-kv-cache-manager)
+
+    def validate(self, model: ModelProfile) -> "Workload":
+        for name in ("context", "batch"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+                raise InputError(f"{name}: must be a positive integer, got {v!r}")
+        if self.context > model.max_context:
+            raise InputError(f"context: {self.context} exceeds {model.id}'s maximum context of "
+                             f"{model.max_context} tokens")
+        if self.prompt is not None and not (0 < self.prompt <= self.context):
+            raise InputError(f"prompt: must be between 1 and context ({self.context}), got {self.prompt}")
+        if not 0 < self.usable_fraction <= 1:
+            raise InputError(f"usable_fraction: must be in (0, 1], got {self.usable_fraction}")
+        if self.overhead_bytes < 0:
+            raise InputError(f"overhead: must be >= 0, got {self.overhead_bytes}")
+        for name in ("tensor_parallel", "pipeline_parallel", "nodes"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0):
+                raise InputError(f"{name}: must be a positive integer, got {v!r}")
+        t = self.tensor_parallel
+        if t is not None and not splits_heads(model, t):
+            raise InputError(f"tensor_parallel: {t} does not split {model.id}'s {model.n_heads} attention heads and "
+                             f"{model.n_kv_heads} K/V heads evenly; allowed: "
+                             f"{', '.join(str(d) for d in range(1, model.n_heads + 1) if splits_heads(model, d))}")
+        engine_rules.check_engine(self.engine)
+        self.weights_dtype = get_dtype(self.weights_dtype or model.native_dtype, "weights_dtype").name
+        self.kv_dtype = get_dtype(self.kv_dtype, "kv_dtype", KV_DTYPES).name
+        # Servers keep some hybrids' state wider than the KV cache (vLLM: Nemotron-H SSM state in float32).
+        default_state = (model.ssm.state_dtype if model.ssm else "") or self.kv_dtype
+        self.state_dtype = get_dtype(self.state_dtype or default_state, "state_dtype", KV_DTYPES).name
+        return self
+
+
+def weights_bytes(model: ModelProfile, wl: Workload) -> float:
+    """Bytes of the weights a server loads at the workload's weight precision."""
+    return weights.weights_bytes(model, wl.weights_dtype)
+
+
+IMPLICATIONS = {
+    "weights": ("weights dominate memory: propose fewer bits per weight, more memory per accelerator or sharding the "
+                "weights (tensor/expert parallelism); a tiered KV memory would not address this customer's problem"),
+    "kv_cache": ("the KV cache dominates memory: propose KV quantization (fp8), prefix caching, fewer or shorter "
+                 "concurrent sequences per accelerator, or offloading KV to a slower tier (host DRAM, CXL) — "
+                 "tiered KV memory fits this customer"),
+}
+
+
+NOTHING_TO_PROPOSE = "fits; nothing to propose for memory"
+
+
+@dataclass
+class Plan:
+    model: ModelProfile
+    accelerator: Accelerator
+    workload: Workload
+    kv_bytes_per_token: float
+    kv_bytes_per_sequence: float
+    state_bytes_per_sequence: float
+    weights_bytes: float
+    kv_bytes_total: float
+    deployment: deploy.Deployment | None
+    deployment_without_kv: deploy.Deployment | None
+    kv_bytes_stored: float          # across all ranks, including tensor-parallel replication
+    prefill: roofline.Phase | None
+    decode: roofline.Phase | None
+    decode_split: deploy.StepTime | None = None
+    prefill_split: deploy.StepTime | None = None
+    overflow: dict = field(default_factory=dict)
+    overflow_tiers: list = field(default_factory=list)
+    fewest: deploy.Deployment | None = None    # the fewest-accelerator deployment (differs under a node budget)
+
+    @property
+    def accelerators_needed(self) -> int | None:
+        """Fewest accelerators that hold the workload (the deployment under a ``--nodes`` budget may use more)."""
+        dep = self.fewest or self.deployment
+        return dep.accelerators if dep else None
+
+    @property
+    def accelerators_without_kv(self) -> int | None:
+        return self.deployment_without_kv.accelerators if self.deployment_without_kv else None
+
+    @property
+    def parallelism(self) -> dict:
+        return self.deployment.parallelism() if self.deployment else {}
+
+    @property
+    def parallelism_without_kv(self) -> dict:
+        return self.deployment_without_kv.parallelism() if self.deployment_without_kv else {}
+
+    @property
+    def overflow_bytes(self) -> float:
+        return self.overflow.get("bytes", 0.0)
+
+    @property
+    def kv_to_weights_ratio(self) -> float:
+        return self.kv_bytes_total / self.weights_bytes
+
+    @property
+    def bottleneck(self) -> str:
+        return "kv_cache" if self.kv_bytes_total > self.weights_bytes else "weights"
+
+    @property
+    def accelerators_added_by_kv(self) -> int | None:
+        if self.accelerators_needed is None or self.accelerators_without_kv is None:
+            return None
+        return self.accelerators_needed - self.accelerators_without_kv
+
+    @property
+    def verdict(self) -> str:
+        """What the numbers say about memory: nothing to propose when the cache adds no accelerator."""
+        added = self.accelerators_added_by_kv
+        if self.deployment_without_kv is None:
+            return "does not fit: the weights alone exceed every allowed deployment"
+        if self.deployment is None:
+            return "does not fit: one sequence's cache does not fit beside its share of the weights"
+        if added == 0:
+            n = self.accelerators_without_kv
+            return (f"{NOTHING_TO_PROPOSE}: the KV cache adds no accelerator to the {n:,} the weights need")
+        with_kv = self.fewest or self.deployment
+        nodes = with_kv.nodes - self.deployment_without_kv.nodes
+        same = with_kv.nodes
+        adds = (f"the KV cache adds {added:,} accelerator{'s' if added != 1 else ''} "
+                + (f"and {nodes:,} node{'s' if nodes != 1 else ''}" if nodes > 0 else
+                   "within the same node" if same == 1 else f"within the same {same:,} nodes"))
+        if self.bottleneck == "kv_cache":
+            return f"{adds}; {IMPLICATIONS['kv_cache']}"
+        return (f"{adds}, though the weights are the larger share of memory: for those accelerators propose KV "
+                f"quantization (fp8) or a slower tier for the cache; for the rest, {IMPLICATIONS['weights']}")
+
+    def to_dict(self) -> dict:
+        wl = self.workload
+        dec = self.decode_split
+        return {
+            "model": self.model.id, "structure": self.model.structure, "accelerator": self.accelerator.id,
+            "workload": {"context": wl.context, "batch": wl.batch, "prompt": wl.prompt or wl.context,
+                         "tensor_parallel": wl.tensor_parallel, "pipeline_parallel": wl.pipeline_parallel,
+                         "nodes": wl.nodes, "engine": wl.engine,
+                         "weights_dtype": wl.weights_dtype, "kv_dtype": wl.kv_dtype, "state_dtype": wl.state_dtype,
+                         "usable_fraction": wl.usable_fraction, "overhead_bytes": wl.overhead_bytes},
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "kv_bytes_per_sequence": self.kv_bytes_per_sequence,
+            "state_bytes_per_sequence": self.state_bytes_per_sequence,
+            "weights_bytes": self.weights_bytes,
+            **weights.plan_fields(self.model, wl.weights_dtype, self.kv_bytes_total),
+            "kv_bytes_total": self.kv_bytes_total,
+            "kv_bytes_stored": self.kv_bytes_stored,
+            "kv_to_weights_ratio": self.kv_to_weights_ratio,
+            "accelerators_needed": self.accelerators_needed,
+            "accelerators_without_kv": self.accelerators_without_kv,
+            "accelerators_added_by_kv": self.accelerators_added_by_kv,
+            "nodes_needed": (self.fewest or self.deployment).nodes if self.deployment else None,
+            "nodes_without_kv": self.deployment_without_kv.nodes if self.deployment_without_kv else None,
+            "parallelism": self.parallelism,
+            "parallelism_without_kv": self.parallelism_without_kv,
+            "prefill": ({**self.prefill.to_dict(), "communication_s": self.prefill_split.communication_s}
+                        if self.prefill else None),
+            "decode": ({**self.decode.to_dict(), "tokens_per_s": wl.batch / self.decode.time_s,
+                        "communication_s": dec.communication_s, "pipeline_microbatches": dec.microbatches,
+                        "pipeline_bubble_fraction": dec.bubble_fraction}
+                       if self.decode else None),
+            "bottleneck": self.bottleneck,
+            "implication": self.verdict if self.accelerators_added_by_kv == 0 else IMPLICATIONS[self.bottleneck],
+            "verdict": self.verdict,
+            "overflow_bytes": self.overflow_bytes,
+            "overflow": self.overflow,
+            "overflow_tiers": self.overflow_tiers,
+        }
+
+
+def _overflow(model, acc, wl, dep0: deploy.Deployment) -> tuple[dict, list]:
+    """The cache that does not fit beside the weights on the weights-only deployment ``dep0``, rank by rank, and
+    what a decode step slows to when each rank reads its overflow from a slower tier.
+
+    Every rank holds its replica's share of the sequences on its tensor rank: ``⌈B/d⌉ × cache_per_rank / p``.
+    Summed over the ranks this is more than the cache itself when tensor parallelism replicates it (K/V heads
+    fewer than ranks; the MLA latent on every rank) — ``replication`` says by how much."""
+    U = deploy.usable_bytes(acc, wl)
+    T, B = wl.context, wl.batch
+    m = ceil_div(B, dep0.data)
+    need = m * float(deploy.cache_per_rank(model, wl, T, dep0.tensor)) / dep0.pipeline
+    free = max(U - dep0.weights_per_rank, 0.0)
+    over = max(need - free, 0.0)
+    if over <= 0:
+        return {}, []
+    ranks = dep0.accelerators
+    kv_total = B * float(model.cache_bytes(T, get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes))
+    info = {"bytes": over * ranks, "bytes_per_rank": over, "ranks": ranks, "cache_per_rank": need,
+            "free_per_rank": free, "replication": need * ranks / kv_total if kv_total else 1.0,
+            "deployment": dep0.label()}
+    # one decode step of the weights-only deployment, pipeline stages in turn; the overflow read from the tier
+    t, p = dep0.tensor, dep0.pipeline
+    W = weights_bytes(model, wl)
+    f_stage = float(roofline.decode_flops(model, T, m)) / (t * p)
+    w_stage = W * float(roofline.weights_read_fraction(model, m)) / (t * p)
+    peak = acc.peak_flops(wl.weights_dtype)
+    t_all_hbm = p * float(roofline.step_time(f_stage, w_stage + need, peak, acc.bandwidth))
+    out = []
+    for tier in tiers_for(acc):
+        if tier.id == "hbm":
+            continue
+        t_step = p * float(roofline.step_time(f_stage, w_stage + free, peak, acc.bandwidth, over / tier.bandwidth))
+        out.append({"tier": tier.id, "name": tier.name, "capacity_bytes_per_accelerator": tier.capacity_bytes,
+                    "bandwidth": tier.bandwidth, "fits": bool(tier.capacity_bytes >= over),
+                    "decode_step_s": t_step, "decode_tokens_per_s": B / t_step,
+                    "slowdown_vs_hbm": t_step / t_all_hbm})
+    return info, out
+
+
+def _phases(model, acc, wl, dep: deploy.Deployment):
+    """Prefill (one prompt on one replica) and decode (one step of a replica's sequences) on ``dep``: the roofline
+    of the whole pass, with the time the split gives (per-rank roofline + all-reduces + pipeline)."""
+    T = wl.context
+    prompt = wl.prompt or T
+    kvb, sb = get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes
+    W = weights_bytes(model, wl)
+    f_pre = float(roofline.prefill_flops(model, prompt))
+    w_pre = W * float(roofline.weights_read_fraction(model, prompt))
+    c_pre = float(model.cache_bytes(prompt, kvb, sb))
+    pre_split = deploy.rank_step_time(model, acc, wl, prompt, 1, f_pre, w_pre,
+                                      float(deploy.cache_per_rank(model, wl, prompt, dep.tensor)), dep)
+    prefill = replace(roofline.phase(f_pre, w_pre + c_pre, acc, wl.weights_dtype, dep.tensor),
+                      time_s=pre_split.time_s)
+    dec_split = dep.decode or deploy.decode_time(model, acc, wl, dep)
+    m = dep.sequences_per_replica
+    f_dec = float(roofline.decode_flops(model, T, m))
+    b_dec = W * float(roofline.weights_read_fraction(model, m)) + m * float(model.cache_bytes(T, kvb, sb))
+    decode = replace(roofline.phase(f_dec, b_dec, acc, wl.weights_dtype, dep.tensor), time_s=dec_split.time_s)
+    # per-weight-type speed (speed.py): a host's measured kernels, else the datasheet roofline's stated assumption
+    how = speed.basis(acc, wl.weights_dtype)
+    prefill, decode = replace(prefill, basis=how), replace(decode, basis=how)
+    measured = speed.measured_times(model, acc, wl.weights_dtype, prompt, T, m, f_pre, f_dec, kvb, sb)
+    if measured and dep.accelerators == 1:
+        prefill, decode = replace(prefill, time_s=measured[0]), replace(decode, time_s=measured[1])
+    return prefill, pre_split, decode, dec_split
+
+
+def make_plan(model, accelerator, workload: Workload | None = None, **kw) -> Plan:
+    """The plan for ``model`` (profile or name/config path) on ``accelerator`` (object, name or JSON path)."""
+    model = model if isinstance(model, ModelProfile) else load_model(model)
+    acc = accelerator if isinstance(accelerator, Accelerator) else load_accelerator(accelerator)
+    wl = replace(workload or Workload(**kw)).validate(model)       # a copy: the caller's workload is not changed
+    T, B = wl.context, wl.batch
+    kvb, sb = get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes
+    per_seq_attn = float(model.attention_cache_bytes(T, kvb))
+    per_seq_state = float(model.state_bytes(sb))
+    kv_total = B * (per_seq_attn + per_seq_state)
+    dep = deploy.choose(model, acc, wl)
+    unpinned = replace(wl, nodes=None)           # memory answers: the fewest nodes, whatever the budget
+    fewest = deploy.choose(model, acc, unpinned) if wl.nodes else dep
+    dep0 = deploy.choose(model, acc, unpinned, with_cache=False)
+    if wl.nodes and dep is None and fewest is not None:
+        raise InputError(f"nodes: nothing fits on {wl.nodes} node{'s' if wl.nodes > 1 else ''} of "
+                         f"{acc.node_size} {acc.name}; the fewest is {fewest.label()} on {fewest.nodes} nodes")
+    stored = float(B * deploy.cache_per_rank(model, wl, T, dep.tensor) * dep.tensor) if dep else 0.0
+    prefill = pre_split = decode = dec_split = None
+    if dep or dep0:
+        prefill, pre_split, decode, dec_split = _phases(model, acc, wl, dep or dep0)
+    over, over_tiers = {}, []
+    if dep0 and (fewest is None or fewest.accelerators > dep0.accelerators):
+        over, over_tiers = _overflow(model, acc, wl, dep0)
+    return Plan(model=model, accelerator=acc, workload=wl, kv_bytes_per_token=float(model.kv_bytes_per_token(kvb)),
+                kv_bytes_per_sequence=per_seq_attn + per_seq_state, state_bytes_per_sequence=per_seq_state,
+                weights_bytes=weights_bytes(model, wl), kv_bytes_total=kv_total, deployment=dep,
+                deployment_without_kv=dep0, kv_bytes_stored=stored, prefill=prefill, decode=decode,
+                decode_split=dec_split, prefill_split=pre_split, overflow=over, overflow_tiers=over_tiers,
+                fewest=fewest)
+
+
+def for_plan(plan: Plan, engine: str, hybrid_manager: bool = True) -> engine_rules.EngineAllocation:
+    """``allocate`` for a ``plan.Plan``: its workload, on its tensor-parallel degree (pinned, else the search's)."""
+    tp = (plan.workload.tensor_parallel or plan.parallelism.get("tensor")
+          or plan.parallelism_without_kv.get("tensor") or 1)
+    pipeline = plan.parallelism.get("pipeline") or plan.parallelism_without_kv.get("pipeline") or 1
+    return engine_rules.allocate(plan.model, plan.workload, tp, engine, plan.accelerator, hybrid_manager, pipeline)

@@ -1,0 +1,123 @@
+"""The roofline of prefill and decode: FLOPs, bytes moved, arithmetic intensity, ridge point, bound, time.
+
+A kernel is memory-bound when its arithmetic intensity (FLOP per byte moved) is below the accelerator's ridge
+point (peak FLOP/s ÷ bandwidth), compute-bound above it; its time is at least ``max(FLOPs/peak, bytes/bandwidth)``
+(Williams, Waterman & Patterson 2009). Counting, per forward pass:
+
+- matmuls: ``2 × active parameters`` FLOPs per token (a multiply-add is 2 FLOPs);
+- attention: per query token, per cached token it attends to, per attention layer ``4 × n_heads × head_dim``
+  (QKᵀ and the weighted sum of V). MLA runs two ways (vLLM ``v1/attention/backends/mla/common.py`` module
+  docstring; ``mla_attention.py`` in newer trees): **decode** absorbs the up-projections into the query and
+  attends in the latent, ``2 × n_heads × (kv_lora_rank + qk_rope_head_dim) + 2 × n_heads × kv_lora_rank``;
+  **prefill** takes the "compute friendly approach": it decompresses K and V and runs ordinary attention with a
+  QK width of ``qk_nope_head_dim + qk_rope_head_dim`` and a V width of ``v_head_dim``,
+  ``2 × n_heads × (qk_nope_head_dim + qk_rope_head_dim) + 2 × n_heads × v_head_dim`` (the decompression itself
+  is a weight matmul, counted with the parameters). Window layers attend to at most ``window`` tokens;
+  recurrent layers cost ``2 × state`` per token;
+- bytes: the weights read once per pass (MoE: the experts any token of the pass routes to — expected fraction
+  ``1 − (1 − active/total)^tokens``, an independence approximation), plus the cache read (decode) or written
+  (prefill).
+
+Prefill is one prompt of ``T`` tokens processed at once; decode is one step of ``batch`` sequences each holding
+``T`` tokens. All functions accept numpy arrays for ``T`` and ``batch``. Units: FLOPs, bytes, seconds.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from part0_foundations.l03_kv_cache import laws
+
+if TYPE_CHECKING:   # hardware.py calls ridge_point below: import the types only when type-checking
+    from part1_capacity.calculator.hardware import Accelerator
+    from part1_capacity.calculator.profiles import ModelProfile
+
+PHASES = ("prefill", "decode")
+
+
+def ridge_point(peak_flops: float, bandwidth: float) -> float:
+    """Arithmetic intensity (FLOP/byte) above which a kernel is compute-bound: peak FLOP/s ÷ bytes/s."""
+    return peak_flops / bandwidth
+
+
+def step_time(flops, nbytes, peak_flops: float, bandwidth: float, extra_seconds: float = 0.0):
+    """The roofline time of one pass: ``max(flops / peak, bytes / bandwidth + extra_seconds)`` seconds — the
+    arithmetic and the memory traffic overlap, so the slower of the two sets the time. ``extra_seconds``: bytes
+    read from a slower tier, added to the memory side (serially: a conservative bound)."""
+    return np.maximum(np.asarray(flops, dtype=np.float64) / peak_flops,
+                      np.asarray(nbytes, dtype=np.float64) / bandwidth + extra_seconds)
+
+
+def attention_flops_per_pair(p: ModelProfile, phase: str = "decode") -> float:
+    """FLOPs for one query token attending to one cached token in one attention layer, in ``phase``
+    ("prefill" or "decode": MLA runs a different form in each, see the module docstring)."""
+    if phase not in PHASES:
+        raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
+    if p.is_mla:
+        if phase == "prefill":   # K/V decompressed: ordinary attention, QK width nope + rope, V width v_head_dim
+            return 2 * p.n_heads * (p.head_dim + p.qk_rope_head_dim) + 2 * p.n_heads * (p.v_head_dim or p.head_dim)
+        return 2 * p.n_heads * (p.kv_lora_rank + p.qk_rope_head_dim) + 2 * p.n_heads * p.kv_lora_rank
+    return 4 * p.n_heads * p.head_dim
+
+
+def _causal_pairs(T, window=None):
+    """(query, key) pairs of a causal prompt of T tokens: Σ_{i=1..T} min(i, W)."""
+    T = np.asarray(T, dtype=np.float64)
+    if not window:
+        return T * (T + 1) / 2
+    W = float(window)
+    capped = W * (W + 1) / 2 + (T - W) * W
+    return np.where(T <= W, T * (T + 1) / 2, capped)
+
+
+def weights_read_fraction(p: ModelProfile, tokens):
+    """Expected fraction of the weights one pass over ``tokens`` tokens reads (1 for a dense model)."""
+    r = p.params_active / p.params_total
+    return 1.0 - (1.0 - r) ** np.asarray(tokens, dtype=np.float64)
+
+
+def prefill_flops(p: ModelProfile, T):
+    """FLOPs to prefill one prompt of ``T`` tokens."""
+    pair = attention_flops_per_pair(p, "prefill")
+    attn = pair * (p.n_full_layers * _causal_pairs(T) + p.n_window_layers * _causal_pairs(T, p.window))
+    ssm = 2 * p.ssm.state_elements * p.ssm.n_layers * np.asarray(T) if p.ssm else 0
+    return 2 * p.params_active * np.asarray(T, dtype=np.float64) + attn + ssm
+
+
+def decode_flops(p: ModelProfile, T, batch):
+    """FLOPs of one decode step: ``batch`` new tokens, each attending to its sequence's ``T`` cached tokens."""
+    T = np.asarray(T, dtype=np.float64)
+    pair = attention_flops_per_pair(p, "decode")
+    seen = p.n_full_layers * T + p.n_window_layers * laws.window_tokens(T, p.window or 1)   # the cache law's min(T, W)
+    ssm = 2 * p.ssm.state_elements * p.ssm.n_layers if p.ssm else 0
+    return np.asarray(batch, dtype=np.float64) * (2 * p.params_active + pair * seen + ssm)
+
+
+@dataclass
+class Phase:
+    """One phase on the roofline (numbers for the whole model pass, on the plan's accelerators)."""
+    flops: float
+    bytes: float
+    arithmetic_intensity: float   # FLOP/byte
+    ridge_point: float            # FLOP/byte of the accelerator at the weights' precision
+    bound: str                    # "compute" or "memory"
+    time_s: float                 # max(FLOPs / peak, bytes / bandwidth) on `devices` accelerators
+    basis: str = "roofline"       # where time_s comes from (speed.py: measured kernels or a datasheet assumption)
+
+    def to_dict(self) -> dict:
+        return {k: float(v) if not isinstance(v, str) else v for k, v in asdict(self).items()}
+
+
+def phase(flops, nbytes, acc: Accelerator, weights_dtype: str, devices: int = 1,
+          extra_seconds: float = 0.0) -> Phase:
+    """Place a pass on the roofline. ``devices`` split FLOPs and bytes evenly (ideal tensor parallelism);
+    ``extra_seconds`` adds time spent reading from a slower tier (serially: a conservative bound)."""
+    peak = acc.peak_flops(weights_dtype)
+    ai = float(flops) / float(nbytes)
+    t_compute = float(flops) / (peak * devices)
+    t_memory = float(nbytes) / (acc.bandwidth * devices) + extra_seconds
+    bound = "compute" if t_compute >= t_memory else "memory"
+    t = float(step_time(flops, nbytes, peak * devices, acc.bandwidth * devices, extra_seconds))
+    return Phase(float(flops), float(nbytes), ai, ridge_point(peak, acc.bandwidth), bound, t)

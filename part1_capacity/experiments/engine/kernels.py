@@ -1,0 +1,171 @@
+"""The speed model's constants, measured on llama.cpp's own CPU matmul kernels — never on the ladder they predict.
+
+``matmul-bench`` (``part1_capacity/experiments/engine/matmul_bench.c``, built by ``make matmul-bench`` against the ggml
+libraries of the same vendored llama.cpp source and build flags as llama-bench) times ``ggml_mul_mat`` on the CPU
+backend for one weight type, with the weights placed where llama.cpp's loader puts them (its repacking buffer when
+the CPU backend has one for the type: Q4_K on AVX2). Why not ``test-backend-ops perf``: it fixes the thread count at
+half the CPUs (``N_THREADS/2`` in tests/test-backend-ops.cpp: one thread here) and allocates weights in the plain
+CPU buffer, so it never runs the repacked Q4_K kernels that llama-bench runs.
+
+Four measurements per thread count and weight type (shapes chosen apart from any ladder model's):
+
+- **stream** — decode as a model does it: a 2048 × 2048 weight times one token, over enough distinct copies that
+  the weights (≥ 512 MB) stream from memory; → seconds per weight, ``decode_s_per_weight``;
+- **cached** — the same product on one 512 × 512 weight that stays in the core's cache: the kernel's arithmetic
+  alone (unpack, convert, multiply); → ``compute_s_per_weight`` (what a core spends per weight when memory is free);
+- **prefill** — 2048 × 2048 weights times 512 tokens: → seconds per weight per token, ``prefill_s_per_weight_token``;
+- **overhead** — 64 tiny products in one graph: the fixed cost of one graph node (thread hand-off, barrier),
+  ``op_overhead_s``; a decode step pays it once per node of the model's graph.
+
+Figures are medians over repeated runs, then over interleaved rounds. Run alone: ``python -m part1_capacity.experiments.engine.kernels --save``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+from pathlib import Path
+
+from part1_capacity.experiments.engine.common import REPO, load_result, save_result
+from part1_capacity.calculator.errors import InputError
+
+BUILT = REPO / "build" / "llama.cpp" / "bin" / "matmul-bench"
+RESULT = "e2_kernels"
+TYPES = ("f32", "f16", "q8_0", "q5_0", "q4_K", "q6_K")   # every type in the ladder's files (Q4_K_M: Q4_K + Q6_K)
+BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "q8_0": 34 / 32, "q5_0": 22 / 32, "q4_K": 144 / 256, "q6_K": 210 / 256}
+STREAM_KM, STREAM_BYTES = 2048, 512 << 20
+CACHED_KM = 512
+PREFILL_KM, PREFILL_N = 2048, 512
+
+
+def find_binary() -> str | None:
+    for cand in (os.environ.get("MATMUL_BENCH"), str(BUILT)):
+        if cand and Path(cand).is_file() and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def run_bench(type_name, k, m, n, threads, copies, reps, binary=None) -> dict:
+    """One ``matmul-bench`` run: its JSON record (settings, repacked, seconds of each timed graph run)."""
+    binary = binary or find_binary()
+    if not binary:
+        raise InputError("matmul-bench not found: run `make matmul-bench` (or set MATMUL_BENCH)")
+    cmd = [binary, type_name, str(k), str(m), str(n), str(threads), str(copies), str(reps)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"matmul-bench failed ({out.returncode}): {out.stderr.strip()[-300:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _median(rec) -> float:
+    return statistics.median(rec["seconds"])
+
+
+def constants_from_runs(runs: list[dict]) -> dict:
+    """Per thread count: ``op_overhead_s`` and per type ``decode_s_per_weight``, ``compute_s_per_weight``,
+    ``prefill_s_per_weight_token``, ``bytes_per_weight``, ``repacked`` — from the raw runs.
+    Each run gives its median; each product's node overhead is taken off before dividing by its weights; where
+    one measurement was repeated in several rounds, the constant is the median over the rounds (a round the
+    machine slowed, for memory or CPU, moves it less than a mean would)."""
+    out: dict = {}
+    for r in runs:
+        out.setdefault(str(r["threads"]), {"types": {}})
+    for th, v in out.items():
+        over = [_median(r) / r["copies"] for r in runs if r["kind"] == "overhead" and str(r["threads"]) == th]
+        if over:
+            v["op_overhead_s"] = statistics.median(over)
+    per: dict = {}
+    for r in runs:
+        if r["kind"] == "overhead":
+            continue
+        th = out[str(r["threads"])]
+        o = th.get("op_overhead_s", 0.0)
+        th["types"].setdefault(r["type"], {"bytes_per_weight": BYTES_PER_WEIGHT[r["type"]], "repacked": r["repacked"]})
+        per_node = max(_median(r) / r["copies"] - o, 0.0)
+        cost = per_node / (r["k"] * r["m"]) / (r["n"] if r["kind"] == "prefill" else 1)
+        per.setdefault((str(r["threads"]), r["type"], r["kind"]), []).append(cost)
+    key = {"stream": "decode_s_per_weight", "cached": "compute_s_per_weight", "prefill": "prefill_s_per_weight_token"}
+    for (th, t, kind), costs in per.items():
+        out[th]["types"][t][key[kind]] = statistics.median(costs)
+    return out
+
+
+def measure(threads=(1, 2), types=TYPES, reps=15, rounds=5, progress=None) -> list[dict]:
+    """All four measurements for each thread count and type, repeated in ``rounds`` interleaved rounds (every
+    type once per round), so a spell of slow memory on this shared machine touches every type alike instead of
+    one type's whole measurement; returns the raw runs (with a ``kind`` and a ``round`` each)."""
+    runs = []
+    for rnd in range(rounds):
+        for th in threads:
+            rec = run_bench("f32", 64, 8, 1, th, 64, 4 * reps)
+            runs.append({**rec, "kind": "overhead", "round": rnd})
+            for t in types:
+                if progress:
+                    progress(f"round {rnd + 1}/{rounds}: {t}, {th} thread{'s' if th > 1 else ''}")
+                per_copy = STREAM_KM * STREAM_KM * BYTES_PER_WEIGHT[t]
+                copies = math.ceil(STREAM_BYTES / per_copy)
+                runs.append({**run_bench(t, STREAM_KM, STREAM_KM, 1, th, copies, reps), "kind": "stream", "round": rnd})
+                runs.append({**run_bench(t, CACHED_KM, CACHED_KM, 1, th, 1, 20 * reps), "kind": "cached",
+                             "round": rnd})
+                runs.append({**run_bench(t, PREFILL_KM, PREFILL_KM, PREFILL_N, th, 2, 3), "kind": "prefill",
+                             "round": rnd})
+    return runs
+
+
+def decode_bytes_per_token(weight_types: dict) -> float:
+    """Bytes of weights one decode token streams: every matmul and output weight once, at its type's bytes per
+    weight (``weight_types`` as ``gguf_model.weight_types`` gives it; the embedding lookup reads one row, left out)."""
+    return sum(n * BYTES_PER_WEIGHT[t] for part in ("matmul", "output") for t, n in weight_types[part].items())
+
+
+def compact(runs: list[dict]) -> list[dict]:
+    """The runs with their seconds rounded to 4 digits (far below the runs' own wander), to keep saved files small."""
+    for r in runs:
+        r["seconds"] = [float(f"{x:.4g}") for x in r["seconds"]]
+    return runs
+
+
+def load_constants() -> dict | None:
+    """The saved constants (``results/e2_kernels.json``), or None."""
+    r = load_result(RESULT)
+    return r["constants"] if r else None
+
+
+def main(argv=None):
+    from course.records import run_record
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    ap.add_argument("--reps", type=int, default=15, help="timed runs per measurement (default 15)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of every measurement (default 5)")
+    ap.add_argument("--save", action="store_true", help=f"save part1_capacity/results/{RESULT}.json")
+    args = ap.parse_args(argv)
+    try:
+        threads = tuple(int(x) for x in args.threads.split(","))
+    except ValueError:
+        ap.error(f"--threads must be comma-separated whole numbers from 1 to {os.cpu_count()}, got {args.threads!r}")
+    if not all(1 <= t <= (os.cpu_count() or 1) for t in threads):
+        ap.error(f"--threads must each be from 1 to {os.cpu_count()} (this machine's CPUs), got {args.threads!r}")
+    for name, v, hi in (("--reps", args.reps, 1000), ("--rounds", args.rounds, 100)):
+        if not 1 <= v <= hi:
+            ap.error(f"{name} must be from 1 to {hi}, got {v}")
+    record = run_record(program="python -m part1_capacity.experiments.engine.kernels")
+    runs = measure(threads, reps=args.reps, rounds=args.rounds, progress=lambda s: print("measuring", s, flush=True))
+    from course.records import load_average
+
+    # a measurement at some thread counts replaces those and keeps the saved ones at other counts
+    kept = [r for r in ((load_result(RESULT) or {}).get("runs") or []) if r["threads"] not in threads]
+    for r in compact(runs):
+        r["date_utc"], r["load_average"] = record["date_utc"], record["load_average_at_start"]
+    result = {**record, "load_average_at_end": load_average(), "binary": "matmul-bench (make matmul-bench)",
+              "runs": kept + runs, "constants": constants_from_runs(kept + runs)}
+    if args.save:
+        print("saved", save_result(RESULT, result))
+    print(json.dumps(result["constants"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
