@@ -39,8 +39,9 @@ class RemoteError(Exception):
     """An exception raised on the other side whose type is not one of the builtins that cross as themselves."""
 
 
-class ChannelBroken(Exception):
-    """The other side sent what cannot be read, closed, or did not answer in time; the message says which."""
+class ChannelBroken(BaseException):
+    """The other side sent what cannot be read, closed, or did not answer in time; the message says which. A
+    BaseException: no ``except Exception`` in a check turns it into a verdict."""
 
 
 _ERROR_TYPES: dict[tuple[str, str], type] = {}
