@@ -18,7 +18,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable
 
-from course.proxy import ChannelBroken, fetch
+from course.proxy import ChannelBroken, fetch, type_name
 
 
 class CheckFailed(AssertionError):
@@ -72,7 +72,7 @@ def install_guard(guard) -> None:
 
 def call(fn, *args, what=None, timeout: float = 30.0, **kwargs):
     """Call learner code; turn an exception or a hang into a CheckFailed that names the function."""
-    name = what or getattr(fn, "__qualname__", None) or type(fn).__name__
+    name = what or getattr(fn, "__qualname__", None) or type_name(fn)
     guard = GUARD  # read once, before learner code runs: the learner cannot switch it off for this call
     try:
         with time_limit(timeout, name):
@@ -118,7 +118,7 @@ def expect(condition: bool, message: str):
 def expect_shape(t, shape, what: str):
     """The tensor/array ``t`` must have exactly ``shape``."""
     got = tuple(getattr(t, "shape", ()))
-    expect(hasattr(t, "shape"), f"{what}: expected a tensor of shape {tuple(shape)}, got {type(t).__name__}")
+    expect(hasattr(t, "shape"), f"{what}: expected a tensor of shape {tuple(shape)}, got {type_name(t)}")
     expect(got == tuple(shape), f"{what}: expected shape {tuple(shape)}, got {got}")
 
 

@@ -20,7 +20,10 @@ from course import proxy, wire
 
 
 def _send(fd, **msg):
-    wire.write_frame(fd, proxy.Channel(-1, fd, trusted=False)._frame(msg, {}))
+    try:
+        wire.write_frame(fd, proxy.Channel(-1, fd, trusted=False)._frame(msg, {}))
+    except OSError:
+        os._exit(0)  # the grader is gone: so is everything here
 
 
 def _describe(exc: BaseException) -> str:

@@ -92,6 +92,14 @@ def resolve_class(path) -> type | None:
     return obj if isinstance(obj, type) else None
 
 
+def type_name(x) -> str:
+    """The name of a value's type; for a stand-in, the type of the object it stands for."""
+    if getattr(type(x), "_wire_handle", False):
+        name = object.__getattribute__(x, "_meta").get("type")
+        return name if isinstance(name, str) else "object"
+    return type(x).__name__
+
+
 def fetch(x):
     """The value behind a stand-in of a tensor (a learner's parameter, read as an attribute); anything else as is."""
     if getattr(type(x), "_wire_handle", False):
@@ -250,7 +258,7 @@ def _meta(obj) -> dict:
         origins = [str(getattr(k, "__module__", ""))[:200] + "." + str(getattr(k, "__qualname__", ""))[:200]
                    for k in own[:16]]
         fn_mod = getattr(obj, "__module__", None) if callable(obj) and not isinstance(obj, type) else None
-        return {"kind": kind, "bases": bases, "origins": origins,
+        return {"kind": kind, "bases": bases, "origins": origins, "type": str(t.__qualname__)[:100],
                 "module": fn_mod[:200] if isinstance(fn_mod, str) else None}
     except BaseException:  # noqa: BLE001 - a learner's class may refuse introspection
         return {"kind": "object", "bases": [], "origins": []}
