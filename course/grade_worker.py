@@ -121,7 +121,7 @@ def build_view(lesson_module: str, repo: str, view_dir: str) -> dict[str, str]:
     for mod in lesson.reference:
         rel = mod.replace(".", "/") + ".py"
         with open(os.path.join(repo, rel), encoding="utf-8") as f:
-            put(rel, sandbox.stub_module(f.read(), lesson.names()))
+            put(rel, sandbox.stub_module(f.read()))
     own = lesson_module.replace(".", "/") + ".py"
     for top in sandbox.READABLE:
         for dirpath, dirnames, filenames in os.walk(os.path.join(repo, top)):
@@ -187,7 +187,7 @@ class LearnerProcess:
         if not msg or msg.get("kind") != "forked":
             return None
         self.forked = True
-        return proxy.Channel(self.rpc_r, self.rpc_w, trusted=True)
+        return proxy.Channel(self.rpc_r, self.rpc_w, trusted=True, watch=self.ctl_r)
 
     def end_fork(self, deadline_s: float = 10.0) -> int | None:
         """Kill the current server (if alive); its exit code as its parent saw it; its unread output dropped."""

@@ -26,32 +26,38 @@ class CheckFailed(AssertionError):
 
 
 class _Timeout(BaseException):
-    # BaseException so that a learner's `except Exception:` cannot swallow it.
-    pass
+    # BaseException so that a learner's `except Exception:` cannot swallow it; ``owner`` is the limit that ran out.
+    def __init__(self, owner=None):
+        super().__init__()
+        self.owner = owner
 
 
 @contextlib.contextmanager
 def time_limit(seconds: float, what: str = "your code"):
     """Fail with CheckFailed if the block runs longer than ``seconds`` (main thread only; elsewhere no limit).
 
-    A timer already running (pytest-timeout's, an outer limit) is put back afterwards with its remaining time."""
+    A timer already running (pytest-timeout's, an outer limit) is put back afterwards with its remaining time; when
+    the outer limit runs out first, the message is the outer limit's."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return
 
     outer_left, _ = signal.getitimer(signal.ITIMER_REAL)
     start = time.monotonic()
+    me = object()
 
     def _raise(signum, frame):
         if outer_left and outer_left < seconds and callable(old):
             return old(signum, frame)  # the outer limit came first: its handler decides
-        raise _Timeout()
+        raise _Timeout(me)
 
     old = signal.signal(signal.SIGALRM, _raise)
     signal.setitimer(signal.ITIMER_REAL, min(seconds, outer_left) if outer_left else seconds)
     try:
         yield
-    except _Timeout:
+    except _Timeout as exc:
+        if exc.owner is not me:
+            raise
         raise CheckFailed(f"{what} did not finish within {seconds:g} s (an infinite loop?)") from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)

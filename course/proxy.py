@@ -269,8 +269,9 @@ class Channel:
     is restricted; every wait has ``deadline``). ``namespace``: the learner's definitions (``lookup``), on the
     learner's end."""
 
-    def __init__(self, rfd: int, wfd: int, trusted: bool, namespace: dict | None = None, on_call=None):
-        self.rfd, self.wfd, self.trusted, self.namespace = rfd, wfd, trusted, namespace
+    def __init__(self, rfd: int, wfd: int, trusted: bool, namespace: dict | None = None, on_call=None,
+                 watch: int | None = None):
+        self.rfd, self.wfd, self.trusted, self.namespace, self.watch = rfd, wfd, trusted, namespace, watch
         self.exports: dict[int, object] = {}
         self.by_obj: dict[int, int] = {}
         self.deadline: float | None = None
@@ -325,7 +326,7 @@ class Channel:
 
     def _receive(self):
         try:
-            tree, blob = wire.read_frame(self.rfd, self.deadline)
+            tree, blob = wire.read_frame(self.rfd, self.deadline, self.watch)
         except wire.WireTimeout:
             self.broken = "timeout"
             raise ChannelBroken("timeout") from None

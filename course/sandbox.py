@@ -229,41 +229,24 @@ def bwrap_argv(repo: str, view_files: dict[str, str], scratch: str, fds: list[in
     return argv
 
 
-def stub_module(text: str, names: list[str], note: str = STUB_NOTE) -> str:
-    """``text`` (a reference module) with each ``### BEGIN SOLUTION``…``### END SOLUTION`` region, or else each
-    top-level definition in ``names``, replaced by code that raises NotImplementedError: the rest of the module (the
-    parts a notebook is given) stays as it is."""
-    import ast
-
+def stub_module(text: str, note: str = STUB_NOTE) -> str:
+    """``text`` (a reference module) with each ``### BEGIN SOLUTION``…``### END SOLUTION`` region replaced by a line
+    that raises NotImplementedError: the rest of the module (the parts a notebook is given) stays as it is."""
     lines = text.splitlines()
-    if "### BEGIN SOLUTION" in text:
-        out, skipping = [], False
-        for line in lines:
-            stripped = line.strip()
-            if stripped == "### BEGIN SOLUTION":
-                indent = line[: len(line) - len(line.lstrip())]
-                out.append(f"{indent}raise NotImplementedError({note!r})")
-                skipping = True
-            elif stripped == "### END SOLUTION":
-                skipping = False
-            elif not skipping:
-                out.append(line)
-        return "\n".join(out) + "\n"
-    tree = ast.parse(text)
-    spans = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names:
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            if isinstance(node, ast.ClassDef):
-                bases = ", ".join(ast.get_source_segment(text, b) for b in node.bases)
-                stub = [f"class {node.name}({bases}):", "    def __init__(self, *args, **kwargs):",
-                        f"        raise NotImplementedError({note!r})"]
-            else:
-                stub = [f"def {node.name}(*args, **kwargs):", f"    raise NotImplementedError({note!r})"]
-            spans.append((start, node.end_lineno, stub))
-    for start, end, stub in sorted(spans, reverse=True):
-        lines[start - 1:end] = stub
-    return "\n".join(lines) + "\n"
+    if not any(line.strip() == "### BEGIN SOLUTION" for line in lines):
+        raise ValueError("a reference module without ### BEGIN SOLUTION regions: nothing marks what to hide")
+    out, skipping = [], False
+    for line in lines:
+        stripped = line.strip()
+        if stripped == "### BEGIN SOLUTION":
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(f"{indent}raise NotImplementedError({note!r})")
+            skipping = True
+        elif stripped == "### END SOLUTION":
+            skipping = False
+        elif not skipping:
+            out.append(line)
+    return "\n".join(out) + "\n"
 
 
 def stub_checks(text: str, given: tuple[str, ...]) -> str:

@@ -231,14 +231,18 @@ def write_frame(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _read_exact(fd: int, n: int, deadline: float | None) -> bytearray:
+def _read_exact(fd: int, n: int, deadline: float | None, watch: int | None = None) -> bytearray:
     buf = bytearray(n)
     view, got = memoryview(buf), 0
     while got < n:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+        if deadline is not None or watch is not None:
+            left = None if deadline is None else deadline - time.monotonic()
+            ready = select.select([fd] + ([watch] if watch is not None else []), [], [], left)[0] \
+                if left is None or left > 0 else []
+            if not ready:
                 raise WireTimeout()
+            if fd not in ready:
+                raise WireClosed()  # the watched descriptor spoke first: the writer is gone
         k = os.readv(fd, [view[got:]])
         if k == 0:
             raise WireClosed()
@@ -246,15 +250,18 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytearray:
     return buf
 
 
-def read_frame(fd: int, deadline: float | None = None) -> tuple[object, memoryview]:
-    """(JSON tree, blob) of the next frame; the sizes are checked before anything is read into memory."""
-    magic, n_json, n_blob = HEADER.unpack(_read_exact(fd, HEADER.size, deadline))
+def read_frame(fd: int, deadline: float | None = None, watch: int | None = None) -> tuple[object, memoryview]:
+    """(JSON tree, blob) of the next frame; the sizes are checked before anything is read into memory. ``watch``: a
+    descriptor that becomes readable when the writer is gone (then WireClosed)."""
+    magic, n_json, n_blob = HEADER.unpack(_read_exact(fd, HEADER.size, deadline, watch))
     if magic != MAGIC:
         raise WireError("a message that does not start with the frame marker")
-    if n_json > MAX_JSON or n_blob > MAX_BLOB:
-        raise WireError(f"a message of {n_json + n_blob:,} bytes (at most {MAX_JSON + MAX_BLOB:,})")
-    text = _read_exact(fd, n_json, deadline)
-    blob = _read_exact(fd, n_blob, deadline) if n_blob else bytearray()
+    if n_json > MAX_JSON:
+        raise WireError(f"a message announcing {n_json:,} bytes of data (at most {MAX_JSON:,})")
+    if n_blob > MAX_BLOB:
+        raise WireError(f"a message announcing {n_blob:,} bytes of tensors (at most {MAX_BLOB:,})")
+    text = _read_exact(fd, n_json, deadline, watch)
+    blob = _read_exact(fd, n_blob, deadline, watch) if n_blob else bytearray()
     try:
         tree = json.loads(text)
     except (ValueError, RecursionError) as exc:

