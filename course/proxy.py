@@ -14,7 +14,7 @@ import builtins
 import sys
 import time
 
-from course import wire
+from course import modules, wire
 
 # Builtin exceptions that cross as themselves (a learner's ValueError is the checks' ValueError); any other type
 # crosses as an Exception subclass of that name. KeyboardInterrupt, SystemExit and StopIteration never cross as
@@ -277,11 +277,16 @@ class Channel:
         self.deadline: float | None = None
         self.broken: str | None = None
         self.on_call = on_call  # wraps calls of learner code on the learner's end (grad mode)
+        self.sent, self.received = modules.Sent(), modules.Received()  # library models crossing by value
 
     # --- our objects going out, theirs coming in ---------------------------------------------------------------
-    def _export(self, obj) -> dict:
+    def _export(self, obj, enc) -> dict:
         if getattr(type(obj), "_wire_handle", False) and object.__getattribute__(obj, "_ch") is self:
             return {"$r": object.__getattribute__(obj, "_id")}
+        if self.trusted and modules.is_library_module(obj):
+            return self.sent.pack(obj, enc)
+        if not self.trusted and enc.module_values and modules.is_library_module(obj):
+            return {"$md": enc.encode(self.received.describe(obj), 1)}
         hid = self.by_obj.get(id(obj))
         if hid is None:
             if len(self.exports) >= MAX_EXPORTS:
@@ -303,8 +308,15 @@ class Channel:
             return _module_class()(self, d["$h"], meta)
         return Remote(self, d["$h"], meta)
 
-    def _frame(self, msg: dict, values: dict, tensor_handles=False) -> bytes:
-        enc = wire.Encoder(self._export, tensor_handles)
+    def _special(self, tag, v, dec, depth):
+        if tag == "$pm" and not self.trusted:
+            return self.received.unpack(v, dec)
+        if tag == "$md" and self.trusted:
+            return self.sent.apply(dec.decode(v, depth + 1))
+        raise wire.WireError(f"a module value tagged {tag} from this side")
+
+    def _frame(self, msg: dict, values: dict, tensor_handles=False, module_values=False) -> bytes:
+        enc = wire.Encoder(self._export, tensor_handles, module_values)
         body = dict(msg)
         for k, v in values.items():
             body[k] = enc.encode(v)
@@ -315,9 +327,9 @@ class Channel:
             raise wire.WireError(f"a message of more than {wire.MAX_JSON >> 20} MiB")
         return wire.HEADER.pack(wire.MAGIC, len(text), enc.size) + text + b"".join(enc.parts)
 
-    def _send(self, msg: dict, values: dict, tensor_handles=False):
+    def _send(self, msg: dict, values: dict, tensor_handles=False, module_values=False):
         try:
-            data = self._frame(msg, values, tensor_handles)
+            data = self._frame(msg, values, tensor_handles, module_values)
         except (wire.WireError, RecursionError, ValueError, TypeError, OverflowError) as exc:
             if "q" in msg:
                 raise ChannelBroken(f"could not send the request: {exc}") from None
@@ -339,7 +351,7 @@ class Channel:
         if not isinstance(tree, dict):
             self.broken = "malformed: a message that is not an object"
             raise ChannelBroken(self.broken)
-        dec = wire.Decoder(blob, self._handle)
+        dec = wire.Decoder(blob, self._handle, self._special)
 
         def value(key, default=None):
             try:
@@ -419,7 +431,7 @@ class Channel:
                 raise  # the grader's own time limit: not an answer to the learner's side
             self._send({"e": _describe_error(exc)}, {})
             return
-        self._send({}, {"r": result}, tensor_handles=handles)
+        self._send({}, {"r": result}, tensor_handles=handles, module_values=op == "call" and not self.trusted)
 
     def _target(self, tree, value):
         if self.trusted and not (isinstance(tree.get("h"), dict) and "$r" in tree["h"]):

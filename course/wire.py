@@ -5,7 +5,8 @@ numbers, strings, booleans, null and lists; everything else is a one-key object:
 nbytes]}`` a torch tensor and ``{"$a": ...}`` a numpy array (raw bytes in the blob), ``{"$tu": [...]}`` a tuple,
 ``{"$d": [[key, value], ...]}`` a dict, ``{"$sz": [...]}`` a torch.Size, ``{"$dt": "float32"}`` a torch dtype,
 ``{"$sl": [start, stop, step]}`` a slice, ``{"$h": id, "m": {...}}`` an object that stays on the sender's side (a
-handle) and ``{"$r": id}`` one of the receiver's own handles coming back. No pickle, nothing is imported or run on
+handle), ``{"$r": id}`` one of the receiver's own handles coming back, and (``course.modules``) ``{"$pm": ...}`` a
+library module the grader hands over, ``{"$md": ...}`` the plain description of one coming back. No pickle, nothing is imported or run on
 decoding: a frame from the learner's side can only describe data. Used by ``course.proxy``.
 """
 from __future__ import annotations
@@ -47,8 +48,9 @@ class Encoder:
     """Turns a value into (JSON-able tree, blob). ``export(obj)`` is called for anything that is not plain data and
     returns its handle dict (the caller keeps the object alive)."""
 
-    def __init__(self, export, tensor_handles: bool = False):
+    def __init__(self, export, tensor_handles: bool = False, module_values: bool = False):
         self.export, self.parts, self.size = export, [], 0
+        self.module_values = module_values  # library modules a call returns cross as a description (course.modules)
         self.tensor_handles = tensor_handles  # tensors stay behind as handles (attributes the checks copy into)
 
     def _blob(self, raw: bytes) -> tuple[int, int]:
@@ -117,7 +119,7 @@ class Encoder:
                 return {"$ni": [x.dtype.name, int(x)]}
             if isinstance(x, np.floating):
                 return {"$nf": [x.dtype.name, repr(float(x))]}
-        return self.export(x)
+        return self.export(x, self)
 
     def frame(self, value) -> bytes:
         tree = self.encode(value)
@@ -131,8 +133,11 @@ class Encoder:
 class Decoder:
     """Turns (JSON tree, blob) back into values; ``handle(d)`` makes the local stand-in for a handle dict."""
 
-    def __init__(self, blob: memoryview, handle):
-        self.blob, self.handle = blob, handle
+    def __init__(self, blob: memoryview, handle, special=None):
+        self.blob, self.handle, self.special = blob, handle, special  # special: modules by value (course.modules)
+
+    def blob_bytes(self, off, n) -> bytes:
+        return self._bytes(off, n)
 
     def _bytes(self, off, n) -> bytes:
         if type(off) is not int or type(n) is not int or off < 0 or n < 0 or off + n > len(self.blob):
@@ -195,6 +200,8 @@ class Decoder:
             return np.dtype(v[0]).type(int(v[1]) if tag == "$ni" else float(v[1]))
         if tag in ("$h", "$r") and type(v) is int:
             return self.handle(x)
+        if tag in ("$md", "$pm") and self.special is not None:
+            return self.special(tag, v, self, depth)
         raise WireError(f"an unknown or malformed value tagged {str(tag)[:20]!r}")
 
     def _tensor(self, dtype, shape, off, n, requires_grad):

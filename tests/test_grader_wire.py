@@ -20,7 +20,7 @@ def _pipe_pair():
 
 
 def _roundtrip(value):
-    frame = wire.Encoder(lambda obj: (_ for _ in ()).throw(AssertionError(f"exported {obj!r}"))).frame(value)
+    frame = wire.Encoder(lambda obj, enc: (_ for _ in ()).throw(AssertionError(f"exported {obj!r}"))).frame(value)
     r, w = os.pipe()
     t = threading.Thread(target=wire.write_frame, args=(w, frame))
     t.start()
