@@ -99,6 +99,21 @@ def is_reference(defn, lesson) -> str | None:
     return None
 
 
+def code_objects(obj) -> list:
+    """The code objects of a function, or of every function, property and method of a class."""
+    if isinstance(obj, type):
+        out = []
+        for v in vars(obj).values():
+            if isinstance(v, (staticmethod, classmethod)):
+                v = v.__func__
+            if isinstance(v, property):
+                out += [f.__code__ for f in (v.fget, v.fset, v.fdel) if f is not None]
+            elif hasattr(v, "__code__"):
+                out.append(v.__code__)
+        return out
+    return [obj.__code__] if hasattr(obj, "__code__") else []
+
+
 def _describe(exc: BaseException) -> str:
     return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
@@ -330,6 +345,19 @@ def _grade(job, lesson, imported, scratch, learner, send, grading, proxy) -> Non
 
 def _run_check(c, ch, job, lesson, errors, grading, proxy) -> tuple[bool, str]:
     ch.deadline = time.monotonic() + job["check_s"]
+    # Reference code the learner's side may reach only through what the check hands over: the graded definitions
+    # the check does not give it on purpose.
+    ch.forbidden = {code: n for n in lesson.names() if n not in c.allows
+                    for code in code_objects(lesson.reference_definition(n))}
+    ch.hits = []
+    passed, message = _run(c, ch, job, lesson, errors, grading, proxy)
+    if ch.hits:
+        return False, (f"`{c.name}` calls the course's reference implementation ({ch.hits[0]} from "
+                       f"{lesson.package}), not yours: write your own")
+    return passed, message
+
+
+def _run(c, ch, job, lesson, errors, grading, proxy) -> tuple[bool, str]:
     try:
         try:
             defn = ch.request("lookup", None, c.name)

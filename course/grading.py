@@ -66,34 +66,19 @@ def time_limit(seconds: float, what: str = "your code"):
             signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - start), 1e-3))
 
 
-# Set by the grading worker (course.grade_worker): puts back whatever learner code patched, after each call.
-GUARD = None
-
-
-def install_guard(guard) -> None:
-    """``guard.after_learner_call()`` runs after every ``call()``: the worker uses it to undo patches."""
-    global GUARD
-    GUARD = guard
-
-
 def call(fn, *args, what=None, timeout: float = 30.0, **kwargs):
     """Call learner code; turn an exception or a hang into a CheckFailed that names the function."""
     name = what or getattr(fn, "__qualname__", None) or type_name(fn)
-    guard = GUARD  # read once, before learner code runs: the learner cannot switch it off for this call
-    try:
-        with time_limit(timeout, name):
-            try:
-                return fn(*args, **kwargs)
-            except NotImplementedError:
-                raise CheckFailed(f"{name} is not implemented yet (it raised NotImplementedError)") from None
-            except (CheckFailed, _Timeout, ChannelBroken):
-                raise
-            except BaseException as exc:  # noqa: BLE001 - any learner error (even KeyboardInterrupt) is a message
-                tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
-                raise CheckFailed(f"{name} raised {tb}") from None
-    finally:
-        if guard is not None:
-            guard.after_learner_call()
+    with time_limit(timeout, name):
+        try:
+            return fn(*args, **kwargs)
+        except NotImplementedError:
+            raise CheckFailed(f"{name} is not implemented yet (it raised NotImplementedError)") from None
+        except (CheckFailed, _Timeout, ChannelBroken):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - any learner error (even KeyboardInterrupt) is a message
+            tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            raise CheckFailed(f"{name} raised {tb}") from None
 
 
 def one_torch_thread(check):
@@ -163,7 +148,6 @@ def expect_close(got, want, what: str, atol: float = 1e-5, rtol: float = 1e-5):
 
 def expect_raises(fn, exc_type, must_mention: str, what: str):
     """``fn()`` must raise ``exc_type`` whose message mentions ``must_mention``."""
-    guard = GUARD
     try:
         with time_limit(30, what):
             fn()
@@ -177,9 +161,6 @@ def expect_raises(fn, exc_type, must_mention: str, what: str):
         raise
     except BaseException as exc:  # noqa: BLE001
         raise CheckFailed(f"{what}: expected {exc_type.__name__} naming '{must_mention}', got {type(exc).__name__}: {exc}") from None
-    finally:
-        if guard is not None:
-            guard.after_learner_call()
     raise CheckFailed(f"{what}: expected {exc_type.__name__} naming '{must_mention}', but nothing was raised")
 
 

@@ -278,6 +278,10 @@ class Channel:
         self.broken: str | None = None
         self.on_call = on_call  # wraps calls of learner code on the learner's end (grad mode)
         self.sent, self.received = modules.Sent(), modules.Received()  # library models crossing by value
+        # The grader's end: reference code the learner's side may not run through what a check handed over
+        # (code object → its name), and the ones it ran.
+        self.forbidden: dict = {}
+        self.hits: list[str] = []
 
     # --- our objects going out, theirs coming in ---------------------------------------------------------------
     def _export(self, obj, enc) -> dict:
@@ -420,8 +424,16 @@ class Channel:
                 return
             self._serve(tree, value)
 
+    def _profile(self, frame, event, arg):
+        if event == "call" and frame.f_code in self.forbidden:
+            self.hits.append(self.forbidden[frame.f_code])
+
     def _serve(self, tree, value):
         op = tree.get("q")
+        watching = self.trusted and bool(self.forbidden)
+        if watching:
+            outer = sys.getprofile()
+            sys.setprofile(self._profile)
         try:
             result, handles = self._perform(op, tree, value)
         except ChannelBroken:
@@ -431,6 +443,9 @@ class Channel:
                 raise  # the grader's own time limit: not an answer to the learner's side
             self._send({"e": _describe_error(exc)}, {})
             return
+        finally:
+            if watching:
+                sys.setprofile(outer)
         self._send({}, {"r": result}, tensor_handles=handles, module_values=op == "call" and not self.trusted)
 
     def _target(self, tree, value):

@@ -1,17 +1,15 @@
-"""Limits for a process that runs learner code: memory and file-size limits, no writes outside one folder, no
-signals to other processes, no TCP (Linux Landlock), and a seal that puts back every module attribute the learner
-changed.
+"""The sandbox around learner code: bubblewrap's namespaces and read-only view of the course (stubbed references, no
+checks), Linux Landlock inside (no writes outside one folder, no TCP, no signals to other processes), and the
+clean-up that leaves no process behind.
 
-Used by ``course.grade_worker`` (the process that runs a learner's notebook and the checks). The process that starts
-it never runs learner code; see ``course.autograde``.
+Used by ``course.grade_worker`` (the grader's process, which starts the learner's process) and ``course.learner``
+(which confines itself); see ``course.autograde``.
 """
 from __future__ import annotations
 
 import ctypes
 import os
-import resource
 import sys
-from dataclasses import dataclass, field
 
 # Linux syscall numbers (the same on x86_64 and aarch64) and Landlock constants, from linux/landlock.h.
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -75,87 +73,6 @@ def confine_writes(writable: list[str]) -> int:
     finally:
         os.close(fd)
     return abi
-
-
-def limit_resources(memory_bytes: int, file_bytes: int) -> None:
-    """Address-space and file-size limits (inherited by children); no core dumps."""
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
-# --- the seal: module and class attributes as they were before any learner code ran ---------------------------------
-_MISSING = object()
-SYS_HOOKS = ("stdout", "stderr", "stdin", "excepthook", "displayhook", "breakpointhook")
-
-
-@dataclass
-class Seal:
-    modules: dict = field(default_factory=dict)   # name -> (module, copy of its __dict__)
-    classes: dict = field(default_factory=dict)   # class -> copy of its __dict__
-    sys_attrs: dict = field(default_factory=dict)
-
-    @classmethod
-    def take(cls, roots: tuple[str, ...]) -> "Seal":
-        """Copy the namespace of every loaded module under ``roots`` (and builtins), and of the classes they define."""
-        import warnings
-
-        seal = cls()
-        with warnings.catch_warnings():  # reading deprecated module attributes warns
-            warnings.simplefilter("ignore")
-            seal._collect(roots)
-        seal.sys_attrs = {k: getattr(sys, k) for k in SYS_HOOKS}
-        return seal
-
-    def _collect(self, roots):
-        seal = self
-        for name, mod in list(sys.modules.items()):
-            if mod is None or (name.split(".")[0] not in roots and name != "builtins"):
-                continue
-            d = getattr(mod, "__dict__", None)
-            if not isinstance(d, dict):
-                continue
-            seal.modules[name] = (mod, dict(d))
-            for v in list(d.values()):
-                if isinstance(v, type) and getattr(v, "__module__", None) == name and v not in seal.classes:
-                    try:
-                        seal.classes[v] = dict(vars(v))
-                    except TypeError:
-                        pass
-
-    def restore(self) -> list[str]:
-        """Put back every sealed attribute that was replaced or deleted, and remove attributes added to sealed
-        classes. Returns what was put back ("module.name")."""
-        changed = []
-        for name, (mod, saved) in self.modules.items():
-            if sys.modules.get(name) is not mod:
-                sys.modules[name] = mod
-                changed.append(f"sys.modules[{name!r}]")
-            cur = mod.__dict__
-            for k, v in saved.items():
-                if cur.get(k, _MISSING) is not v:
-                    cur[k] = v
-                    changed.append(f"{name}.{k}")
-        for klass, saved in self.classes.items():
-            cur = vars(klass)
-            for k in [k for k in cur if k not in saved]:
-                try:
-                    delattr(klass, k)
-                    changed.append(f"{klass.__module__}.{klass.__qualname__}.{k}")
-                except (AttributeError, TypeError):
-                    pass
-            for k, v in saved.items():
-                if cur.get(k, _MISSING) is not v:
-                    try:
-                        setattr(klass, k, v)
-                        changed.append(f"{klass.__module__}.{klass.__qualname__}.{k}")
-                    except (AttributeError, TypeError):
-                        pass
-        for k, v in self.sys_attrs.items():
-            if getattr(sys, k) is not v:
-                setattr(sys, k, v)
-                changed.append(f"sys.{k}")
-        return changed
 
 
 # --- bubblewrap: the learner's process in its own namespaces, seeing only what a notebook may read --------------------

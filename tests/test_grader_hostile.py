@@ -436,6 +436,37 @@ def test_timed_out_checks_never_rerun_the_notebook(tmp_path):
     assert elapsed < 8 * (CHECK_S + 2) + 2 + 60, elapsed
 
 
+CALLBACK_GREEDY = r'''
+def greedy_decode(model, src, max_len):
+    tried = []
+    for name, act in (("private", lambda: model._modules), ("class", lambda: model.__class__.__init__.__globals__),
+                      ("load_state_dict", lambda: model.load_state_dict({})), ("train", lambda: model.train()),
+                      ("setattr", lambda: setattr(model, "config", None))):
+        try:
+            act()
+            tried.append(name)
+        except Exception:
+            pass
+    if tried:
+        raise RuntimeError(f"the grader's model let me: {tried}")
+    return model.generate(src, max_len)      # the course's own greedy decoding, reached through the model
+'''
+
+
+def test_reference_reached_through_a_given_model_is_refused(tmp_path):
+    """Lesson 02 hands greedy decoding the trained reference model: a notebook that decodes with the model's own
+    `generate` (the reference greedy_decode) is refused by name, and the model's private parts, mutators and
+    attributes are out of its reach."""
+    nb = json.loads((REPO / "exercises/02_encoder_decoder/encoder_decoder.ipynb").read_text())
+    _cell_with(nb, "greedy_decode_impl")["source"] = CALLBACK_GREEDY
+    (tmp_path / "greedy.ipynb").write_text(json.dumps(nb))
+    report = grade("part0_foundations.l02_encoder_decoder.checks", tmp_path / "greedy.ipynb", Limits(check_s=60))
+    for check_id in ("greedy_decode_batched", "greedy_decode_translates"):
+        r = report.get(check_id)
+        assert not r.passed and "calls the course's reference implementation (greedy_decode from " in r.message, r
+    assert report.earned == 0, report.table()
+
+
 def test_pytest_route_survives_every_attack(attack, pytest_route):
     notebook, victims, before, listeners, _ = attack
     proc, elapsed = pytest_route.result()
