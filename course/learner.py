@@ -65,6 +65,10 @@ def run_cells(cells, cell_s: float) -> tuple[dict, list[str]]:
 
 
 def serve(ns: dict, rpc_in: int, rpc_out: int) -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        # A fork has none of its parent's OpenMP threads: a parallel region would wait for them forever.
+        torch.set_num_threads(1)
     proxy.Channel(rpc_in, rpc_out, trusted=False, namespace=ns, on_call=proxy.learner_call).serve_forever()
 
 

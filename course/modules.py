@@ -139,10 +139,12 @@ class Received:
         if not (isinstance(v, list) and len(v) == 3 and all(type(x) is int for x in v)):
             raise wire.WireError("a module that is not [offset, length, token]")
         module = torch.load(io.BytesIO(dec.blob_bytes(v[0], v[1])), weights_only=False)
-        self.keep.append(module)
-        for path, sub in module.named_modules(remove_duplicate=False):
+        subs = list(module.named_modules(remove_duplicate=False))
+        params = list(module.named_parameters(remove_duplicate=False))
+        self.keep.append((subs, params))  # alive as long as their ids are keys here: an id is never reused
+        for path, sub in subs:
             self.modules.setdefault(id(sub), [v[2], path])
-        for path, p in module.named_parameters(remove_duplicate=False):
+        for path, p in params:
             self.params.setdefault(id(p), [v[2], path])
         return module
 
