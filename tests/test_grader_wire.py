@@ -155,8 +155,11 @@ def _raiser(kind):
 @pytest.fixture
 def channels():
     (t_r, t_w), (l_r, l_w) = _pipe_pair()
-    learner = proxy.Channel(l_r, l_w, trusted=False, namespace={"probe": _probe, "raiser": _raiser},
-                            on_call=proxy.learner_call)
+    from part0_foundations.l04_gpt2_int8 import int8
+
+    namespace = {"probe": _probe, "raiser": _raiser, "convert": int8.conv1d_to_linear,
+                 "round_trip": int8.int8_round_trip, "new_norm": lambda m: torch.nn.LayerNorm(4)}
+    learner = proxy.Channel(l_r, l_w, trusted=False, namespace=namespace, on_call=proxy.learner_call)
     thread = threading.Thread(target=learner.serve_forever, daemon=True)
     thread.start()
     grader = proxy.Channel(t_r, t_w, trusted=True)
@@ -189,6 +192,35 @@ def test_learner_errors_cross_as_messages_never_as_interrupts(channels):
         assert type(info.value).__name__ == name and isinstance(info.value, Exception)
     with pytest.raises(NameError, match="'missing' is not defined"):
         channels.request("lookup", None, "missing")
+
+
+def test_library_models_cross_by_value_and_come_back_applied(channels):
+    """GPT-2 converted in place on the learner's side: the grader's own model object comes back converted, with its
+    lm_head the same module, still tied to wte, and the same logits; a copy returned is a new nn.Linear and leaves
+    the original alone; a new module of a class the grader does not build is refused."""
+    import copy
+
+    from transformers.pytorch_utils import Conv1D
+
+    from part0_foundations.l04_gpt2_int8 import checks as l04, int8
+
+    model = l04._tiny_gpt2()
+    expected = int8.conv1d_to_linear(copy.deepcopy(model))  # the same conversion, done here
+    head, wte = model.lm_head, model.transformer.wte
+    x = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(1))
+    out = channels.request("lookup", None, "convert")(model)
+    assert out is model and model.lm_head is head and model.transformer.wte is wte
+    assert model.lm_head.weight is model.transformer.wte.weight
+    assert not [m for m in model.modules() if isinstance(m, Conv1D)]
+    with torch.no_grad():
+        assert torch.equal(model(x).logits, expected(x).logits)
+    layer = torch.nn.Linear(6, 4)
+    before = layer.weight.detach().clone()
+    copy_ = channels.request("lookup", None, "round_trip")(layer)
+    assert isinstance(copy_, torch.nn.Linear) and copy_ is not layer and torch.equal(layer.weight.detach(), before)
+    assert torch.equal(copy_.weight.detach(), int8.int8_round_trip(layer).weight.detach())
+    with pytest.raises(proxy.ChannelBroken, match="a new module of class torch.nn.modules.normalization.LayerNorm"):
+        channels.request("lookup", None, "new_norm")(layer)
 
 
 def test_requests_about_objects_never_handed_over_are_refused():
