@@ -192,7 +192,10 @@ def _run(lesson_module, notebook: Path, limits: Limits, workdir: str, report: Re
     os.close(out_w)
     output = _Output(out_r, limits.output_bytes)
     output.start()
+    from course.grade_worker import view_spec
+
     job = dict(lesson=lesson_module, notebook=str(notebook), result_fd=w, workdir=workdir, repo=str(REPO),
+               view=view_spec(lesson_module), n_checks=n_checks,
                cell_s=limits.cell_s, check_s=limits.check_s, notebook_s=limits.notebook_s,
                memory_bytes=limits.memory_bytes, file_bytes=limits.file_bytes, sandbox=limits.sandbox)
     proc.stdin.write((json.dumps(job) + "\n").encode())

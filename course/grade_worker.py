@@ -118,12 +118,18 @@ def _describe(exc: BaseException) -> str:
     return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
-def build_view(lesson_module: str, repo: str, view_dir: str) -> dict[str, str]:
+def view_spec(lesson_module: str) -> dict:
+    """What the sandbox's view of the course depends on: the lesson's checks module, reference modules and the helpers
+    of its checks module given to notebooks (plain data: the grader's parent has the lesson imported already)."""
+    lesson = importlib.import_module(lesson_module).LESSON
+    return {"checks": lesson_module, "reference": list(lesson.reference), "given": list(lesson.given)}
+
+
+def build_view(spec: dict, repo: str, view_dir: str) -> dict[str, str]:
     """Files the sandbox shows instead of the repository's: this lesson's reference modules with their solutions
     replaced by stubs, and every lesson's checks module reduced to its imports and the helpers given to notebooks."""
     from course import sandbox
 
-    lesson = importlib.import_module(lesson_module).LESSON
     os.makedirs(view_dir, exist_ok=True)
     out = {}
 
@@ -133,18 +139,18 @@ def build_view(lesson_module: str, repo: str, view_dir: str) -> dict[str, str]:
             f.write(text)
         out[rel] = dest
 
-    for mod in lesson.reference:
+    for mod in spec["reference"]:
         rel = mod.replace(".", "/") + ".py"
         with open(os.path.join(repo, rel), encoding="utf-8") as f:
             put(rel, sandbox.stub_module(f.read()))
-    own = lesson_module.replace(".", "/") + ".py"
+    own = spec["checks"].replace(".", "/") + ".py"
     for top in sandbox.READABLE:
         for dirpath, dirnames, filenames in os.walk(os.path.join(repo, top)):
             dirnames[:] = [d for d in dirnames if d != "__pycache__"]
             if "checks.py" in filenames:
                 rel = os.path.relpath(os.path.join(dirpath, "checks.py"), repo)
                 with open(os.path.join(repo, rel), encoding="utf-8") as f:
-                    put(rel, sandbox.stub_checks(f.read(), lesson.given if rel == own else ()))
+                    put(rel, sandbox.stub_checks(f.read(), tuple(spec["given"]) if rel == own else ()))
     return out
 
 
@@ -276,18 +282,20 @@ def main() -> None:
 
     sandbox.become_subreaper()
     repo = job["repo"]
-    lesson = importlib.import_module(job["lesson"]).LESSON
-    for c in lesson.checks:  # the checks' own imports (torch, transformers...) before the clock starts
-        importlib.import_module(c.fn.__module__)
-    cells = read_cells(job["notebook"])
-    imported = reference_imports(cells, lesson)
     scratch = os.path.join(job["workdir"], "scratch")
     os.makedirs(scratch, exist_ok=True)
     shutil.copyfile(job["notebook"], os.path.join(scratch, "notebook.ipynb"))
-    view = build_view(job["lesson"], repo, os.path.join(job["workdir"], "view"))
-    learner = LearnerProcess(job, repo, scratch, view)
+    view = build_view(job["view"], repo, os.path.join(job["workdir"], "view"))
+    learner = LearnerProcess(job, repo, scratch, view)  # it imports and runs the notebook while the checks load here
     send(kind="sandbox", problem=learner.problem)
     try:
+        learner.ctl(notebook=os.path.join(scratch, "notebook.ipynb"), scratch=scratch, cell_s=job["cell_s"],
+                    memory_bytes=job["memory_bytes"], file_bytes=job["file_bytes"],
+                    cpu_s=job["notebook_s"] + job["check_s"] * job["n_checks"])
+        lesson = importlib.import_module(job["lesson"]).LESSON
+        for c in lesson.checks:  # the checks' own imports (torch, transformers...)
+            importlib.import_module(c.fn.__module__)
+        imported = reference_imports(read_cells(job["notebook"]), lesson)
         _grade(job, lesson, imported, scratch, learner, send, grading, proxy)
     finally:
         learner.close()
@@ -295,9 +303,6 @@ def main() -> None:
 
 
 def _grade(job, lesson, imported, scratch, learner, send, grading, proxy) -> None:
-    learner.ctl(notebook=os.path.join(scratch, "notebook.ipynb"), scratch=scratch, cell_s=job["cell_s"],
-                memory_bytes=job["memory_bytes"], file_bytes=job["file_bytes"],
-                cpu_s=job["notebook_s"] + job["check_s"] * len(lesson.checks))
     from course import sandbox
 
     # This process runs the checks on the learner's answers and the reference code the learner's side may call:

@@ -236,10 +236,10 @@ def test_requests_about_objects_never_handed_over_are_refused():
 def test_the_sandbox_shows_no_reference_body_and_no_check(lesson, tmp_path):
     import importlib
 
-    from course.grade_worker import build_view
+    from course.grade_worker import build_view, view_spec
 
     les = importlib.import_module(lesson).LESSON
-    view = build_view(lesson, str(REPO), str(tmp_path))
+    view = build_view(view_spec(lesson), str(REPO), str(tmp_path))
     for mod in les.reference:
         original = (REPO / (mod.replace(".", "/") + ".py")).read_text().splitlines()
         inside, outside, region = set(), set(), False
@@ -263,9 +263,9 @@ def test_the_sandbox_shows_no_reference_body_and_no_check(lesson, tmp_path):
 
 
 def test_a_helper_given_to_notebooks_stays_in_the_checks_stub(tmp_path):
-    from course.grade_worker import build_view
+    from course.grade_worker import build_view, view_spec
 
-    view = build_view("part1_capacity.exercises.kv_from_config.checks", str(REPO), str(tmp_path))
+    view = build_view(view_spec("part1_capacity.exercises.kv_from_config.checks"), str(REPO), str(tmp_path))
     ns = {"__file__": str(REPO / "part1_capacity/exercises/kv_from_config/checks.py")}
     text = open(view["part1_capacity/exercises/kv_from_config/checks.py"]).read()
     exec(compile(text, "stub", "exec"), ns)  # noqa: S102
