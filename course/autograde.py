@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course.i18n import failure_message, notebook_lang
+
 REPO = Path(__file__).resolve().parent.parent
 # Not part of the working tree the learner could change on purpose: caches and build output.
 _SKIP_DIRS = {".git", ".venv", "build", "_build", "nbgrader_root", "__pycache__", ".pytest_cache", "node_modules"}
@@ -236,19 +238,24 @@ def grade(lesson_module: str, notebook: str | Path, limits: Limits = Limits()) -
         read_cells(str(notebook))  # only reads JSON: a malformed file fails here, without starting anything
     except NotebookError as exc:
         report.notebook_errors = [str(exc)]
-        report.results = [CheckResult(c.id, c.name, c.points, False, f"the notebook could not be graded: {exc}")
+        lang = notebook_lang(notebook)
+        report.results = [CheckResult(c.id, c.name, c.points, False,
+                                      failure_message(lang, c.rule, f"the notebook could not be graded: {exc}"))
                           for c in lesson.checks]
         return report
     before = tree_fingerprint()
     with tempfile.TemporaryDirectory(prefix="grade-") as workdir:
         answered = _run(lesson_module, Path(notebook).resolve(), limits, workdir, report, len(lesson.checks))
     changed = _changed(before, tree_fingerprint())
+    lang = notebook_lang(notebook)  # a Korean release gets its failures in Korean (course/locale/ko/grading.toml)
     for c in lesson.checks:
         passed, message = answered.get(c.id, (False, "the grader stopped before this check (the time allowed to "
                                                      "the whole notebook ran out)"))
         if changed:
             passed, message = False, (f"the working tree changed while your notebook ran ({', '.join(changed[:5])}): "
                                       "the grade is void")
+        if not passed:
+            message = failure_message(lang, c.rule, message)
         report.results.append(CheckResult(c.id, c.name, c.points, passed, message))
     if report.sandbox.startswith("fallback") and report.sandbox not in _SAID:
         _SAID.add(report.sandbox)

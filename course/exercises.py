@@ -20,15 +20,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from course.i18n import DEFAULT, translator
 from course.notebook_spec import REPO, all_specs
 from course.records import run_record
 
 TIMES = REPO / "course" / "results" / "exercise_times.json"
 
 
-def notebook_path(spec) -> str:
-    """The release notebook a learner opens, relative to the repository: ``exercises/<assignment>/<notebook>``."""
-    return f"exercises/{spec.ASSIGNMENT}/{spec.NOTEBOOK}"
+def notebook_path(spec, lang: str = DEFAULT) -> str:
+    """The release notebook a learner opens, relative to the repository: ``exercises/<assignment>/<notebook>``
+    (the Korean course's: ``exercises/ko/<assignment>/<notebook>``)."""
+    folder = "exercises" if lang == DEFAULT else f"exercises/{lang}"
+    return f"{folder}/{spec.ASSIGNMENT}/{spec.NOTEBOOK}"
 
 
 def answer_names(spec) -> list[str]:
@@ -41,12 +44,12 @@ def answer_names(spec) -> list[str]:
     return names
 
 
-def open_command(spec) -> str:
-    return f".venv/bin/jupyter lab {notebook_path(spec)}"
+def open_command(spec, lang: str = DEFAULT) -> str:
+    return f".venv/bin/jupyter lab {notebook_path(spec, lang)}"
 
 
-def grade_command(spec) -> str:
-    return f".venv/bin/pytest {spec.AUTOGRADER} --notebook {notebook_path(spec)}"
+def grade_command(spec, lang: str = DEFAULT) -> str:
+    return f".venv/bin/pytest {spec.AUTOGRADER} --notebook {notebook_path(spec, lang)}"
 
 
 def saved_times() -> dict:
@@ -58,50 +61,59 @@ def _seconds(s: float) -> str:
     return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
 
 
-def time_sentence(spec, times: dict | None = None) -> str:
+def time_sentence(spec, times: dict | None = None, lang: str = DEFAULT) -> str:
     """How long the finished notebook takes to run and to grade, from the saved measurement."""
+    tr = translator(lang)
     times = saved_times() if times is None else times
     t = times.get("exercises", {}).get(spec.ASSIGNMENT)
     if not t:
-        return "(not timed yet: `.venv/bin/python -m course.exercises` measures it)"
+        return tr("(not timed yet: `.venv/bin/python -m course.exercises` measures it)")
     rec = times["record"]
-    return (f"Measured on {rec['host']['cpus']} cores ({rec['host']['cpu']}, load average "
-            f"{rec['load_average_at_start']:.1f}, {rec['date_utc']}): the finished notebook runs in "
-            f"**{_seconds(t['run_s'])}** and grading it takes **{_seconds(t['grade_s'])}**.")
+    return tr("Measured on {cpus} cores ({cpu}, load average {load}, {date}): the finished notebook runs in "
+              "**{run}** and grading it takes **{grade}**.", cpus=rec["host"]["cpus"], cpu=rec["host"]["cpu"],
+              load=f"{rec['load_average_at_start']:.1f}", date=rec["date_utc"], run=_seconds(t["run_s"]),
+              grade=_seconds(t["grade_s"]))
 
 
-def exercise_block(spec, times: dict | None = None) -> str:
-    """The Markdown admonition that ends a lesson page (links are relative to a page one folder below site/)."""
-    nb = notebook_path(spec)
+def exercise_block(spec, times: dict | None = None, lang: str = DEFAULT) -> str:
+    """The Markdown admonition that ends a lesson page (links are relative to a page one folder below site/);
+    in Korean it names the Korean notebook."""
+    tr = translator(lang)
+    nb = notebook_path(spec, lang)
     names = ", ".join(f"`{n}`" for n in answer_names(spec))
-    return (f'!!! example "Do the exercise"\n\n'
-            f"    Open [`{nb}`](../{nb}) (in a clone of the course; the link downloads it), write {names} in the "
-            f"cells marked `YOUR CODE HERE` and run the test cells under each. Then grade the whole notebook:\n\n"
+    return (f'!!! example "{tr("Do the exercise")}"\n\n    '
+            + tr("Open [`{nb}`](../{nb}) (in a clone of the course; the link downloads it), write {names} in the "
+                 "cells marked `YOUR CODE HERE` and run the test cells under each. Then grade the whole notebook:",
+                 nb=nb, names=names) + "\n\n"
             f"    ```bash\n"
-            f"    {open_command(spec)}\n"
-            f"    {grade_command(spec)}\n"
+            f"    {open_command(spec, lang)}\n"
+            f"    {grade_command(spec, lang)}\n"
             f"    ```\n\n"
-            f"    {time_sentence(spec, times)} Each check is a test of its own; a failure says what to fix.\n")
+            f"    {time_sentence(spec, times, lang)} "
+            + tr("Each check is a test of its own; a failure says what to fix.") + "\n")
 
 
-def exercise_table(pages: dict[str, str], times: dict | None = None) -> str:
+def exercise_table(pages: dict[str, str], times: dict | None = None, lang: str = DEFAULT) -> str:
     """A Markdown table of every exercise: lesson page (``pages``: assignment → page path relative to site/),
     notebook, what you write, and the measured seconds to run and to grade it."""
+    tr = translator(lang)
     times = saved_times() if times is None else times
-    rows = ["| lesson | notebook | you write | runs in | grades in |", "|---|---|---|---|---|"]
+    rows = [tr("| lesson | notebook | you write | runs in | grades in |"), "|---|---|---|---|---|"]
     for spec in all_specs():
         t = times.get("exercises", {}).get(spec.ASSIGNMENT)
         page = pages.get(spec.ASSIGNMENT)
         lesson = f"[{spec.ASSIGNMENT}]({page})" if page else spec.ASSIGNMENT
         run, grade = (_seconds(t["run_s"]), _seconds(t["grade_s"])) if t else ("—", "—")
-        rows.append(f"| {lesson} | [`{notebook_path(spec)}`]({notebook_path(spec)}) | "
+        nb = notebook_path(spec, lang)
+        rows.append(f"| {lesson} | [`{nb}`]({nb}) | "
                     + ", ".join(f"`{n}`" for n in answer_names(spec)) + f" | {run} | {grade} |")
     if times:
         rec = times["record"]
-        rows += ["", f"Seconds measured by `{rec['command']}` on {rec['date_utc']}: the finished (solution) notebook "
-                 f"executed with nbconvert, then graded with its autograder, on {rec['host']['cpus']} cores "
-                 f"({rec['host']['cpu']}) at a load average of {rec['load_average_at_start']:.1f} — a shared machine, "
-                 f"so an idle one is faster."]
+        rows += ["", tr("Seconds measured by `{command}` on {date}: the finished (solution) notebook executed with "
+                        "nbconvert, then graded with its autograder, on {cpus} cores ({cpu}) at a load average of "
+                        "{load} — a shared machine, so an idle one is faster.", command=rec["command"],
+                        date=rec["date_utc"], cpus=rec["host"]["cpus"], cpu=rec["host"]["cpu"],
+                        load=f"{rec['load_average_at_start']:.1f}")]
     return "\n".join(rows) + "\n"
 
 

@@ -16,6 +16,12 @@ Each lesson has a ``notebook.py`` with ``ASSIGNMENT`` (nbgrader assignment name,
 
 ``build_source_notebook`` turns a spec into the nbgrader *source* notebook under ``solutions/``;
 ``generate_release`` runs real ``nbgrader generate_assignment`` to make ``exercises/``.
+
+Every spec also makes a Korean release from the same cells: ``solutions/ko/`` and ``exercises/ko/`` (an nbgrader
+course of its own, so an assignment's points are not counted twice). Its markdown cells and the hidden checks'
+rules come from ``course/locale/ko/notebooks.toml`` and ``grading.toml`` (keyed by the English text, so a changed
+English cell fails the build until it is translated); the code cells are the same, identifiers in English. The
+notebook's ``metadata.course.lang`` tells the grader which language to answer in.
 """
 from __future__ import annotations
 
@@ -30,7 +36,10 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course.i18n import DEFAULT, translator
+
 REPO = Path(__file__).resolve().parent.parent
+HIDDEN = "Hidden check, run when graded: {rule}"
 
 
 @dataclass
@@ -95,14 +104,36 @@ def graded(lesson, *check_ids: str) -> list[Cell]:
     cells = []
     for cid in check_ids:
         c = lesson.get(cid)
-        run = f"checks.{c.fn.__name__}({c.name})"
-        if c.hidden:
-            about = textwrap.wrap(f"Hidden check, run when graded: {c.rule}", 110)
-            body = "\n".join("# " + line for line in about) + f"\n### BEGIN HIDDEN TESTS\n{run}\n### END HIDDEN TESTS"
-        else:
-            body = run
-        cells.append(Cell("tests", body, grade_id=c.id, points=c.points))
+        cells.append(Cell("tests", _check_cell(c, HIDDEN.format(rule=c.rule)), grade_id=c.id, points=c.points,
+                          meta={"check": c}))
     return cells
+
+
+def _check_cell(c, about: str) -> str:
+    """A check's test cell: the call, and for a hidden check the rule it tests as a comment (``about``)."""
+    run = f"checks.{c.fn.__name__}({c.name})"
+    if not c.hidden:
+        return run
+    return ("\n".join("# " + line for line in textwrap.wrap(about, 110))
+            + f"\n### BEGIN HIDDEN TESTS\n{run}\n### END HIDDEN TESTS")
+
+
+def localized_cells(spec, lang: str = DEFAULT) -> list[Cell]:
+    """The spec's cells in ``lang``: markdown from the notebooks catalogue, a hidden check's rule from the grading
+    catalogue; code unchanged."""
+    if lang == DEFAULT:
+        return list(spec.CELLS)
+    md_tr, rule_tr = translator(lang, "notebooks"), translator(lang, "grading")
+    out = []
+    for c in spec.CELLS:
+        if c.kind == "markdown":
+            c = Cell("markdown", md_tr(c.source), c.grade_id, c.points, dict(c.meta))
+        elif c.kind == "tests" and "check" in c.meta and c.meta["check"].hidden:
+            check = c.meta["check"]
+            c = Cell("tests", _check_cell(check, rule_tr(HIDDEN, rule=rule_tr(check.rule))), c.grade_id, c.points,
+                     dict(c.meta))
+        out.append(c)
+    return out
 
 
 def load_spec(module: str):
@@ -120,8 +151,9 @@ def all_specs():
     return sorted(mods, key=lambda m: m.ASSIGNMENT)
 
 
-def build_source_notebook(spec):
-    """The nbgrader source notebook (an ``nbformat`` node) for a spec. Deterministic: ids come from positions."""
+def build_source_notebook(spec, lang: str = DEFAULT):
+    """The nbgrader source notebook (an ``nbformat`` node) for a spec, in ``lang``. Deterministic: ids come from
+    positions."""
     import nbformat
 
     nb = nbformat.v4.new_notebook()
@@ -129,8 +161,10 @@ def build_source_notebook(spec):
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
     }
+    if lang != DEFAULT:
+        nb.metadata["course"] = {"lang": lang}
     seen = set()
-    for i, c in enumerate(spec.CELLS):
+    for i, c in enumerate(localized_cells(spec, lang)):
         if c.kind == "markdown":
             cell = nbformat.v4.new_markdown_cell(c.source)
         else:
@@ -154,12 +188,20 @@ def build_source_notebook(spec):
     return nb
 
 
-def write_source_notebook(spec, solutions_dir: Path = REPO / "solutions") -> Path:
+def course_dirs(lang: str = DEFAULT) -> tuple[Path, Path]:
+    """(solutions, exercises) of the nbgrader course in ``lang``: ``solutions/``, ``exercises/`` for English,
+    ``solutions/<lang>/``, ``exercises/<lang>/`` for a translation."""
+    if lang == DEFAULT:
+        return REPO / "solutions", REPO / "exercises"
+    return REPO / "solutions" / lang, REPO / "exercises" / lang
+
+
+def write_source_notebook(spec, solutions_dir: Path | None = None, lang: str = DEFAULT) -> Path:
     import nbformat
 
-    out = Path(solutions_dir) / spec.ASSIGNMENT / spec.NOTEBOOK
+    out = Path(solutions_dir or course_dirs(lang)[0]) / spec.ASSIGNMENT / spec.NOTEBOOK
     out.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(build_source_notebook(spec), str(out))
+    nbformat.write(build_source_notebook(spec, lang), str(out))
     return out
 
 

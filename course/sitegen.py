@@ -1,5 +1,7 @@
-"""The home page's table of exercises (course/exercises.py): notebooks, what each asks for, measured times."""
+"""The home page's table of exercises (course/exercises.py) and the glossary page's table (course/glossary.py)."""
+from course import i18n
 from course.exercises import exercise_table
+from course.glossary import glossary_table
 
 NAME = "course"
 # Assignment → its lesson page, relative to site/ (the home page's links).
@@ -8,4 +10,5 @@ PAGES = {"01_attention": "part0/01_attention.md", "02_encoder_decoder": "part0/0
 
 
 def build(out):
-    (out / "exercises.md").write_text(exercise_table(PAGES))
+    i18n.write_text(out, "exercises.md", lambda tr: exercise_table(PAGES, lang=tr.lang))
+    i18n.write_text(out, "glossary.md", lambda tr: glossary_table(tr.lang))

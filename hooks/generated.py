@@ -4,8 +4,8 @@
   never committed). When some are missing — a fresh checkout, after `make clean` — this hook runs those generators
   first, so `mkdocs serve` and `mkdocs build` work after `make setup`; if they fail, the build stops with one line
   naming `tools/build_site.py`.
-- The release notebooks (`exercises/**/*.ipynb`) are published with the site, so "Do the exercise" links work
-  from the built pages too.
+- The release notebooks (`exercises/*/*.ipynb`, and the Korean course's `exercises/ko/*/*.ipynb`) are published
+  with the site, so "Do the exercise" links work from the built pages too.
 """
 from __future__ import annotations
 
@@ -63,6 +63,6 @@ def on_config(config, **kwargs):
 
 
 def on_files(files, config, **kwargs):
-    for nb in sorted((REPO / "exercises").glob("*/*.ipynb")):
+    for nb in sorted((REPO / "exercises").glob("*/*.ipynb")) + sorted((REPO / "exercises").glob("ko/*/*.ipynb")):
         files.append(File.generated(config, nb.relative_to(REPO).as_posix(), abs_src_path=str(nb)))
     return files

@@ -1,7 +1,8 @@
 """Build the course site: run every lesson's figure/table generator, then `mkdocs build --strict`.
 
 Generators are the `sitegen.py` modules of the packages (`build(out_dir)`); they write PNGs and Markdown
-snippets under site/generated/<name>/, which the pages include. Nothing on the site is typed in by hand.
+snippets under site/generated/<name>/, which the pages include — each in English (`x.md`, `x.png`) and in Korean
+(`x.ko.md`, `x.ko.png`) from the same numbers, the Korean text from course/locale/ko/site.toml. Nothing on the site is typed in by hand.
 They use shipped checkpoints and saved experiment results, so the whole build takes seconds.
 """
 import importlib
@@ -27,6 +28,9 @@ def generators():
 
 def run_generators(only=None):
     out_root = REPO / "site" / "generated"
+    from course.i18n import use_figure_fonts
+
+    use_figure_fonts()  # Korean figure labels need a CJK font (fonts-noto-cjk): say so before any figure is drawn
     for mod_name in generators():
         if only and not any(o in mod_name for o in only):
             continue

@@ -17,30 +17,6 @@ import torch
 from torch import nn
 
 
-def _check_attention_inputs(q, k, v, mask):
-    """Raise a ValueError that names the offending argument; return the (Lq, Lk) pair."""
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() < 2:
-            raise ValueError(f"{name} must have at least 2 dims (..., length, dim), got shape {tuple(t.shape)}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"k: last dim {k.shape[-1]} must equal q's last dim {q.shape[-1]} (head_dim)")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"v: length {v.shape[-2]} must equal k's length {k.shape[-2]}")
-    lq, lk = q.shape[-2], k.shape[-2]
-    if mask is not None:
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            raise ValueError("mask must be a torch.bool tensor (True = may attend)")
-        try:
-            torch.broadcast_shapes(mask.shape, q.shape[:-2] + (lq, lk))
-        except RuntimeError:
-            raise ValueError(
-                f"mask: shape {tuple(mask.shape)} does not broadcast to (..., Lq={lq}, Lk={lk})"
-            ) from None
-    return lq, lk
-
-
 def causal_mask(lq: int, lk: int, device=None) -> torch.Tensor:
     """Boolean (lq, lk) mask, True where query i may see key j.
 
@@ -152,3 +128,28 @@ class MultiHeadAttention(nn.Module):
         out = self.o_proj(out.transpose(1, 2).reshape(b, lq, self.n_heads * self.head_dim))
         ### END SOLUTION
         return (out, weights) if return_weights else out
+
+
+# --- input checks, after the idea: bad shapes become a ValueError naming the argument -------------------------
+def _check_attention_inputs(q, k, v, mask):
+    """Raise a ValueError that names the offending argument; return the (Lq, Lk) pair."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have at least 2 dims (..., length, dim), got shape {tuple(t.shape)}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"k: last dim {k.shape[-1]} must equal q's last dim {q.shape[-1]} (head_dim)")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"v: length {v.shape[-2]} must equal k's length {k.shape[-2]}")
+    lq, lk = q.shape[-2], k.shape[-2]
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+            raise ValueError("mask must be a torch.bool tensor (True = may attend)")
+        try:
+            torch.broadcast_shapes(mask.shape, q.shape[:-2] + (lq, lk))
+        except RuntimeError:
+            raise ValueError(
+                f"mask: shape {tuple(mask.shape)} does not broadcast to (..., Lq={lq}, Lk={lk})"
+            ) from None
+    return lq, lk

@@ -3,6 +3,7 @@ import math
 
 import torch
 
+from course import i18n
 from course.exercises import exercise_block
 
 from part0_foundations.l01_attention.attention import MultiHeadAttention, scaled_dot_product_attention
@@ -19,20 +20,13 @@ def _positions(n, d):
     return x
 
 
-def build(out):
-    import matplotlib
-
-    matplotlib.use("Agg")
+def _heatmap(tokens, w_full, w_causal, tr, path):
     import matplotlib.pyplot as plt
 
-    tokens = "the cache grows with every token".split()
     n = len(tokens)
-    x = _positions(n, 16) * 3.0
-    _, w_full = scaled_dot_product_attention(x, x, x, return_weights=True)
-    _, w_causal = scaled_dot_product_attention(x, x, x, causal=True, return_weights=True)
     # Constrained layout and one shared row of query labels: the two panels' labels cannot collide.
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.6), sharey=True, layout="constrained")
-    for ax, w, title in ((axes[0], w_full, "bidirectional (encoder)"), (axes[1], w_causal, "causal (decoder)")):
+    for ax, w, title in ((axes[0], w_full, tr("bidirectional (encoder)")), (axes[1], w_causal, tr("causal (decoder)"))):
         im = ax.imshow(w.numpy(), cmap="viridis", vmin=0, vmax=1)
         for i in range(n):
             for j in range(n):
@@ -40,29 +34,45 @@ def build(out):
                 ax.text(j, i, "0" if v == 0 else f"{v:.2f}", ha="center", va="center", fontsize=8,
                         color="white" if v < 0.5 else "black")
         ax.set_xticks(range(n), tokens, rotation=45, ha="right")
-        ax.set_xlabel("key (a token looked at)")
+        ax.set_xlabel(tr("key (a token looked at)"))
         ax.set_title(title)
     axes[0].set_yticks(range(n), tokens)
-    axes[0].set_ylabel("query (the token looking)")
-    fig.colorbar(im, ax=axes, shrink=0.85, label="attention weight")
-    fig.savefig(out / "attention_heatmap.png", dpi=110)
+    axes[0].set_ylabel(tr("query (the token looking)"))
+    fig.colorbar(im, ax=axes, shrink=0.85, label=tr("attention weight"))
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
+
+def build(out):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    tokens = "the cache grows with every token".split()
+    x = _positions(len(tokens), 16) * 3.0
+    _, w_full = scaled_dot_product_attention(x, x, x, return_weights=True)
+    _, w_causal = scaled_dot_product_attention(x, x, x, causal=True, return_weights=True)
+    for lang, tr in i18n.each_language():
+        _heatmap(tokens, w_full, w_causal, tr, out / i18n.localized("attention_heatmap.png", lang))
+
     # K/V projection widths for one 4096-wide layer with 32 query heads, read off real modules.
-    rows = ["| structure | n_heads | n_kv_heads | K+V features per token per layer | vs MHA |", "|---|---|---|---|---|"]
-    base, widths = None, {}
+    widths = {}
     for label, hkv in (("MHA", 32), ("GQA", 8), ("MQA", 1)):
         m = MultiHeadAttention(4096, 32, n_kv_heads=hkv, head_dim=128)
-        width = m.k_proj.out_features + m.v_proj.out_features
-        base = base or width
-        widths[label] = width
-        rows.append(f"| {label} | 32 | {hkv} | {width:,} | {width / base:.3f}× |")
-    (out / "kv_widths.md").write_text("\n".join(rows) + "\n")
-    (out / "check_kv_widths.md").write_text(
-        f"Each layer caches \\(2 \\times n_{{kv}} \\times d_{{head}}\\) features per token, read off the "
-        f"projections: MHA (32 K/V heads) {widths['MHA']:,}; GQA (8) **{widths['GQA']:,}**, "
-        f"{widths['GQA'] / widths['MHA']:.3f}× of MHA; MQA (1) **{widths['MQA']:,}**, "
-        f"{widths['MQA'] / widths['MHA']:.4f}×. The number of query heads does not appear.\n")
+        widths[label] = (hkv, m.k_proj.out_features + m.v_proj.out_features)
+    base = widths["MHA"][1]
+
+    def table(tr):
+        rows = [tr("| structure | n_heads | n_kv_heads | K+V features per token per layer | vs MHA |"), "|---|---|---|---|---|"]
+        rows += [f"| {label} | 32 | {hkv} | {width:,} | {width / base:.3f}× |" for label, (hkv, width) in widths.items()]
+        return "\n".join(rows) + "\n"
+
+    i18n.write_text(out, "kv_widths.md", table)
+    i18n.write_text(out, "check_kv_widths.md", lambda tr: tr(
+        "Each layer caches \\(2 \\times n_{{kv}} \\times d_{{head}}\\) features per token, read off the "
+        "projections: MHA (32 K/V heads) {mha}; GQA (8) **{gqa}**, {gqa_ratio}× of MHA; MQA (1) **{mqa}**, "
+        "{mqa_ratio}×. The number of query heads does not appear.",
+        mha=f"{widths['MHA'][1]:,}", gqa=f"{widths['GQA'][1]:,}", gqa_ratio=f"{widths['GQA'][1] / base:.3f}",
+        mqa=f"{widths['MQA'][1]:,}", mqa_ratio=f"{widths['MQA'][1] / base:.4f}") + "\n")
     from part0_foundations.l01_attention import notebook
 
-    (out / "exercise.md").write_text(exercise_block(notebook))
+    i18n.write_text(out, "exercise.md", lambda tr: exercise_block(notebook, lang=tr.lang))

@@ -35,7 +35,8 @@ MODEL = dict(n_layer=4, d_model=128, n_head=4, n_kv_heads=4, head_dim=32, d_ff=5
 def snapshot_corpus(path: Path = CORPUS) -> str:
     """Gather the course's prose: Markdown pages, the README and every module/class/function docstring."""
     parts = [(REPO / "README.md").read_text()]
-    parts += [p.read_text() for p in sorted((REPO / "site").glob("**/*.md")) if "generated" not in p.parts]
+    parts += [p.read_text() for p in sorted((REPO / "site").glob("**/*.md"))
+              if "generated" not in p.parts and not p.name.endswith(".ko.md")]  # the English pages, not translations
     for pkg in ("part0_foundations", "part1_capacity"):
         for p in sorted((REPO / pkg).glob("**/*.py")):
             tree = ast.parse(p.read_text())

@@ -207,22 +207,28 @@ LABELS = {
 }
 
 
-def variants_table(results: dict) -> str:
-    rows = ["| variant | lm_head tied to wte | state bytes | vs FP32 | max \\|Δlogit\\| | mean \\|Δlogit\\| "
-            "| top-1 agree | perplexity | latency ms (median / best) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+def _english(message: str, **values) -> str:
+    return message.format(**values) if values else message
+
+
+def variants_table(results: dict, tr=_english) -> str:
+    """The comparison table; ``tr`` translates its words (a ``course.i18n.Translator`` on the site)."""
+    rows = [tr("| variant | lm_head tied to wte | state bytes | vs FP32 | max \\|Δlogit\\| | mean \\|Δlogit\\| "
+               "| top-1 agree | perplexity | latency ms (median / best) |"), "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for v in results["variants"]:
         rows.append(
-            f"| {LABELS.get(v['key'], v['key'])} | {'yes (FP32)' if v['tied'] else '**no** (INT8 copy)'} "
+            f"| {tr(LABELS[v['key']]) if v['key'] in LABELS else v['key']} "
+            f"| {tr('yes (FP32)') if v['tied'] else tr('**no** (INT8 copy)')} "
             f"| {v['state_bytes']:,} | {v['bytes_vs_fp32']:.3f}× | {v['logit_max_abs_err']:.4f} "
             f"| {v['logit_mean_abs_err']:.5f} | {100 * v['top1_agreement']:.2f}% | {v['perplexity']:.3f} "
             f"| {v['latency_ms']:.1f} / {v['latency_best_ms']:.1f} |")
     return "\n".join(rows) + "\n"
 
 
-def layers_table(results: dict) -> str:
-    rows = ["| layer | shape (out, in) | per tensor: max \\|err\\| | mean \\|err\\| | SQNR dB "
-            "| per channel: max \\|err\\| | mean \\|err\\| | SQNR dB | torch.ao SQNR dB (tensor / channel) "
-            "| median channel scale / tensor scale |",
+def layers_table(results: dict, tr=_english) -> str:
+    rows = [tr("| layer | shape (out, in) | per tensor: max \\|err\\| | mean \\|err\\| | SQNR dB "
+               "| per channel: max \\|err\\| | mean \\|err\\| | SQNR dB | torch.ao SQNR dB (tensor / channel) "
+               "| median channel scale / tensor scale |"),
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results["layers"]:
         t, c = r["per_tensor"], r["per_channel"]

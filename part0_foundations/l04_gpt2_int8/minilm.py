@@ -14,7 +14,7 @@ quantizes its 36 encoder ``nn.Linear`` layers with the lesson's functions (``int
   batch) or one per token (dynamic, per row) — where the real outliers of transformers live.
 
 Units: SQNR in dB; cosine and recall are fractions. The measurement itself needs lesson 05's retrieval, so it lives there:
-``python -m part0_foundations.l05_rag.int8_minilm`` reruns it (a few minutes on 2 cores) and writes ``results/minilm.json``,
+lesson 05's ``int8_minilm`` module reruns it (a few minutes on 2 cores) and writes ``results/minilm.json``,
 which this lesson's page is built from.
 """
 from __future__ import annotations

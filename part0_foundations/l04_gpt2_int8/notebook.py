@@ -132,7 +132,7 @@ one scale per tensor) and to all 36 encoder layers (the sentence embeddings must
     *graded(checks.LESSON, "minilm_layer_sqnr", "minilm_embeddings_match"),
     md(r"""
 The whole study — per-layer SQNR and outlier spread, embedding cosine and retrieval recall for per-tensor and
-per-channel weights, and activations rounded per tensor or per token — is `python -m
-part0_foundations.l05_rag.int8_minilm` (it scores retrieval the way lesson 05 does); the site page shows its saved run.
+per-channel weights, and activations rounded per tensor or per token — is run in lesson 05, which scores
+retrieval (its `int8_minilm` study); the site page shows its saved run.
 """),
 ]

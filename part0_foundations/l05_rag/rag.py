@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from course.i18n import DEFAULT, LANGS
+
 
 @dataclass(frozen=True)
 class Chunk:
@@ -141,11 +143,18 @@ def build_prompt(question: str, hits: list[Hit], budget: int, count_tokens=count
     return prompt, cited
 
 
+def is_translation(path: Path) -> bool:
+    """``x.ko.md``: a page's translation (course/i18n.py's suffix layout), not a page of its own."""
+    return any(path.name.endswith(f".{lang}{path.suffix}") for lang in LANGS if lang != DEFAULT)
+
+
 def load_corpus(folder: str | Path, pattern: str = "**/*.md", exclude: tuple[str, ...] = ("generated",)) -> dict[str, str]:
     """{relative path: text} of the files under ``folder`` matching ``pattern``, sorted by path.
 
     Paths with a folder named in ``exclude`` are left out (the site's ``generated/`` snippets are parts of pages
-    made by code, not pages). Raises ``ValueError`` naming ``folder`` when it does not exist or holds no non-empty matching file.
+    made by code, not pages), and so are the site's translations (``page.ko.md`` beside ``page.md``): the corpus is
+    the English edition, which the English encoder reads. Raises ``ValueError`` naming ``folder`` when it does not
+    exist or holds no non-empty matching file.
     """
     root = Path(folder)
     if not root.is_dir():
@@ -153,7 +162,7 @@ def load_corpus(folder: str | Path, pattern: str = "**/*.md", exclude: tuple[str
     docs = {}
     for p in sorted(root.glob(pattern)):
         rel = p.relative_to(root)
-        if p.is_file() and not set(rel.parts[:-1]) & set(exclude):
+        if p.is_file() and not set(rel.parts[:-1]) & set(exclude) and not is_translation(p):
             text = p.read_text(encoding="utf-8", errors="replace")
             if text.strip():
                 docs[rel.as_posix()] = text

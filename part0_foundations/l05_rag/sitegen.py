@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from course import records
+from course import i18n
 from course.exercises import exercise_block
 from part0_foundations.l05_rag import evalset
 from part0_foundations.l05_rag import index as ix
@@ -48,23 +49,25 @@ def build(out: Path):
     # 1. Chunks: two neighbours of one page and the characters they share.
     a, b = next((c, d) for c, d in zip(chunks, chunks[1:]) if c.source == d.source)
     shared = a.text[-OVERLAP:]
-    (out / "chunks.md").write_text("\n".join([
-        f"{len(docs)} pages → {len(chunks)} chunks of at most {SIZE} characters, {OVERLAP} shared with the next.",
+    i18n.write_text(out, "chunks.md", lambda tr: "\n".join([
+        tr("{pages} pages → {chunks} chunks of at most {size} characters, {overlap} shared with the next.",
+           pages=len(docs), chunks=len(chunks), size=SIZE, overlap=OVERLAP),
         "",
-        "| chunk | source | start | end | characters | begins with |", "|---|---|---|---|---|---|",
+        tr("| chunk | source | start | end | characters | begins with |"), "|---|---|---|---|---|---|",
         f"| 0 | `{a.source}` | {a.start} | {a.end} | {len(a.text)} | {_preview(a.text, 60)} |",
         f"| 1 | `{b.source}` | {b.start} | {b.end} | {len(b.text)} | {_preview(b.text, 60)} |",
         "",
-        f"Chunk 1 starts {b.start - a.start} characters after chunk 0 (size − overlap), so chunk 0's last {OVERLAP} "
-        f"characters are chunk 1's first: `{b.text[:OVERLAP] == shared}` (they begin "
-        f"\"{_preview(shared, 40)}…\").",
+        tr("Chunk 1 starts {gap} characters after chunk 0 (size − overlap), so chunk 0's last {overlap} characters are "
+           "chunk 1's first: `{same}` (they begin \"{preview}…\").", gap=b.start - a.start, overlap=OVERLAP,
+           same=b.text[:OVERLAP] == shared, preview=_preview(shared, 40)),
     ]) + "\n")
 
     # 2. One vector.
     v = vectors[0]
-    (out / "vector.md").write_text(
-        f"Chunk 0 becomes {v.shape[0]} float32 values ({4 * v.shape[0]:,} bytes), of length "
-        f"{np.linalg.norm(v):.4f}; the first six are `{np.array2string(v[:6], precision=4, separator=', ')}`.\n")
+    i18n.write_text(out, "vector.md", lambda tr: tr(
+        "Chunk 0 becomes {n} float32 values ({bytes} bytes), of length {norm}; the first six are `{first}`.",
+        n=v.shape[0], bytes=f"{4 * v.shape[0]:,}", norm=f"{np.linalg.norm(v):.4f}",
+        first=np.array2string(v[:6], precision=4, separator=", ")) + "\n")
 
     # 3. Retrieval, and the same top-k by hand.
     qv = emb.encode([QUESTION])
@@ -72,47 +75,59 @@ def build(out: Path):
     hits = [Hit(r + 1, float(s), chunks[i]) for r, (s, i) in enumerate(zip(scores[0], ids[0]))]
     numpy_scores = vectors @ qv[0]
     same = np.array_equal(np.argsort(-numpy_scores, kind="stable")[:5], ids[0])
-    rows = ["| rank | cosine | source | characters | text |", "|---|---|---|---|---|"]
-    rows += [f"| {h.rank} | {h.score:.3f} | `{h.chunk.source}` | {h.chunk.start}–{h.chunk.end} | "
-             f"{_preview(h.chunk.text)}… |" for h in hits]
-    rows += ["", f"The same five ids from `vectors @ query` sorted by numpy: `{same}`."]
-    (out / "retrieval.md").write_text(f"Question: *{QUESTION}*\n\n" + "\n".join(rows) + "\n")
+    rows = [f"| {h.rank} | {h.score:.3f} | `{h.chunk.source}` | {h.chunk.start}–{h.chunk.end} | "
+            f"{_preview(h.chunk.text)}… |" for h in hits]
+    i18n.write_text(out, "retrieval.md", lambda tr: tr("Question: *{question}*", question=QUESTION) + "\n\n"
+                    + "\n".join([tr("| rank | cosine | source | characters | text |"), "|---|---|---|---|---|"] + rows
+                                 + ["", tr("The same five ids from `vectors @ query` sorted by numpy: `{same}`.",
+                                           same=same)]) + "\n")
 
     # 4. The prompt under a budget.
     prompt, cited = build_prompt(QUESTION, hits, BUDGET, count_tokens=count_tokens)
-    (out / "prompt_stats.md").write_text(
-        f"Budget {BUDGET} tokens (all-MiniLM-L6-v2's WordPiece tokenizer): the prompt takes {count_tokens(prompt)} "
-        f"and cites {len(cited)} of the {len(hits)} retrieved chunks (ranks "
-        f"{', '.join(str(h.rank) for h in cited)}); a chunk goes in whole or not at all.\n")
+    i18n.write_text(out, "prompt_stats.md", lambda tr: tr(
+        "Budget {budget} tokens (all-MiniLM-L6-v2's WordPiece tokenizer): the prompt takes {tokens} and cites {cited} of "
+        "the {hits} retrieved chunks (ranks {ranks}); a chunk goes in whole or not at all.", budget=BUDGET,
+        tokens=count_tokens(prompt), cited=len(cited), hits=len(hits), ranks=", ".join(str(h.rank) for h in cited))
+        + "\n")
     # The chunks hold Markdown (code fences too): fence the prompt with more backticks than any run inside it.
     fence = "`" * max([3] + [len(r) + 1 for r in re.findall(r"`+", prompt)])
-    (out / "prompt.md").write_text(f"{fence}text\n{prompt}\n{fence}\n")
+    i18n.write_text(out, "prompt.md", lambda tr: f"{fence}text\n{prompt}\n{fence}\n")  # the prompt as built
 
     # 5. Evaluation: the labelled questions, flat and IVF.
     res = evalset.evaluate(REPO / "site", embedder=emb)
-    rows = ["| index | pages | chunks | questions | recall@1 | recall@5 | MRR |", "|---|---|---|---|---|---|---|"]
-    for kind, nprobe in (("flat", None), ("ivf", 1), ("ivf", 2)):
-        r = res if kind == "flat" else evalset.evaluate(REPO / "site", kind="ivf", embedder=emb, nprobe=nprobe)
-        label = "IndexFlatIP (exact)" if kind == "flat" else f"IndexIVFFlat, nprobe={nprobe}"
-        rows.append(f"| {label} | {r['documents']} | {r['chunks']} | {r['questions']} | {r['recall@1']:.2f} | "
-                    f"{r['recall@5']:.2f} | {r['mrr']:.2f} |")
-    missed = [f"- *{q}* (`{', '.join(rel)}`): rank {k or 'not found'}" for q, rel, k in res["per_question"] if k != 1]
-    text = "\n".join(rows) + "\n\n"
-    text += (f"{res['questions']} questions scored, {res['left_out']} left out because their page is not on the site "
-             f"yet. Questions whose page was not the first hit (flat):\n\n" + ("\n".join(missed) or "- none") + "\n")
-    (out / "eval.md").write_text(text)
+    runs = [(kind, nprobe, res if kind == "flat" else evalset.evaluate(REPO / "site", kind="ivf", embedder=emb,
+                                                                         nprobe=nprobe))
+            for kind, nprobe in (("flat", None), ("ivf", 1), ("ivf", 2))]
+
+    def eval_md(tr):
+        rows = [tr("| index | pages | chunks | questions | recall@1 | recall@5 | MRR |"), "|---|---|---|---|---|---|---|"]
+        for kind, nprobe, r in runs:
+            label = tr("IndexFlatIP (exact)") if kind == "flat" else f"IndexIVFFlat, nprobe={nprobe}"
+            rows.append(f"| {label} | {r['documents']} | {r['chunks']} | {r['questions']} | {r['recall@1']:.2f} | "
+                        f"{r['recall@5']:.2f} | {r['mrr']:.2f} |")
+        # The questions are the evaluation set's own (English, like the pages they are asked of).
+        missed = [f"- *{q}* (`{', '.join(rel)}`): " + (tr("rank {k}", k=k) if k else tr("rank not found"))
+                  for q, rel, k in res["per_question"] if k != 1]
+        return ("\n".join(rows) + "\n\n" + tr(
+            "{scored} questions scored, {left_out} left out because their page is not on the site yet. Questions whose "
+            "page was not the first hit (flat):", scored=res["questions"], left_out=res["left_out"]) + "\n\n"
+            + ("\n".join(missed) or "- " + tr("none")) + "\n")
+
+    i18n.write_text(out, "eval.md", eval_md)
 
     # 6. The approximate index against the flat one, on the same vectors.
     queries = emb.encode([q for q, _ in evalset.active_questions(docs)[0]])
     _, exact = ix.search(flat, queries, 5)
     nlist = ix.default_nlist(len(chunks))
-    rows = [f"IVF-Flat with nlist = {nlist} lists (≈ √{len(chunks)}), top-5 for the {len(queries)} questions:", "",
-            "| nprobe | lists scanned | recall@5 vs flat |", "|---|---|---|"]
+    rows = []
     for nprobe in sorted({1, 2, 4, nlist} & set(range(1, nlist + 1))):
         ivf = ix.build_ivf(vectors, nlist=nlist, nprobe=nprobe)
         _, approx = ix.search(ivf, queries, 5)
         rows.append(f"| {nprobe} | {100 * nprobe / nlist:.0f}% | {ix.recall_at_k(approx, exact):.2f} |")
-    (out / "ivf_recall.md").write_text("\n".join(rows) + "\n")
+    i18n.write_text(out, "ivf_recall.md", lambda tr: "\n".join([
+        tr("IVF-Flat with nlist = {nlist} lists (≈ √{chunks}), top-5 for the {questions} questions:", nlist=nlist,
+           chunks=len(chunks), questions=len(queries)), "",
+        tr("| nprobe | lists scanned | recall@5 vs flat |"), "|---|---|---|"] + rows) + "\n")
 
     # 7. Bytes of the site's own indexes: formula vs file.
     d = vectors.shape[1]
@@ -122,8 +137,8 @@ def build(out: Path):
     for p in ("_site_flat.faiss", "_site_ivf.faiss"):
         (out / p).unlink()
     n = len(chunks)
-    (out / "site_bytes.md").write_text("\n".join([
-        "| index | vectors × d × 4 | formula | file on disk |", "|---|---|---|---|",
+    i18n.write_text(out, "site_bytes.md", lambda tr: "\n".join([
+        tr("| index | vectors × d × 4 | formula | file on disk |"), "|---|---|---|---|",
         f"| IndexFlatIP | {4 * n * d:,} | 45 + 4·{n}·{d} = {ix.flat_index_bytes(n, d):,} | {flat_file:,} |",
         f"| IndexIVFFlat, nlist={nlist} | {4 * n * d:,} | {ix.ivf_flat_index_bytes(n, d, nlist):,} | {ivf_file:,} |",
     ]) + "\n")
@@ -132,6 +147,12 @@ def build(out: Path):
 
 
 def _memory(out: Path):
+    for lang, tr in i18n.each_language():
+        _memory_in(out, tr, lang)
+    _checks(out)
+
+
+def _memory_in(out: Path, tr, lang: str):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -143,60 +164,64 @@ def _memory(out: Path):
     host = rec["host"]
     where = f"{m['machine']}, kernel {m['kernel']}" if "kernel" in m else f"{host['cpu']}, {host['system']}"
     memory = m["mem_total"] if "mem_total" in m else host["memory_bytes"]
-    rows = [f"Index of {m['n']:,} random unit vectors × {m['d']} floats: vectors {m['vector_bytes']:,} bytes, formula "
-            f"{m['formula_bytes']:,}, file {m['file_bytes']:,} bytes ({m['filesystem']}). Measured "
-            f"{rec['date_utc']} on this course's machine ({where}, "
-            f"{memory / 2**30:.0f} GiB) with `{rec['command']}`.", "",
-            "| step | RssAnon | RssFile | index file in page cache |", "|---|---|---|---|"]
-    rows += [f"| {s['step']} | {_mib(s['rss_anon'])} | {_mib(s['rss_file'])} | {_mib(s['page_cache'])} "
+    rows = [tr("Index of {n} random unit vectors × {d} floats: vectors {vector_bytes} bytes, formula {formula}, file "
+               "{file} bytes ({filesystem}). Measured {date} on this course's machine ({where}, {gib} GiB) with "
+               "`{command}`.", n=f"{m['n']:,}", d=m["d"], vector_bytes=f"{m['vector_bytes']:,}",
+               formula=f"{m['formula_bytes']:,}", file=f"{m['file_bytes']:,}", filesystem=m["filesystem"],
+               date=rec["date_utc"], where=where, gib=f"{memory / 2**30:.0f}", command=rec["command"]), "",
+            tr("| step | RssAnon | RssFile | index file in page cache |"), "|---|---|---|---|"]
+    rows += [f"| {tr(s['step'])} | {_mib(s['rss_anon'])} | {_mib(s['rss_file'])} | {_mib(s['page_cache'])} "
              f"({100 * s['resident_pages'] / s['file_pages']:.0f}%) |" for s in steps]
     by = {s["step"]: s for s in steps}
     base, copy = by["written, pages dropped"], by["read_index (a copy)"]
     searched = next(s for s in steps if s["step"].startswith("after"))
-    rows += ["", f"Against the {_mib(m['file_bytes'])} file: the copy added {_mib(copy['rss_anon'] - base['rss_anon'])} "
-             f"of RssAnon ({100 * (copy['rss_anon'] - base['rss_anon']) / m['file_bytes']:.0f}%); the mapped index, "
-             f"once searched, {_mib(searched['rss_file'] - base['rss_file'])} of RssFile "
-             f"({100 * (searched['rss_file'] - base['rss_file']) / m['file_bytes']:.0f}%) and "
-             f"{_mib(searched['rss_anon'] - base['rss_anon'])} of RssAnon."]
+    rows += ["", tr("Against the {file} file: the copy added {copy} of RssAnon ({copy_pct}%); the mapped index, once "
+                    "searched, {mapped} of RssFile ({mapped_pct}%) and {anon} of RssAnon.", file=_mib(m["file_bytes"]),
+                    copy=_mib(copy["rss_anon"] - base["rss_anon"]),
+                    copy_pct=f"{100 * (copy['rss_anon'] - base['rss_anon']) / m['file_bytes']:.0f}",
+                    mapped=_mib(searched["rss_file"] - base["rss_file"]),
+                    mapped_pct=f"{100 * (searched['rss_file'] - base['rss_file']) / m['file_bytes']:.0f}",
+                    anon=_mib(searched["rss_anon"] - base["rss_anon"]))]
     iv = m["ivf"]
-    rows += ["", f"An IVF-Flat index of the same vectors (nlist = {iv['nlist']}: file {iv['file_bytes']:,} bytes, "
-             f"formula {iv['formula_bytes']:,}) opened with `IO_FLAG_MMAP`: after one search at nprobe = 1, "
-             f"{100 * iv['resident_fraction_after_1_search']:.1f}% of its file is in the page cache."]
-    (out / "memory.md").write_text("\n".join(rows) + "\n")
+    rows += ["", tr("An IVF-Flat index of the same vectors (nlist = {nlist}: file {file} bytes, formula {formula}) "
+                    "opened with `IO_FLAG_MMAP`: after one search at nprobe = 1, {pct}% of its file is in the page "
+                    "cache.", nlist=iv["nlist"], file=f"{iv['file_bytes']:,}", formula=f"{iv['formula_bytes']:,}",
+                    pct=f"{100 * iv['resident_fraction_after_1_search']:.1f}")]
+    (out / i18n.localized("memory.md", lang)).write_text("\n".join(rows) + "\n")
 
     fig, ax = plt.subplots(figsize=(9, 3.8))
-    labels = [s["step"].replace(" + ", " +\n") for s in steps]
+    labels = [tr(s["step"]).replace(" + ", " +\n") for s in steps]
     y = np.arange(len(steps))
     h = 0.27
-    ax.barh(y - h, [s["rss_anon"] / 2**20 for s in steps], h, label="RssAnon (process-private)", color="#d95f02")
-    ax.barh(y, [s["rss_file"] / 2**20 for s in steps], h, label="RssFile (mapped file pages)", color="#1b9e77")
-    ax.barh(y + h, [s["page_cache"] / 2**20 for s in steps], h, label="index file in page cache", color="#7570b3")
+    ax.barh(y - h, [s["rss_anon"] / 2**20 for s in steps], h, label=tr("RssAnon (process-private)"), color="#d95f02")
+    ax.barh(y, [s["rss_file"] / 2**20 for s in steps], h, label=tr("RssFile (mapped file pages)"), color="#1b9e77")
+    ax.barh(y + h, [s["page_cache"] / 2**20 for s in steps], h, label=tr("index file in page cache"), color="#7570b3")
     ax.axvline(m["file_bytes"] / 2**20, color="k", ls=":", lw=1)
-    ax.text(m["file_bytes"] / 2**20, len(steps) - 0.4, " index file", va="top", fontsize=8)
+    ax.text(m["file_bytes"] / 2**20, len(steps) - 0.4, " " + tr("index file"), va="top", fontsize=8)
     ax.set_yticks(y, labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("MiB")
-    ax.set_title(f"Flat index of {m['n']:,} × {m['d']} float32: where its bytes live")
+    ax.set_title(tr("Flat index of {n} × {d} float32: where its bytes live", n=f"{m['n']:,}", d=m["d"]))
     ax.legend(fontsize=8, loc="lower right")
-    fig.savefig(out / "memory.png", dpi=110, bbox_inches="tight")
+    fig.savefig(out / i18n.localized("memory.png", lang), dpi=110, bbox_inches="tight")
     plt.close(fig)
-    _checks(out)
 
 
 def _checks(out: Path):
     """Answers of the page's self-check questions, computed with the lesson's own functions."""
     text = "x" * 2000
     spans = [(c.start, c.end) for c in chunk_text(text, "page", SIZE, OVERLAP)]
-    (out / "check_chunks.md").write_text(
-        f"**{len(spans)} chunks**: windows start every {SIZE} − {OVERLAP} = {SIZE - OVERLAP} characters, at "
-        + ", ".join(str(a) for a, _ in spans) + f"; they span " + ", ".join(f"{a}–{b}" for a, b in spans)
-        + f" (the last one ends exactly at the end of the page, so it is shorter).\n")
+    i18n.write_text(out, "check_chunks.md", lambda tr: tr(
+        "**{n} chunks**: windows start every {size} − {overlap} = {step} characters, at {starts}; they span {spans} "
+        "(the last one ends exactly at the end of the page, so it is shorter).", n=len(spans), size=SIZE,
+        overlap=OVERLAP, step=SIZE - OVERLAP, starts=", ".join(str(a) for a, _ in spans),
+        spans=", ".join(f"{a}–{b}" for a, b in spans)) + "\n")
     n, d = 1_000_000, 384
     b = ix.flat_index_bytes(n, d)
-    (out / "check_bytes.md").write_text(
-        f"\\(45 + 4nd\\) = **{b:,} bytes** ({b / 2**30:.2f} GiB): the header is nothing, the float32 vectors are "
-        f"everything. Opened with mmap it costs no private memory, but a flat search reads every vector, so all "
-        f"{b / 2**30:.2f} GiB must sit in the page cache for searches to stay fast.\n")
+    i18n.write_text(out, "check_bytes.md", lambda tr: tr(
+        "\\(45 + 4nd\\) = **{bytes} bytes** ({gib} GiB): the header is nothing, the float32 vectors are everything. "
+        "Opened with mmap it costs no private memory, but a flat search reads every vector, so all {gib} GiB must sit "
+        "in the page cache for searches to stay fast.", bytes=f"{b:,}", gib=f"{b / 2**30:.2f}") + "\n")
     from part0_foundations.l05_rag import notebook
 
-    (out / "exercise.md").write_text(exercise_block(notebook))
+    i18n.write_text(out, "exercise.md", lambda tr: exercise_block(notebook, lang=tr.lang))

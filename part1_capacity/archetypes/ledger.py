@@ -57,13 +57,14 @@ def format_number(v) -> str:
     return f"{v:,.6g}" if abs(v) < 1e6 else f"{v:,.0f}"
 
 
-def format_value(value, unit: str) -> str:
-    """A claim's value with its unit, as every output writes it; a range is written ``low–high``."""
+def format_value(value, unit: str, tr=None) -> str:
+    """A claim's value with its unit, as every output writes it; a range is written ``low–high``. ``tr`` (a
+    ``course.i18n.Translator``) writes the unit in another language: the site's Korean edition."""
     if isinstance(value, tuple):
         v = f"{format_number(value[0])}–{format_number(value[1])}"
     else:
         v = format_number(value)
-    return UNITS[unit].format(v=v)
+    return tr(UNITS[unit], v=v) if tr else UNITS[unit].format(v=v)
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,10 @@ class Claim:
     def verified(self) -> bool:
         return self.status == "verified"
 
-    def statement(self) -> str:
-        """The claim as a sentence, its value written in."""
+    def statement(self, tr=None) -> str:
+        """The claim as a sentence, its value written in (``tr``: in another language, from its catalogue)."""
+        if tr:
+            return tr(self.text, value=format_value(self.value, self.unit, tr))
         return self.text.replace("{value}", format_value(self.value, self.unit))
 
     def to_dict(self) -> dict:

@@ -6,6 +6,7 @@ conclusions really differ and fails the build if the data stop saying so.
 """
 from __future__ import annotations
 
+from course import i18n
 from part1_capacity.archetypes.catalog import load_archetypes
 from part1_capacity.archetypes.ledger import load_ledger, parse_ledger
 from part1_capacity.archetypes.propose import propose
@@ -23,56 +24,62 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _inputs(w: dict) -> str:
-    return (f"`{w['model']}` on `{w['accelerator']}`, context {w['context']:,}, concurrency {w['concurrency']:,}, "
-            f"weights {w['weights_dtype']}, KV {w['kv_dtype']}")
+EN = i18n.translator("en")
 
 
-def _bottleneck(p: dict) -> str:
-    return {"kv_cache": "KV cache", "weights": "weights", None: "not sized"}[p["bottleneck"]]
+def _inputs(w: dict, tr=EN) -> str:
+    return tr("`{model}` on `{accelerator}`, context {context}, concurrency {concurrency}, weights {weights}, KV {kv}",
+              model=w["model"], accelerator=w["accelerator"], context=f"{w['context']:,}",
+              concurrency=f"{w['concurrency']:,}", weights=w["weights_dtype"], kv=w["kv_dtype"])
 
 
-def _accelerators(plan: dict) -> str:
-    return (f"{fmt_count(plan['accelerators_needed'])} ({fmt_count(plan['accelerators_without_kv'])} for the "
-            f"weights, {fmt_count(plan['accelerators_added_by_kv'])} added by the KV cache)")
+def _bottleneck(p: dict, tr=EN) -> str:
+    return tr({"kv_cache": "KV cache", "weights": "weights", None: "not sized"}[p["bottleneck"]])
 
 
-def side_by_side(archetypes, proposals) -> str:
+def _accelerators(plan: dict, tr=EN) -> str:
+    return tr("{needed} ({without} for the weights, {added} added by the KV cache)",
+              needed=fmt_count(plan["accelerators_needed"]), without=fmt_count(plan["accelerators_without_kv"]),
+              added=fmt_count(plan["accelerators_added_by_kv"]))
+
+
+def side_by_side(archetypes, proposals, tr=EN) -> str:
     ids = list(archetypes)
-    head = "| | " + " | ".join(f"**{_cell(archetypes[a].name)}**" for a in ids) + " |"
+    head = "| | " + " | ".join(f"**{_cell(tr(archetypes[a].name))}**" for a in ids) + " |"
     rows = [head, "|---" * (len(ids) + 1) + "|"]
 
     def row(label, fn):
-        rows.append(f"| **{label}** | " + " | ".join(_cell(fn(archetypes[a], proposals[a])) for a in ids) + " |")
+        rows.append(f"| **{tr(label)}** | " + " | ".join(_cell(fn(archetypes[a], proposals[a])) for a in ids) + " |")
 
-    row("typical workload", lambda a, p: a.workload_description)
-    row("calculator inputs", lambda a, p: _inputs(p["workload"]) if p["plan"] else "none (no quantitative evidence)")
+    row("typical workload", lambda a, p: tr(a.workload_description))
+    row("calculator inputs", lambda a, p: _inputs(p["workload"], tr) if p["plan"]
+        else tr("none (no quantitative evidence)"))
     row("KV / weights", lambda a, p: fmt_ratio(p["plan"]["kv_to_weights_ratio"]) if p["plan"] else "—")
-    row("accelerators", lambda a, p: _accelerators(p["plan"]) if p["plan"] else "—")
-    row("bottleneck", lambda a, p: _bottleneck(p))
-    row("what to propose", lambda a, p: p["proposal"]["headline"])
-    row("quantitative evidence", lambda a, p: "yes: verified claims in the ledger" if a.evidence
-        else "**none — marked; no numbers shown**")
+    row("accelerators", lambda a, p: _accelerators(p["plan"], tr) if p["plan"] else "—")
+    row("bottleneck", lambda a, p: _bottleneck(p, tr))
+    row("what to propose", lambda a, p: tr(p["proposal"]["headline"]))
+    row("quantitative evidence", lambda a, p: tr("yes: verified claims in the ledger") if a.evidence
+        else tr("**none — marked; no numbers shown**"))
     return "\n".join(rows) + "\n"
 
 
-def profiles(archetypes) -> str:
+def profiles(archetypes, tr=EN) -> str:
     """Who decides in each organisation and why suppliers miss them: one folded block per archetype (prose too long
     for a table cell)."""
     out = []
     for a in archetypes.values():
-        items = [("who signs off", a.signs_off), ("measured on", "; ".join(a.measured_on)),
-                 ("cannot give up", "; ".join(a.cannot_give_up)), ("decision cycle", a.decision_cycle),
-                 ("why suppliers miss them", a.why_suppliers_miss)]
-        out.append(f'??? note "{a.name}"\n')
-        out += [f"    - **{label}:** {text}" for label, text in items]
-        out.append("    - **objections they raise:**")
-        out += [f"        - {o.text}" for o in a.objections]
+        items = [("who signs off", tr(a.signs_off)), ("measured on", "; ".join(tr(m) for m in a.measured_on)),
+                 ("cannot give up", "; ".join(tr(c) for c in a.cannot_give_up)),
+                 ("decision cycle", tr(a.decision_cycle)), ("why suppliers miss them", tr(a.why_suppliers_miss))]
+        out.append(f'??? note "{tr(a.name)}"\n')
+        out += [f"    - **{tr(label)}:** {text}" for label, text in items]
+        out.append("    - **" + tr("objections they raise:") + "**")
+        out += [f"        - {tr(o.text)}" for o in a.objections]
         out.append("")
     return "\n".join(out) + "\n"
 
 
-def same_model(archetypes, ledger) -> tuple[str, list[dict]]:
+def same_model(archetypes, ledger, tr=EN) -> tuple[str, list[dict]]:
     props = [propose(archetypes[a], ledger, model=SAME_MODEL) for a in SAME_MODEL_FOR]
     headlines = {p["proposal"]["headline"] for p in props}
     kinds = {p["archetype"]: p["proposal"]["kind"] for p in props}
@@ -80,27 +87,30 @@ def same_model(archetypes, ledger) -> tuple[str, list[dict]]:
     if len(headlines) != len(props) or kinds != SAME_MODEL_EXPECT or not phone_too_small:
         raise RuntimeError(f"{SAME_MODEL} no longer draws the conclusions the page describes for {SAME_MODEL_FOR} "
                            f"({kinds}): update site/part1/archetypes.md or pick another model")
-    rows = [f"Here is the same model, `{SAME_MODEL}`, put to three of the archetypes on their own workloads:", "",
-            "| customer | workload (calculator inputs) | weights | KV cache | KV / weights | accelerators | "
-            "bottleneck | conclusion |", "|---|---|---|---|---|---|---|---|"]
+    rows = [tr("Here is the same model, `{model}`, put to three of the archetypes on their own workloads:",
+               model=SAME_MODEL), "",
+            tr("| customer | workload (calculator inputs) | weights | KV cache | KV / weights | accelerators | "
+               "bottleneck | conclusion |"), "|---|---|---|---|---|---|---|---|"]
     for p in props:
         plan = p["plan"]
-        rows.append(f"| {_cell(p['name'])} | {_inputs(p['workload'])} | {fmt_bytes(plan['weights_bytes'])} | "
+        rows.append(f"| {_cell(tr(p['name']))} | {_inputs(p['workload'], tr)} | {fmt_bytes(plan['weights_bytes'])} | "
                     f"{fmt_bytes(plan['kv_bytes_total'])} | {fmt_ratio(plan['kv_to_weights_ratio'])} | "
-                    f"{_accelerators(plan)} | {_bottleneck(p)} | {_cell(p['proposal']['headline'])} |")
+                    f"{_accelerators(plan, tr)} | {_bottleneck(p, tr)} | {_cell(tr(p['proposal']['headline']))} |")
     return "\n".join(rows) + "\n", props
 
 
-def ledger_tables(archetypes, ledger) -> str:
-    rows = ["| claim | statement | source | as of |", "|---|---|---|---|"]
+def ledger_tables(archetypes, ledger, tr=EN) -> str:
+    rows = [tr("| claim | statement | source | as of |"), "|---|---|---|---|"]
     for c in ledger.verified():
-        rows.append(f"| `{c.id}` | {_cell(c.statement())} | {_cell(c.source)} | {_cell(c.as_of)} |")
-    status = ["", "| archetype | verified claims | quarantined claims | quantitative evidence |", "|---|---|---|---|"]
+        # The source is a document's own title: cited as published.
+        statement = c.statement() if tr.lang == i18n.DEFAULT else c.statement(tr)
+        rows.append(f"| `{c.id}` | {_cell(statement)} | {_cell(c.source)} | {_cell(c.as_of)} |")
+    status = ["", tr("| archetype | verified claims | quarantined claims | quantitative evidence |"), "|---|---|---|---|"]
     quarantined = {a: any(a in c.archetypes for c in ledger.quarantined()) for a in archetypes}
     for a in archetypes.values():
-        status.append(f"| {_cell(a.name)} | {'yes' if a.evidence else 'none'} | "
-                      f"{'yes (editors only)' if quarantined[a.id] else 'none'} | "
-                      f"{'yes' if a.evidence else '**none: marked, shows no numbers**'} |")
+        status.append(f"| {_cell(tr(a.name))} | {tr('yes') if a.evidence else tr('none')} | "
+                      f"{tr('yes (editors only)') if quarantined[a.id] else tr('none')} | "
+                      f"{tr('yes') if a.evidence else tr('**none: marked, shows no numbers**')} |")
     return "\n".join(rows + status) + "\n"
 
 
@@ -119,27 +129,27 @@ def rejection_examples() -> str:
     return "```text\n" + "\n".join(out) + "\n```\n"
 
 
-def figure(proposals, out):
+def figure(proposals, path, tr=EN):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     sized = [p for p in proposals.values() if p["plan"]]
-    names = [p["name"].replace(" ", "\n", 1) for p in sized]
+    names = [tr(p["name"]).replace(" ", "\n", 1) for p in sized]
     base = [p["plan"]["accelerators_without_kv"] for p in sized]
     added = [p["plan"]["accelerators_added_by_kv"] for p in sized]
     fig, ax = plt.subplots(figsize=(8, 3.6))
-    ax.bar(names, base, color="#4c72b0", label="accelerators for the weights")
-    ax.bar(names, added, bottom=base, color="#dd8452", label="accelerators added by the KV cache")
+    ax.bar(names, base, color="#4c72b0", label=tr("accelerators for the weights"))
+    ax.bar(names, added, bottom=base, color="#dd8452", label=tr("accelerators added by the KV cache"))
     for i, p in enumerate(sized):
-        ax.text(i, base[i] + added[i], f"bottleneck:\n{_bottleneck(p)}", ha="center", va="bottom", fontsize=8)
-    ax.set_ylabel("accelerators (devices)")
-    ax.set_title("Accelerators for each archetype's own workload")
+        ax.text(i, base[i] + added[i], tr("bottleneck:\n{bottleneck}", bottleneck=_bottleneck(p, tr)), ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel(tr("accelerators (devices)"))
+    ax.set_title(tr("Accelerators for each archetype's own workload"))
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.set_ylim(0, max(b + a for b, a in zip(base, added)) * 1.3)
     ax.legend(frameon=False, fontsize=8, loc="upper right")
-    fig.savefig(out / "accelerators_by_archetype.png", dpi=110, bbox_inches="tight")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -147,10 +157,11 @@ def build(out):
     ledger = load_ledger()
     archetypes = load_archetypes(ledger=ledger)
     proposals = {a: propose(arch, ledger) for a, arch in archetypes.items()}
-    (out / "side_by_side.md").write_text(side_by_side(archetypes, proposals))
-    (out / "profiles.md").write_text(profiles(archetypes))
-    table, _ = same_model(archetypes, ledger)
-    (out / "same_model.md").write_text(table)
-    (out / "ledger.md").write_text(ledger_tables(archetypes, ledger))
-    (out / "rejections.md").write_text(rejection_examples())
-    figure(proposals, out)
+    i18n.write_text(out, "side_by_side.md", lambda tr: side_by_side(archetypes, proposals, tr))
+    i18n.write_text(out, "profiles.md", lambda tr: profiles(archetypes, tr))
+    i18n.write_text(out, "same_model.md", lambda tr: same_model(archetypes, ledger, tr)[0])
+    i18n.write_text(out, "ledger.md", lambda tr: ledger_tables(archetypes, ledger, tr))
+    rejections = rejection_examples()   # the validator's own messages, quoted as it prints them
+    i18n.write_text(out, "rejections.md", lambda tr: rejections)
+    for lang, tr in i18n.each_language():
+        figure(proposals, out / i18n.localized("accelerators_by_archetype.png", lang), tr)

@@ -26,7 +26,7 @@ import math
 import re
 from pathlib import Path
 
-from part1_capacity.calculator import validate
+from part1_capacity.calculator import gguf_header, validate
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.weights import GGUF, SAFETENSORS, Checkpoint
 from course.units import ceil_div
@@ -53,10 +53,15 @@ def safetensors_files(folder: Path) -> list[Path]:
         wm = d.get("weight_map")
         if not isinstance(wm, dict) or not wm:
             raise InputError(f"model: {index.name} has no 'weight_map' object naming the shards")
+        bad = next((v for v in wm.values() if not isinstance(v, str)), None)
+        if bad is not None:     # a list or a number where a shard's file name belongs
+            raise InputError(f"model: {index.name}: 'weight_map' values must be shard file names, got "
+                             f"{validate.show(bad)}")
         names = sorted(set(wm.values()))
         for n in names:
-            if not isinstance(n, str) or "/" in n or "\\" in n or n in ("", ".", ".."):
-                raise InputError(f"model: {index.name}: shard name {validate.show(n)} is not a file name")
+            if "/" in n or "\\" in n or n in ("", ".", "..") or len(n.encode()) > 255:
+                raise InputError(f"model: {index.name}: shard name {validate.show(n)} is not a file name "
+                                 f"(one name in the folder, at most 255 bytes)")
             if not (folder / n).is_file():
                 raise InputError(f"model: {folder / n} is missing (named in {index.name}); download every shard")
         return [folder / n for n in names]
@@ -133,20 +138,17 @@ def gguf_field(reader, key):
         return None
     if f.types and f.types[0].name == "STRING":
         return bytes(f.parts[f.data[0]]).decode("utf-8", errors="replace")
+    if len(f.types) > 1 and f.types[0].name == "ARRAY" and f.types[1].name == "STRING":
+        # an array of strings: the strings, never their bytes read as numbers (callers refuse non-numbers)
+        return [bytes(f.parts[i]).decode("utf-8", errors="replace") for i in f.data]
     vals = [f.parts[i].tolist() for i in f.data]
     vals = [v[0] if isinstance(v, list) and len(v) == 1 else v for v in vals]
     return vals[0] if len(vals) == 1 else vals
 
 
 def _open_gguf(path, field: str):
-    import gguf
-
-    p = validate.regular_file(path, field)
-    try:
-        return gguf.GGUFReader(str(p))
-    except Exception as exc:  # the reader raises on a bad magic number, a truncated file, a bad type id
-        msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise InputError(f"{field}: {p.name} is not a readable GGUF file ({msg})") from None
+    """The ``gguf`` package's reader, once ``gguf_header.scan`` has bounded what the header claims."""
+    return gguf_header.open_reader(validate.regular_file(path, field), field)
 
 
 _SPLIT = re.compile(r"^(.*)-(\d{5})-of-(\d{5})\.gguf$")
@@ -164,9 +166,14 @@ def _other_parts(path: Path, reader, field: str) -> list:
         raise InputError(f"{field}: {path.name} is one part of a split GGUF ({count} parts): pass the first part, "
                          f"named like model-00001-of-{count:05d}.gguf")
     parts = [path.with_name(f"{m.group(1)}-{i:05d}-of-{count:05d}.gguf") for i in range(2, count + 1)]
+    seen = [path.resolve()]
     for p in parts:
         if not p.is_file():
             raise InputError(f"{field}: {p} is missing (part of a split GGUF of {count}); download every part")
+        if any(p.resolve() == q or p.samefile(q) for q in seen):
+            raise InputError(f"{field}: {p.name} is the same file as another part of the split GGUF: every part "
+                             "is counted once, so each must be its own file")
+        seen.append(p.resolve())
     return [_open_gguf(p, field) for p in parts]
 
 
@@ -180,18 +187,20 @@ def gguf_profile_dict(path, field: str = "model", reader=None) -> dict:
         raise InputError(f"{field}: GGUF architecture {validate.show(arch)} is not supported; supported: "
                          f"{', '.join(GGUF_ARCHITECTURES)}")
 
-    def f(key, default=None, lo=0, hi=2 ** 31):
+    def f(key, default=None, lo=0, hi=2 ** 31, scalar=False):
         v = gguf_field(r, f"{arch}.{key}")
         if v is None:
             if default is None:
                 raise InputError(f"{field}: {path.name}: missing GGUF field '{arch}.{key}'")
             return default
+        if isinstance(v, list) and scalar:
+            raise InputError(f"{field}: GGUF field '{arch}.{key}' must be one number, got a list of {len(v)}")
         if isinstance(v, list):
             return [validate.number(x, f"{field}: GGUF field '{arch}.{key}'", lo=lo, hi=hi, integer=True) for x in v]
         return validate.number(v, f"{field}: GGUF field '{arch}.{key}'", lo=lo, hi=hi, integer=True)
 
-    n = f("block_count", lo=1, hi=512)
-    d = f("embedding_length", lo=1, hi=65536)
+    n = f("block_count", lo=1, hi=512, scalar=True)
+    d = f("embedding_length", lo=1, hi=65536, scalar=True)
 
     def per_layer(v):
         out = list(v) if isinstance(v, list) else [v] * n
@@ -205,7 +214,10 @@ def gguf_profile_dict(path, field: str = "model", reader=None) -> dict:
     n_heads = max(heads)
     if n_heads < 1:
         raise InputError(f"{field}: {path.name}: attention.head_count must be >= 1")
-    out = {"id": f"gguf:{path.stem}", "name": gguf_field(r, "general.name") or path.stem, "_architecture": arch,
+    if max(kv) < 1:
+        raise InputError(f"{field}: {path.name}: attention.head_count_kv must be >= 1 on at least one layer "
+                         "(0 marks a layer without attention)")
+    out = {"id": f"gguf:{path.stem}", "name": validate.printable(gguf_field(r, "general.name") or path.stem), "_architecture": arch,
            "n_layers": n, "n_heads": n_heads, "n_kv_heads": max(kv),
            "head_dim": f("attention.key_length", d // n_heads, lo=1), "hidden_size": d,
            "max_context": f("context_length", lo=1), "source": f"read from the GGUF's metadata ({arch})"}

@@ -121,6 +121,10 @@ def check_fields(d: dict, where: str) -> None:
     if q and q.get("quant_method") not in QUANT_METHODS:
         raise InputError(f"{where}: quantization_config.quant_method {validate.show(q.get('quant_method'))} is not "
                          f"supported; allowed: {', '.join(QUANT_METHODS)}")
+    if q and q.get("quant_method") in ("awq", "gptq") and q.get("bits", 4) not in (4, 8):
+        # the widths these methods store and the calculator sizes (int4, int8): bits 0 or 3 would be sized as int4
+        raise InputError(f"{where}: quantization_config.bits {validate.show(q.get('bits'))} is not a width "
+                         f"{q['quant_method']} stores here; allowed: 4, 8")
 
 
 def _model_type(d: dict, where: str) -> str:

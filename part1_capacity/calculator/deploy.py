@@ -41,6 +41,7 @@ import numpy as np
 from part1_capacity.calculator import roofline, speed, weights
 from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.calculator.errors import InputError
+from course.units import ceil_div
 from part1_capacity.calculator.sharding import kv_fraction_per_rank, splits_heads, state_fraction_per_rank
 
 # vLLM's custom all-reduce for small (decode) messages inside one NVLink node takes a few microseconds per call
@@ -50,6 +51,7 @@ ALLREDUCE_LATENCY_S = 8e-6
 ALLREDUCE_LATENCY_ACROSS_NODES_S = 30e-6
 ACTIVATION_BYTES = 2          # bf16 activations exchanged between ranks
 MAX_EXPERT_GROUP = 256        # largest expert-parallel group searched (ranks)
+KEEP_PER_SHAPE = 8            # replica counts timed per shape under a node budget (see replica_counts)
 
 
 # --- the rules -----------------------------------------------------------------------------------------------------
@@ -270,8 +272,11 @@ def decode_time(model, acc, wl, dep: Deployment) -> StepTime:
     return rank_step_time(model, acc, wl, m, m, f, w_read, m * float(cache_per_rank(model, wl, T, dep.tensor)), dep)
 
 
-def candidates(model, acc, wl, with_cache: bool = True, max_nodes: int | None = None) -> list[Deployment]:
-    """Every allowed deployment with its fewest replicas (and, under ``max_nodes``, with more replicas too)."""
+def candidates(model, acc, wl, with_cache: bool = True, max_nodes: int | None = None,
+               counted: list | None = None) -> list[Deployment]:
+    """Every allowed deployment with its fewest replicas (and, under ``max_nodes``, with the replica counts that can
+    win: ``replica_counts``). ``counted``, when given, receives how many deployments fit the budget in all —
+    the ones not timed included."""
     T, B = wl.context, wl.batch
     out = []
     for sh in shapes(model, acc, wl):
@@ -282,16 +287,46 @@ def candidates(model, acc, wl, with_cache: bool = True, max_nodes: int | None = 
         top = d
         if max_nodes is not None:
             top = max(d, min(B, max_nodes * acc.node_size // (sh.tensor * sh.pipeline)))
-        for dd in range(d, top + 1):
-            if not sh.expert or (dd & (dd - 1) == 0 and sh.tensor * dd <= MAX_EXPERT_GROUP):
-                out.append(_deployment(model, acc, wl, T, B, sh, dd, with_cache))
+        for dd in replica_counts(d, top, B, sh):
+            out.append(_deployment(model, acc, wl, T, B, sh, dd, with_cache))
+        if counted is not None and max_nodes is not None:
+            room = max_nodes * acc.node_size // (sh.tensor * sh.pipeline)     # most replicas within the budget
+            counted.append(sum(dd <= room for dd in replica_counts(d, top, B, sh)) if sh.expert
+                           else max(0, min(B, room) - d + 1))
     return out
+
+
+def replica_counts(d: int, top: int, B: int, sh: Shape, keep: int = KEEP_PER_SHAPE) -> list[int]:
+    """The replica counts worth timing between the fewest ``d`` and the budget's ``top``, in a bounded number.
+
+    Expert groups come in powers of two (at most ``log2(MAX_EXPERT_GROUP)`` of them). Otherwise a replica's decode
+    step depends on the replica count only through its sequences ``m = ⌈B/dd⌉``, and more replicas never slow it:
+    of every run of counts sharing one ``m`` only the smallest can win (fewest accelerators), and the winners and
+    the runners-up shown come from the smallest ``m``. So: ``d`` itself, and the smallest count of each of the
+    ``keep`` smallest values of ``m`` — at most ``keep + 1`` counts, however large the node budget and the batch
+    (a sweep over every count took minutes for a billion nodes and a million sequences)."""
+    if sh.expert:
+        out, dd = [], 1
+        while dd <= top and sh.tensor * dd <= MAX_EXPERT_GROUP:
+            if dd >= d:
+                out.append(dd)
+            dd *= 2
+        return out
+    counts, m = {d}, ceil_div(B, top)
+    while len(counts) <= keep and m <= ceil_div(B, d):
+        dd = max(d, ceil_div(B, m))                  # the fewest replicas that give m sequences each
+        counts.add(dd)
+        m = ceil_div(B, dd - 1) if dd > d else m + 1  # the next larger m (fewer replicas)
+        if dd == d:
+            break
+    return sorted(counts)
 
 
 def choose(model, acc, wl, with_cache: bool = True) -> Deployment | None:
     """The deployment an operator would pick (see the module docstring), with the reason; None if nothing fits."""
     nodes = wl.nodes
-    cands = candidates(model, acc, wl, with_cache, max_nodes=nodes)
+    fitting: list[int] = []
+    cands = candidates(model, acc, wl, with_cache, max_nodes=nodes, counted=fitting)
     if nodes is not None:
         cands = [c for c in cands if c.nodes <= nodes]
         if not cands:
@@ -300,7 +335,7 @@ def choose(model, acc, wl, with_cache: bool = True) -> Deployment | None:
             c.decode = decode_time(model, acc, wl, c)
         cands.sort(key=lambda c: (c.decode.time_s, c.accelerators, c.pipeline))
         best = cands[0]
-        best.reason = (f"nodes pinned to {nodes}: of {len(cands)} deployments that fit on at most {nodes} "
+        best.reason = (f"nodes pinned to {nodes}: of {sum(fitting)} deployments that fit on at most {nodes} "
                        f"node{'s' if nodes > 1 else ''}, {best.label()} has the best decode step")
         best.alternatives = cands[1:4]
         return best

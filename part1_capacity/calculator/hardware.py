@@ -41,6 +41,9 @@ class Accelerator:
     status: str = "vendor"
     source: str = ""
     kernels: object = field(default=None, compare=False)   # Kernels (below): measured per-type kernel costs (hosts)
+    engine_memory_bytes: float = 0.0   # total memory as the runtime reports it to the engine (0: not recorded)
+    engine_memory_source: str = ""     # where that figure was read (a start-up log, a runtime query)
+    unified_memory: bool = False       # CPU and GPU share one memory: the weights sit in it once
 
     def peak_flops(self, weights_dtype: str) -> float:
         """Dense peak for matmuls with weights of this dtype, by the dtype's compute class (``DType.compute``,
@@ -67,6 +70,11 @@ class Accelerator:
             d["int8_tflops"] = self.flops_int8 / 1e12
         if self.kernels is not None:
             d["kernels"] = asdict(self.kernels)
+        if self.engine_memory_bytes:
+            d["engine_memory_gib"] = self.engine_memory_bytes / GIB
+            d["engine_memory_source"] = self.engine_memory_source
+        if self.unified_memory:
+            d["unified_memory"] = True
         return d
 
 
@@ -100,21 +108,42 @@ def kernels_from_dict(d: dict, where: str = "kernels") -> Kernels:
 
 
 
+# What a real device can be, with room on both sides (the smallest phone NPU to beyond today's largest
+# accelerator): a figure outside gives times of 10^300 s or a device that holds nothing, never a useful plan.
+PHYSICAL = {"memory_gb": (0.01, 1e5), "memory_gib": (0.01, 1e5), "engine_memory_gib": (0.01, 1e5),
+            "bandwidth_gb_s": (0.1, 1e5),
+            "bf16_tflops": (1e-3, 1e5), "fp8_tflops": (1e-3, 1e5), "int8_tflops": (1e-3, 1e5),
+            "interconnect_gb_s": (0.01, 1e5), "peer_link_gb_s": (0.01, 1e5)}
+
+def eight_bit_cell(acc) -> str:
+    """"fp8 / int8" dense TFLOP/s for a table; a type without its own units runs at the 16-bit rate
+    (``Accelerator.peak_flops``) and says so — an A100's FP8 weights multiply at its BF16 rate."""
+    fp8 = f"{acc.flops_fp8 / 1e12:,.0f}" if acc.flops_fp8 else "16-bit rate"
+    int8 = f"{acc.flops_int8 / 1e12:,.0f}" if acc.flops_int8 else "16-bit rate"
+    return f"{fp8} / {int8}"
+
+
 def _num(d, key, where, required=True, positive=True):
+    """A datasheet figure of ``d`` (GB, GB/s, TFLOP/s): finite and within ``PHYSICAL``'s range for its field;
+    0 for an optional figure left out (or given as 0: "none")."""
     v = d.get(key)
     if v is None:
         if required:
             raise InputError(f"{where}: missing field '{key}'")
         return 0.0
-    # finite, in range, checked before use (validate.py): GB, GB/s and TFLOP/s up to 10^9 (an exabyte)
-    return float(validate.number(v, f"{where}: field '{key}'", lo=0, lo_open=positive, hi=1e9))
+    lo, hi = PHYSICAL[key]
+    x = float(validate.number(v, f"{where}: field '{key}'", lo=0, lo_open=positive, hi=hi))
+    if x and x < lo:
+        raise InputError(f"{where}: field '{key}' {x:g} is below any real device; allowed: {lo:g} to {hi:g}"
+                         + ("" if positive else " (or 0: none)"))
+    return x
 
 
 def accelerator_from_dict(d: dict, where: str = "accelerator") -> Accelerator:
     """Validate one accelerator entry (the bundled table's format) and build an ``Accelerator``."""
     if not isinstance(d, dict):
         raise InputError(f"{where}: expected a JSON object with id, memory_gb, bandwidth_gb_s, bf16_tflops")
-    aid = str(d.get("id") or "").strip().lower()
+    aid = validate.printable(str(d.get("id") or "").strip().lower())
     if not aid:
         raise InputError(f"{where}: missing field 'id'")
     w = f"accelerator '{aid}'"
@@ -125,18 +154,18 @@ def accelerator_from_dict(d: dict, where: str = "accelerator") -> Accelerator:
     else:
         raise InputError(f"{w}: missing field 'memory_gb' (or 'memory_gib')")
     max_tp = d.get("max_tp", 1)
-    if isinstance(max_tp, bool) or not isinstance(max_tp, int) or max_tp < 1:
-        raise InputError(f"{w}: field 'max_tp' must be a positive integer, got {max_tp!r}")
+    if isinstance(max_tp, bool) or not isinstance(max_tp, int) or not 1 <= max_tp <= 65536:
+        raise InputError(f"{w}: field 'max_tp' must be an integer from 1 to 65536, got {validate.show(max_tp)}")
     node = d.get("node_size", max_tp)
-    if isinstance(node, bool) or not isinstance(node, int) or node < 1:
-        raise InputError(f"{w}: field 'node_size' must be a positive integer, got {node!r}")
+    if isinstance(node, bool) or not isinstance(node, int) or not 1 <= node <= 65536:
+        raise InputError(f"{w}: field 'node_size' must be an integer from 1 to 65536, got {validate.show(node)}")
     kind = str(d.get("kind", "datacenter"))
     engines = d.get("engines", ENGINES if kind in ("datacenter", "host") else ["llama.cpp"])
     if not isinstance(engines, list) or not engines or any(e not in ENGINES for e in engines):
         raise InputError(f"{w}: field 'engines' must be a list of {', '.join(ENGINES)}, got {engines!r}")
     interconnect = _num(d, "interconnect_gb_s", w, required=False, positive=False) * GB
     return Accelerator(
-        id=aid, name=str(d.get("name") or aid), kind=kind, memory_bytes=mem,
+        id=aid, name=validate.printable(str(d.get("name") or aid)), kind=kind, memory_bytes=mem,
         bandwidth=_num(d, "bandwidth_gb_s", w) * GB, flops_16=_num(d, "bf16_tflops", w) * 1e12,
         flops_fp8=_num(d, "fp8_tflops", w, required=False, positive=False) * 1e12,
         flops_int8=_num(d, "int8_tflops", w, required=False, positive=False) * 1e12,
@@ -145,6 +174,9 @@ def accelerator_from_dict(d: dict, where: str = "accelerator") -> Accelerator:
         engines=tuple(engines), status=str(d.get("status", "vendor")),
         source=str(d.get("source", "")),
         kernels=kernels_from_dict(d["kernels"], f"{w}.kernels") if d.get("kernels") else None,
+        engine_memory_bytes=_num(d, "engine_memory_gib", w, required=False) * GIB,
+        engine_memory_source=str(d.get("engine_memory_source", "")),
+        unified_memory=d.get("unified_memory") is True,
     )
 
 

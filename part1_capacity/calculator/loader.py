@@ -11,11 +11,19 @@ from pathlib import Path
 from part1_capacity.calculator.dtypes import closest
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.profiles import ModelProfile, bundled_models
+from part1_capacity.calculator.validate import show
+
+MAX_NAME = 4096    # PATH_MAX on Linux
 
 
 def load_model(name_or_path) -> ModelProfile:
     """A bundled profile by id (case-insensitive), or a profile read from a local path."""
     s = str(name_or_path).strip()
+    if len(s) > MAX_NAME or any(len(part) > 255 for part in s.split("/")) or "\0" in s:
+        # longer than any path the system can open (PATH_MAX 4096, a file name 255 bytes): refused before the
+        # filesystem is asked, so the message is ours and one short line
+        raise InputError(f"model: {show(s)} is not a model id or a path (at most {MAX_NAME} characters, "
+                         f"255 per file name)")
     if s.lower().endswith(".gguf"):
         from part1_capacity.calculator.checkpoints import profile_from_gguf
 
@@ -32,6 +40,6 @@ def load_model(name_or_path) -> ModelProfile:
     models = bundled_models()
     key = s.lower()
     if key not in models:
-        raise InputError(f"model: unknown '{s}'{closest(key, models)}; see `capacity list models` "
+        raise InputError(f"model: unknown {show(s)}{closest(key, models)}; see `capacity list models` "
                          f"or pass a config.json, a model folder or a .gguf file")
     return models[key]

@@ -86,8 +86,11 @@ def sweep(model, accelerator, contexts, batches, workload: Workload | None = Non
                  weights_bytes(model, wl))
 
 
-def heatmaps(s: Sweep, path, title: str | None = None) -> None:
-    """Two heatmaps side by side: accelerators needed, and how many of them the KV cache adds."""
+def heatmaps(s: Sweep, path, title: str | None = None, tr=None) -> None:
+    """Two heatmaps side by side: accelerators needed, and how many of them the KV cache adds.
+
+    ``tr`` translates the labels (a ``course.i18n.Translator``: the site draws the map once per language)."""
+    tr = tr or (lambda message, **values: message.format(**values) if values else message)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -96,8 +99,8 @@ def heatmaps(s: Sweep, path, title: str | None = None) -> None:
     from matplotlib.colors import LogNorm
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, data, label, cmap in ((axes[0], s.needed, "accelerators needed", "viridis"),
-                                  (axes[1], s.added_by_kv, "added by the KV cache", "magma")):
+    for ax, data, label, cmap in ((axes[0], s.needed, tr("accelerators needed"), "viridis"),
+                                  (axes[1], s.added_by_kv, tr("added by the KV cache"), "magma")):
         shown = np.where(np.isfinite(data), data, np.nan)
         # Counts span 1 to hundreds: on a log scale 2 vs 4 is as visible as 64 vs 128. Zero (nothing added)
         # is drawn in the "under" colour, a cell where one sequence does not fit in the "bad" one.
@@ -108,9 +111,9 @@ def heatmaps(s: Sweep, path, title: str | None = None) -> None:
         im = ax.imshow(np.where(shown == 0, 0.5, shown), origin="lower", aspect="auto", cmap=cm, norm=norm)
         ax.set_xticks(range(len(s.batches)), [fmt_k(int(b)) for b in s.batches], rotation=45)
         ax.set_yticks(range(len(s.contexts)), [fmt_k(int(c)) for c in s.contexts])
-        ax.set_xlabel("concurrent sequences")
-        ax.set_ylabel("context (tokens)")
-        ax.set_title(label + " (log colour scale)")
+        ax.set_xlabel(tr("concurrent sequences"))
+        ax.set_ylabel(tr("context (tokens)"))
+        ax.set_title(tr("{label} (log colour scale)", label=label))
         if len(s.contexts) * len(s.batches) <= 120:
             for i in range(len(s.contexts)):
                 for j in range(len(s.batches)):
@@ -122,8 +125,9 @@ def heatmaps(s: Sweep, path, title: str | None = None) -> None:
         ticks = [2 ** k for k in range(int(np.log2(norm.vmax)) + 1)]
         bar.set_ticks(ticks[:: max(1, len(ticks) // 6)], labels=[f"{t:,}" for t in ticks[:: max(1, len(ticks) // 6)]])
         bar.minorticks_off()
-    fig.suptitle(title or f"{s.model.name} on {s.accelerator.name} (weights {s.workload.weights_dtype}, "
-                          f"KV {s.workload.kv_dtype}; × = one sequence does not fit)", fontsize=10)
+    fig.suptitle(title or tr("{model} on {accelerator} (weights {weights}, KV {kv}; × = one sequence does not fit)",
+                             model=s.model.name, accelerator=s.accelerator.name, weights=s.workload.weights_dtype,
+                             kv=s.workload.kv_dtype), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -35,6 +35,36 @@ def show(v, limit: int = 40) -> str:
     return r if len(r) <= limit else f"{r[:limit - 5]}…({len(r)} chars)"
 
 
+def writable_path(path, field: str) -> Path:
+    """``path`` as a file this process can create or overwrite — checked before a long run starts, not after.
+
+    Its folder must exist and be writable; an existing path must be a regular file or a device that takes writes
+    (``/dev/full`` accepts ``open`` but no byte: refused here by a one-byte write)."""
+    p = Path(path)
+    folder = p.parent if str(p.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"{field}: folder {show(str(folder))} does not exist; create it first")
+    if p.exists() and p.is_dir():
+        raise InputError(f"{field}: {show(str(p))} is a folder; give a file name")
+    if p.exists() and not p.is_file():
+        try:
+            with open(p, "wb", buffering=0) as fh:
+                fh.write(b"\n")
+        except OSError as exc:
+            raise InputError(f"{field}: {show(str(p))} takes no writes ({exc.strerror})") from None
+        return p
+    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise InputError(f"{field}: {show(str(p))} is not writable")
+    return p
+
+
+def printable(s: str, limit: int = 200) -> str:
+    """A name read from a file, safe to print: control characters (terminal escape sequences, newlines) written as
+    ``\\x1b``-style escapes, cut to ``limit`` characters."""
+    out = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in s)
+    return out if len(out) <= limit else f"{out[:limit - 1]}…"
+
+
 # --- numbers ------------------------------------------------------------------------------------------------------
 def number(v, field: str, *, lo=None, hi=None, integer=False, lo_open=False):
     """``v`` as an ``int`` (``integer=True``) or ``float``, after checking it is a finite number in

@@ -90,6 +90,8 @@ def check_out(out: Path) -> None:
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK):
         raise InputError(f"out: cannot create {out} ({parent} is not a writable directory)")
+    if out.exists() and not out.is_file():      # a device: /dev/full opens, then refuses every byte
+        validate.writable_path(out, "out")
 
 
 def _run(args) -> int:

@@ -16,9 +16,10 @@ def _count(text: str) -> int:
     try:
         v = float(t[:-1] if mult != 1 else t) * mult
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--params: expected a count such as 500000000, 5e8 or 500M, got '{text}'")
-    if v != int(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"--params: expected a positive whole count, got '{text}'")
+        raise argparse.ArgumentTypeError(f"expected a count such as 500000000, 5e8 or 500M, got '{text}'")
+    # E2 writes a model of this many parameters to disk: from a hundred thousand to what the disk can hold
+    if not (v == v and 1e5 <= v <= 1e11) or v != int(v):
+        raise argparse.ArgumentTypeError(f"expected a whole count from 100K to 100B, got {text[:40]!r}")
     return int(v)
 
 

@@ -44,11 +44,13 @@ def run(a) -> int:
     if max(contexts) > model.max_context:
         raise InputError(f"contexts: {max(contexts)} exceeds {model.id}'s maximum context of "
                          f"{model.max_context} tokens")
+    if a.heatmap:   # checked before the computation: a sweep is not thrown away for a missing folder
+        if not a.heatmap.endswith(".png"):
+            raise InputError(f"heatmap: expected a .png path, got {validate.show(a.heatmap)}")
+        validate.writable_path(a.heatmap, "heatmap")
     s = sweep(model, a.accelerator, contexts, batches, workload_from_args(a, context=max(contexts),
                                                                          batch=max(batches)))
     if a.heatmap:
-        if not a.heatmap.endswith(".png"):
-            raise InputError(f"heatmap: expected a .png path, got '{a.heatmap}'")
         heatmaps(s, a.heatmap)
     if a.json:
         print(validate.dumps_json(s.to_dict(), indent=2))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from course import i18n
 from course.exercises import exercise_block
 from part1_capacity.exercises.kv_from_config import notebook as kv_from_config
 from part1_capacity.exercises.one_more_accelerator import notebook as one_more_accelerator
@@ -13,4 +14,4 @@ NAME = "p1_exercises"
 
 def build(out: Path) -> None:
     for spec in (kv_from_config, one_more_accelerator):
-        (out / f"{spec.ASSIGNMENT}.md").write_text(exercise_block(spec))
+        i18n.write_text(out, f"{spec.ASSIGNMENT}.md", lambda tr, spec=spec: exercise_block(spec, lang=tr.lang))

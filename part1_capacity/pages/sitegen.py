@@ -10,12 +10,14 @@ from pathlib import Path
 
 import numpy as np
 
+from course import i18n
+
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time
 from part1_capacity.calculator.compare import DEFAULT_ACCELERATOR, DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_MODELS
 from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.experiments.engine.sitegen import e1_confirmations
 from part1_capacity.calculator import deploy, weights
-from part1_capacity.calculator.hardware import bundled_accelerators
+from part1_capacity.calculator.hardware import bundled_accelerators, eight_bit_cell
 from part1_capacity.calculator.plan import IMPLICATIONS, Workload, make_plan
 from part1_capacity.calculator.loader import load_model
 from part1_capacity.calculator.profiles import bundled_models
@@ -26,6 +28,7 @@ from course.units import GIB
 NAME = "calc"
 REPO = Path(__file__).resolve().parents[2]
 
+EN = i18n.translator("en")
 # One model, three customers (calculator inputs: a scenario, not a claim of fact).
 SAME_MODEL = "llama-3.1-70b"
 CUSTOMERS = (
@@ -45,19 +48,19 @@ def _cell(x) -> str:
     return str(x).replace("|", "\\|").replace("\n", " ")
 
 
-def engine_check(structure: str, confirmed: dict) -> str:
+def engine_check(structure: str, confirmed: dict, tr=EN) -> str:
     """Whether llama.cpp confirmed this structure's allocation in E1 (links to the row), or "computed only"."""
     rows = confirmed.get(structure)
     if not rows:
-        return "computed only"
+        return tr("computed only")
     links = ", ".join(f"[`{arch}`](engine_checks.md#{anchor})" for arch, anchor in rows)
-    return f"llama.cpp allocation checked (E1: {links})"
+    return tr("llama.cpp allocation checked (E1: {links})", links=links)
 
 
-def structures_table(plans, confirmed: dict | None = None) -> str:
+def structures_table(plans, confirmed: dict | None = None, tr=EN) -> str:
     confirmed = e1_confirmations() if confirmed is None else confirmed
-    out = ["| structure | model | weights | KV per token (growing) | KV per sequence | KV total | weights size | "
-           "KV / weights | accelerators | for the weights | added by KV | bottleneck | checked in an engine |",
+    out = [tr("| structure | model | weights | KV per token (growing) | KV per sequence | KV total | weights size | "
+              "KV / weights | accelerators | for the weights | added by KV | bottleneck | checked in an engine |"),
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for d in plans:
         out.append(f"| {d['structure']} | `{d['model']}` | {d['workload']['weights_dtype']} | "
@@ -65,17 +68,17 @@ def structures_table(plans, confirmed: dict | None = None) -> str:
                    f"{fmt_bytes(d['kv_bytes_total'])} | {fmt_bytes(d['weights_bytes'])} | "
                    f"{d['kv_to_weights_ratio']:.2f} | {fmt_count(d['accelerators_needed'])} | "
                    f"{fmt_count(d['accelerators_without_kv'])} | {fmt_count(d['accelerators_added_by_kv'])} | "
-                   f"**{d['bottleneck']}** | {engine_check(d['structure'], confirmed)} |")
+                   f"**{d['bottleneck']}** | {engine_check(d['structure'], confirmed, tr)} |")
     return "\n".join(out) + "\n"
 
 
-def engines_table() -> str:
+def engines_table(tr=EN) -> str:
     """The comparison's workload as the law, llama.cpp and vLLM allocate it (``capacity compare --engines``), with
     the rules that moved each engine's figure."""
     from part1_capacity.calculator.compare import compare_engines
 
     rows = compare_engines(DEFAULT_MODELS, DEFAULT_ACCELERATOR, Workload(context=DEFAULT_CONTEXT, batch=DEFAULT_BATCH))
-    out = ["| structure | model | tensor-parallel ranks | law | llama.cpp | vLLM |", "|---|---|---:|---:|---:|---:|"]
+    out = [tr("| structure | model | tensor-parallel ranks | law | llama.cpp | vLLM |"), "|---|---|---:|---:|---:|---:|"]
     notes = []
     for d in rows:
         law, cpp, vl = d["engines"]
@@ -83,11 +86,15 @@ def engines_table() -> str:
                    f"{fmt_bytes(law['kv_bytes_total'])} | {fmt_bytes(cpp['kv_bytes_total'])} | "
                    f"{fmt_bytes(vl['kv_bytes_total'])} |")
         for e in (cpp, vl):
-            notes += [f"- `{d['model']}`, {e['engine']}: {n}" for n in e["notes"]]
-    return "\n".join(out) + "\n\n" + "\n".join(notes) + "\n"
+            notes += [f"`{d['model']}`, {e['engine']}: {n}" for n in e["notes"]]
+    if tr.lang == i18n.DEFAULT:
+        return "\n".join(out) + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
+    # The engine rules' notes are program output (what `capacity compare --engines` prints): quoted as printed.
+    return ("\n".join(out) + "\n\n" + tr("What the engine rules noted (as `capacity compare --engines` prints it):")
+            + "\n\n```text\n" + "\n".join(notes) + "\n```\n")
 
 
-def worked_examples(confirmed: dict | None = None) -> str:
+def worked_examples(confirmed: dict | None = None, tr=EN) -> str:
     """Each of the four laws with the model's own numbers plugged in (bf16, 2 bytes; recurrent state at the dtype
     servers keep it in), at the comparison's context, and whether an engine confirmed the structure."""
     confirmed = e1_confirmations() if confirmed is None else confirmed
@@ -98,36 +105,37 @@ def worked_examples(confirmed: dict | None = None) -> str:
         sb = get_dtype(m.ssm.state_dtype or "bf16").bytes if m.ssm else 2
         per_tok, total = m.kv_bytes_per_token(2), m.cache_bytes(T, 2, sb)
         if m.is_mla:
-            law = (rf"\({m.n_full_layers} \times ({m.kv_lora_rank} + {m.qk_rope_head_dim}) \times 2\) "
-                   f"= {per_tok:,.0f} B per token")
+            law = tr("{formula} = {bytes} B per token", formula=rf"\({m.n_full_layers} \times ({m.kv_lora_rank} + "
+                     rf"{m.qk_rope_head_dim}) \times 2\)", bytes=f"{per_tok:,.0f}")
         else:
-            law = (rf"\(2 \times {m.n_full_layers} \times {m.n_kv_heads} \times {m.head_dim} \times 2\) "
-                   f"= {fmt_bytes(per_tok)} per token")
+            law = tr("{formula} = {bytes} per token", formula=rf"\(2 \times {m.n_full_layers} \times {m.n_kv_heads} "
+                     rf"\times {m.head_dim} \times 2\)", bytes=fmt_bytes(per_tok))
         extra = ""
         if m.n_window_layers:
             fixed = m.cache_bytes(T, 2) - T * per_tok
-            extra = (f"; the {m.n_window_layers} window layers add a fixed "
-                     rf"\({m.n_window_layers} \times {m.window} \times 2 \times {m.n_kv_heads} \times "
-                     rf"{m.head_dim} \times 2\) = {fmt_bytes(fixed)}")
+            extra = tr("; the {n} window layers add a fixed {formula} = {bytes}", n=m.n_window_layers,
+                       formula=rf"\({m.n_window_layers} \times {m.window} \times 2 \times {m.n_kv_heads} \times "
+                       rf"{m.head_dim} \times 2\)", bytes=fmt_bytes(fixed))
         if m.ssm:
-            extra = (f"; the {m.ssm.n_layers} {m.ssm.kind} layers add a constant "
-                     rf"\({m.ssm.n_layers} \times {m.ssm.state_elements:,} \times {sb:g}\) "
-                     f"= {fmt_bytes(m.state_bytes(sb))} per sequence"
-                     + (f" (state in {m.ssm.state_dtype}, as vLLM keeps it)" if m.ssm.state_dtype else ""))
-        lines.append(f"- **{m.structure}**, {m.name}: {law}{extra}. At {T:,} tokens one sequence holds "
-                     f"**{fmt_bytes(total)}**. Engine check: {engine_check(m.structure, confirmed)}.")
+            extra = (tr("; the {n} {kind} layers add a constant {formula} = {bytes} per sequence", n=m.ssm.n_layers,
+                        kind=m.ssm.kind, formula=rf"\({m.ssm.n_layers} \times {m.ssm.state_elements:,} \times {sb:g}\)",
+                        bytes=fmt_bytes(m.state_bytes(sb)))
+                     + (tr(" (state in {dtype}, as vLLM keeps it)", dtype=m.ssm.state_dtype) if m.ssm.state_dtype else ""))
+        lines.append(f"- **{m.structure}**, {m.name}: {law}{extra}. "
+                     + tr("At {T} tokens one sequence holds **{total}**. Engine check: {check}.", T=f"{T:,}",
+                          total=fmt_bytes(total), check=engine_check(m.structure, confirmed, tr)))
     return "\n".join(lines) + "\n"
 
 
-def roofline_table(plans) -> str:
-    out = ["| model | phase | FLOP/byte | ridge (FLOP/byte) | bound | estimated time |", "|---|---|---|---|---|---|"]
+def roofline_table(plans, tr=EN) -> str:
+    out = [tr("| model | phase | FLOP/byte | ridge (FLOP/byte) | bound | estimated time |"), "|---|---|---|---|---|---|"]
     for d in plans:
         for ph in ("prefill", "decode"):
             p = d[ph]
-            extra = (f"{fmt_time(p['time_s'])} per step, {p['tokens_per_s']:,.0f} tokens/s" if ph == "decode"
-                     else f"{fmt_time(p['time_s'])} for one prompt")
-            out.append(f"| `{d['model']}` | {ph} | {p['arithmetic_intensity']:,.1f} | {p['ridge_point']:,.0f} | "
-                       f"{p['bound']} | {extra} |")
+            extra = (tr("{time} per step, {rate} tokens/s", time=fmt_time(p["time_s"]), rate=f"{p['tokens_per_s']:,.0f}")
+                     if ph == "decode" else tr("{time} for one prompt", time=fmt_time(p["time_s"])))
+            out.append(f"| `{d['model']}` | {tr(ph)} | {p['arithmetic_intensity']:,.1f} | {p['ridge_point']:,.0f} | "
+                       f"{tr(p['bound'])} | {extra} |")
     return "\n".join(out) + "\n"
 
 
@@ -140,7 +148,7 @@ def stage_layers(n_layers: int, stages: int) -> list[int]:
     return [n_layers // stages + (i < n_layers % stages) for i in range(stages)]
 
 
-def parallel_split_figure(out: Path, plt) -> str:
+def parallel_split_figure(path: Path, plt, tr=EN) -> str:
     """What each of SPLIT_RANKS accelerators holds when one replica is split by tensor or by pipeline parallelism.
 
     Per rank: weights ``W/t`` (tensor) or the stage's share of the layers (pipeline), and the cache of
@@ -159,40 +167,39 @@ def parallel_split_figure(out: Path, plt) -> str:
         tp_cache = deploy.cache_per_rank(m, wl, SPLIT_CONTEXT, n) * SPLIT_BATCH
         layers = stage_layers(m.n_layers, n)
         if m.is_mla:
-            held = "the whole MLA latent on every rank (no heads)"
+            held = tr("the whole MLA latent on every rank (no heads)")
         else:
-            held = f"{max(m.n_kv_heads // n, 1)} of {m.n_kv_heads} K/V heads per rank"
+            held = tr("{k} of {n} K/V heads per rank", k=max(m.n_kv_heads // n, 1), n=m.n_kv_heads)
         splits = (("tensor", [W / n] * n, [tp_cache] * n,
-                   f"tensor parallelism ×{n}: every rank has all {m.n_layers} layers,\n1/{n} of each weight matrix; "
-                   f"cache: {held}"),
+                   tr("tensor parallelism ×{n}: every rank has all {layers} layers,\n1/{n} of each weight matrix; "
+                      "cache: {held}", n=n, layers=m.n_layers, held=held)),
                   ("pipeline", [W * k / m.n_layers for k in layers], [whole_cache * k / m.n_layers for k in layers],
-                   f"pipeline parallelism ×{n}: each rank has "
-                   f"{min(layers) if min(layers) == max(layers) else f'{min(layers)}–{max(layers)}'} whole layers\n"
-                   f"and only those layers' cache"))
+                   tr("pipeline parallelism ×{n}: each rank has {layers} whole layers\nand only those layers' cache", n=n,
+                      layers=min(layers) if min(layers) == max(layers) else f"{min(layers)}–{max(layers)}")))
         for ax, (kind, w, c, title) in zip(row, splits):
             x = np.arange(n)
-            ax.bar(x, np.array(w) / GiB, 0.6, color="#4c72b0", label="weights")
-            ax.bar(x, np.array(c) / GiB, 0.6, bottom=np.array(w) / GiB, color="#dd8452", label="KV cache")
+            ax.bar(x, np.array(w) / GiB, 0.6, color="#4c72b0", label=tr("weights"))
+            ax.bar(x, np.array(c) / GiB, 0.6, bottom=np.array(w) / GiB, color="#dd8452", label=tr("KV cache"))
             for i in range(n):
                 ax.text(i, (w[i] + c[i]) / GiB, f"{(w[i] + c[i]) / GiB:,.0f}", ha="center", va="bottom", fontsize=8)
-            ax.set_xticks(x, [f"rank {i}" for i in x], fontsize=8)
+            ax.set_xticks(x, [tr("rank {i}", i=i) for i in x], fontsize=8)
             ax.set_title(f"{m.name} — {title}", fontsize=9)
             ax.grid(axis="y", alpha=0.3)
             ax.margins(y=0.15)
-        row[0].set_ylabel("GiB per accelerator")
-        notes.append(f"{m.name}: cache per rank {fmt_bytes(tp_cache)} split by tensor, at most "
-                     f"{fmt_bytes(whole_cache * max(layers) / m.n_layers)} split by pipeline")
+        row[0].set_ylabel(tr("GiB per accelerator"))
+        notes.append(tr("{name}: cache per rank {tp} split by tensor, at most {pp} split by pipeline", name=m.name,
+                        tp=fmt_bytes(tp_cache), pp=fmt_bytes(whole_cache * max(layers) / m.n_layers)))
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=9)
-    fig.suptitle(f"One replica on {n} accelerators, {SPLIT_BATCH} sequences × {SPLIT_CONTEXT:,} tokens, "
-                 f"native weights, bf16 cache", fontsize=10)
-    fig.savefig(out / "parallel_split.png", dpi=100)
+    fig.suptitle(tr("One replica on {n} accelerators, {batch} sequences × {context} tokens, native weights, bf16 cache",
+                    n=n, batch=SPLIT_BATCH, context=f"{SPLIT_CONTEXT:,}"), fontsize=10)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
-    return ("Per accelerator, for " + SPLIT_BATCH.__str__() + f" sequences of {SPLIT_CONTEXT:,} tokens on {n} "
-            f"ranks: " + "; ".join(notes) + ".\n")
+    return tr("Per accelerator, for {batch} sequences of {context} tokens on {n} ranks: {notes}.", batch=SPLIT_BATCH,
+              context=f"{SPLIT_CONTEXT:,}", n=n, notes="; ".join(notes)) + "\n"
 
 
-def roofline_summary(plans) -> str:
+def roofline_summary(plans, tr=EN) -> str:
     """The roofline table in two sentences, with its own numbers: which bound each phase hits, and how far."""
     pre = [d["prefill"] for d in plans]
     dec = sorted(plans, key=lambda d: d["decode"]["arithmetic_intensity"])
@@ -200,35 +207,40 @@ def roofline_summary(plans) -> str:
     if any(p["bound"] != "compute" for p in pre) or any(d["decode"]["bound"] != "memory" for d in plans):
         raise AssertionError("calculator page: the roofline prose (prefill compute-bound, decode memory-bound for "
                              "every structure) no longer holds")
-    return (f"Prefill of a long prompt is compute-bound for every structure: "
-            f"{min(p['arithmetic_intensity'] for p in pre):,.0f} to {max(p['arithmetic_intensity'] for p in pre):,.0f} "
-            f"FLOP per byte moved, far above the ridge. Decode stays memory-bound even with {DEFAULT_BATCH} sequences, "
-            f"because each step reads all the weights and every sequence's cache: from "
-            f"{lo['decode']['arithmetic_intensity']:,.1f} FLOP/byte (`{lo['model']}`) to "
-            f"{hi['decode']['arithmetic_intensity']:,.1f} (`{hi['model']}`), against ridge points of "
-            f"{min(d['decode']['ridge_point'] for d in plans):,.0f}–{max(d['decode']['ridge_point'] for d in plans):,.0f}."
-            + (" The MLA model does the most arithmetic per byte: every query head attends over the one shared "
-               "latent, which is read once — like MQA." if hi["structure"] == "mla" else "") + "\n")
+    return (tr("Prefill of a long prompt is compute-bound for every structure: {pre_lo} to {pre_hi} FLOP per byte "
+               "moved, far above the ridge. Decode stays memory-bound even with {batch} sequences, because each step "
+               "reads all the weights and every sequence's cache: from {lo} FLOP/byte (`{lo_model}`) to {hi} "
+               "(`{hi_model}`), against ridge points of {ridge_lo}–{ridge_hi}.",
+               pre_lo=f"{min(p['arithmetic_intensity'] for p in pre):,.0f}",
+               pre_hi=f"{max(p['arithmetic_intensity'] for p in pre):,.0f}", batch=DEFAULT_BATCH,
+               lo=f"{lo['decode']['arithmetic_intensity']:,.1f}", lo_model=lo["model"],
+               hi=f"{hi['decode']['arithmetic_intensity']:,.1f}", hi_model=hi["model"],
+               ridge_lo=f"{min(d['decode']['ridge_point'] for d in plans):,.0f}",
+               ridge_hi=f"{max(d['decode']['ridge_point'] for d in plans):,.0f}")
+            + (tr(" The MLA model does the most arithmetic per byte: every query head attends over the one shared "
+                  "latent, which is read once — like MQA.") if hi["structure"] == "mla" else "") + "\n")
 
 
 def calculator_checks(plans, out: Path) -> None:
     """Answers of the page's self-check questions, from the same plans the page shows."""
     by = {d["structure"]: d for d in plans}
     g, m = by["gqa"], by["mla"]
-    (out / "check_added.md").write_text(
-        f"`{g['model']}`: {fmt_count(g['accelerators_without_kv'])} for the weights alone, "
-        f"{fmt_count(g['accelerators_needed'])} with the cache — **{fmt_count(g['accelerators_added_by_kv'])} added by "
-        f"the KV cache**, whose {fmt_bytes(g['kv_bytes_total'])} are {g['kv_to_weights_ratio']:.1f}× the weights. "
-        f"Halving the context halves the cache, not the weights: the count added by KV is what shrinks.\n")
-    (out / "check_mla.md").write_text(
-        f"Its cache is {fmt_bytes(m['kv_bytes_total'])} against {fmt_bytes(m['weights_bytes'])} of weights "
-        f"(ratio {m['kv_to_weights_ratio']:.2f}): the latent of {fmt_bytes(m['kv_bytes_per_token'])} per token is "
-        f"small, the {load_model(m['model']).params_total / 1e9:,.0f}B-parameter weights are not. Weights are the larger term, so the bottleneck is "
-        f"**{m['bottleneck']}** — even though the cache still adds {fmt_count(m['accelerators_added_by_kv'])} "
-        f"accelerators.\n")
+    i18n.write_text(out, "check_added.md", lambda tr: tr(
+        "`{model}`: {without} for the weights alone, {needed} with the cache — **{added} added by the KV cache**, "
+        "whose {kv} are {ratio}× the weights. Halving the context halves the cache, not the weights: the count added "
+        "by KV is what shrinks.", model=g["model"], without=fmt_count(g["accelerators_without_kv"]),
+        needed=fmt_count(g["accelerators_needed"]), added=fmt_count(g["accelerators_added_by_kv"]),
+        kv=fmt_bytes(g["kv_bytes_total"]), ratio=f"{g['kv_to_weights_ratio']:.1f}") + "\n")
+    i18n.write_text(out, "check_mla.md", lambda tr: tr(
+        "Its cache is {kv} against {weights} of weights (ratio {ratio}): the latent of {per_token} per token is small, "
+        "the {params}B-parameter weights are not. Weights are the larger term, so the bottleneck is **{bottleneck}** — "
+        "even though the cache still adds {added} accelerators.", kv=fmt_bytes(m["kv_bytes_total"]),
+        weights=fmt_bytes(m["weights_bytes"]), ratio=f"{m['kv_to_weights_ratio']:.2f}",
+        per_token=fmt_bytes(m["kv_bytes_per_token"]), params=f"{load_model(m['model']).params_total / 1e9:,.0f}",
+        bottleneck=m["bottleneck"], added=fmt_count(m["accelerators_added_by_kv"])) + "\n")
 
 
-def growth_figure(out: Path, plt) -> None:
+def growth_figure(path: Path, plt, tr=EN) -> None:
     T = np.unique(np.logspace(np.log10(256), np.log10(DEFAULT_CONTEXT), 200).astype(np.int64))
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     for mid in DEFAULT_MODELS:
@@ -236,19 +248,19 @@ def growth_figure(out: Path, plt) -> None:
         ax.plot(T, m.cache_bytes(T, 2) / 2 ** 30, label=f"{m.name} ({m.structure})")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("tokens in one sequence")
-    ax.set_ylabel("cache of one sequence, GiB (bf16)")
-    ax.set_title("The four structures: how one sequence's cache grows")
+    ax.set_xlabel(tr("tokens in one sequence"))
+    ax.set_ylabel(tr("cache of one sequence, GiB (bf16)"))
+    ax.set_title(tr("The four structures: how one sequence's cache grows"))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "growth.png", dpi=100)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
-def customers_table() -> tuple[str, list[dict]]:
-    out = ["| customer | accelerator | sequences × tokens | weights / KV precision | weights | KV total | "
-           "KV / weights | accelerators (weights + added by KV) | bottleneck |",
+def customers_table(tr=EN) -> tuple[str, list[dict]]:
+    out = [tr("| customer | accelerator | sequences × tokens | weights / KV precision | weights | KV total | "
+              "KV / weights | accelerators (weights + added by KV) | bottleneck |"),
            "|---|---|---|---|---|---|---|---|---|"]
     plans, notes = [], []
     for who, what, kw in CUSTOMERS:
@@ -256,76 +268,76 @@ def customers_table() -> tuple[str, list[dict]]:
         acc = kw.pop("accelerator")
         d = make_plan(SAME_MODEL, acc, Workload(**kw)).to_dict()
         plans.append(d)
-        out.append(f"| {who} ({what}) | `{acc}` | {kw['batch']:,} × {kw['context']:,} | {kw['weights_dtype']} / "
+        out.append(f"| {tr(who)} ({tr(what)}) | `{acc}` | {kw['batch']:,} × {kw['context']:,} | {kw['weights_dtype']} / "
                    f"{kw['kv_dtype']} | {fmt_bytes(d['weights_bytes'])} | {fmt_bytes(d['kv_bytes_total'])} | "
                    f"{d['kv_to_weights_ratio']:.2f} | {fmt_count(d['accelerators_needed'])} "
                    f"({fmt_count(d['accelerators_without_kv'])} + {fmt_count(d['accelerators_added_by_kv'])}) | "
                    f"**{d['bottleneck']}** |")
-        notes.append(f"- **{who}** — {_cell(IMPLICATIONS[d['bottleneck']])}.")
+        notes.append(f"- **{tr(who)}** — {_cell(tr(IMPLICATIONS[d['bottleneck']]))}.")
     got = tuple(d["bottleneck"] for d in plans)
     if got != CUSTOMERS_EXPECT:
         raise AssertionError(f"calculator page: the three customers' bottlenecks are now {got}, the page says "
                              f"{CUSTOMERS_EXPECT}: update the prose")
     structure = load_model(SAME_MODEL).structure
-    check = (f"\n\nThe cache figures are {structure} ({SAME_MODEL}); engine check: "
-             f"{engine_check(structure, e1_confirmations())}.")
-    return ("\n".join(out) + check + "\n\nWhat the calculator prints with each verdict:\n\n" + "\n".join(notes)
-            + "\n", plans)
+    check = "\n\n" + tr("The cache figures are {structure} ({model}); engine check: {check}.", structure=structure,
+                         model=SAME_MODEL, check=engine_check(structure, e1_confirmations(), tr))
+    return ("\n".join(out) + check + "\n\n" + tr("What the calculator prints with each verdict:") + "\n\n"
+            + "\n".join(notes) + "\n", plans)
 
 
-def overflow_table(plan: dict) -> str:
-    out = ["| tier | capacity per accelerator | bandwidth | holds the overflow | decode tokens/s | slower than HBM |",
+def overflow_table(plan: dict, tr=EN) -> str:
+    out = [tr("| tier | capacity per accelerator | bandwidth | holds the overflow | decode tokens/s | slower than HBM |"),
            "|---|---|---|---|---|---|"]
     for t in plan["overflow_tiers"]:
         out.append(f"| {t['name']} | {fmt_bytes(t['capacity_bytes_per_accelerator'])} | "
-                   f"{t['bandwidth'] / 1e9:,.0f} GB/s | {'yes' if t['fits'] else 'no'} | "
+                   f"{t['bandwidth'] / 1e9:,.0f} GB/s | {tr('yes') if t['fits'] else tr('no')} | "
                    f"{t['decode_tokens_per_s']:,.1f} | {t['slowdown_vs_hbm']:,.1f}× |")
     return "\n".join(out) + "\n"
 
 
-def families_table() -> str:
+def families_table(tr=EN) -> str:
     """The config.json families the calculator reads (configs.FAMILIES), each with the published file its tests
     read, and the GGUF architectures (checkpoints.GGUF_ARCHITECTURES)."""
     from part1_capacity.calculator.checkpoints import GGUF_ARCHITECTURES
     from part1_capacity.calculator.configs import FAMILIES
 
-    rows = ["| `model_type` | what decides its cache | published config.json the tests read |", "|---|---|---|"]
-    rows += [f"| `{mt}` | {_cell(what)} | `{_cell(repo)}` |" for mt, (what, repo) in FAMILIES.items()]
-    return ("\n".join(rows) + "\n\nGGUF architectures: " + ", ".join(f"`{a}`" for a in GGUF_ARCHITECTURES)
-            + ".\n")
+    rows = [tr("| `model_type` | what decides its cache | published config.json the tests read |"), "|---|---|---|"]
+    rows += [f"| `{mt}` | {_cell(tr(what))} | `{_cell(repo)}` |" for mt, (what, repo) in FAMILIES.items()]
+    return ("\n".join(rows) + "\n\n" + tr("GGUF architectures: {archs}.", archs=", ".join(f"`{a}`" for a in GGUF_ARCHITECTURES))
+            + "\n")
 
 
-def data_tables() -> tuple[str, str, str]:
-    models = ["| id | structure | layers (attention / window / recurrent) | params total / active | native | "
-              "KV per token (bf16) | max context | source |", "|---|---|---|---|---|---|---|---|"]
+def data_tables(tr=EN) -> tuple[str, str, str]:
+    models = [tr("| id | structure | layers (attention / window / recurrent) | params total / active | native | "
+                 "KV per token (bf16) | max context | source |"), "|---|---|---|---|---|---|---|---|"]
     for m in bundled_models().values():
         layers = f"{m.n_full_layers} / {m.n_window_layers} / {m.ssm.n_layers if m.ssm else 0}"
         params = f"{m.params_total / 1e9:,.4g}B" + (f" / {m.params_active / 1e9:,.3g}B" if m.is_moe else "")
         models.append(f"| `{m.id}` | {m.structure} | {layers} | {params} | {m.native_dtype} | "
                       f"{fmt_bytes(m.kv_bytes_per_token(2))} | {m.max_context:,} | {_cell(m.source)} |")
-    accs = ["| id | memory | bandwidth | 16-bit TFLOP/s | 8-bit | interconnect | per node / scale-up domain | status "
-            "| source |", "|---|---|---|---|---|---|---|---|---|"]
+    accs = [tr("| id | memory | bandwidth | 16-bit TFLOP/s | fp8 / int8 | interconnect | per node / scale-up domain | "
+               "status | source |"), "|---|---|---|---|---|---|---|---|---|"]
     for a in bundled_accelerators().values():
-        eight = max(a.flops_fp8, a.flops_int8)
         accs.append(f"| `{a.id}` | {a.memory_bytes / 1e9:,.0f} GB | {a.bandwidth / 1e9:,.0f} GB/s | "
-                    f"{a.flops_16 / 1e12:,.1f} | {f'{eight / 1e12:,.0f}' if eight else '—'} | "
-                    f"{_cell(a.interconnect_name) or '—'} | {a.node_size} / {a.max_tp} | {a.status} | {_cell(a.source)} |")
-    tiers = ["| tier | capacity per accelerator | bandwidth (one way) | latency from the accelerator | as published | "
-             "source |", "|---|---|---|---|---|---|"]
+                    f"{a.flops_16 / 1e12:,.1f} | {eight_bit_cell(a)} | "
+                    f"{_cell(a.interconnect_name) or '—'} | {a.node_size} / {a.max_tp} | {tr(a.status)} | {_cell(a.source)} |")
+    tiers = [tr("| tier | capacity per accelerator | bandwidth (one way) | latency from the accelerator | as published | "
+                "source |"), "|---|---|---|---|---|---|"]
     for t in tier_table():
         cap = t["capacity_gb"] if isinstance(t["capacity_gb"], str) else f"{t['capacity_gb']:,} GB"
         bw = t["bandwidth_gb_s"] if isinstance(t["bandwidth_gb_s"], str) else f"{t['bandwidth_gb_s']:,} GB/s"
-        published = ("same" if t["measured_from"] == "accelerator" else
-                     f"{t['published_latency_ns']:,} ns from the {t['measured_from']}; {_cell(t['conversion'])}")
+        published = (tr("same") if t["measured_from"] == "accelerator" else
+                     tr("{ns} ns from the {where}; {conversion}", ns=f"{t['published_latency_ns']:,}",
+                        where=tr(t["measured_from"]), conversion=_cell(tr(t["conversion"]))))
         tiers.append(f"| {t['name']} | {cap} | {bw} | {t['latency_ns']:,} ns | {published} | {_cell(t['source'])} |")
     return "\n".join(models) + "\n", "\n".join(accs) + "\n", "\n".join(tiers) + "\n"
 
 
-def real_models_figure(out: Path, plt) -> None:
+def real_models_figure(out: Path, plt, tr=EN, lang: str = i18n.DEFAULT) -> None:
     """The lesson-03 laws applied to the comparison's four real models at 128K (shown on lesson 03's page)."""
     GiB = GIB
-    rows = ["| structure | model | layers that grow | KV bytes per token (bf16, growing) | constant state | "
-            f"cache of one sequence at {DEFAULT_CONTEXT:,} tokens |", "|---|---|---|---|---|---|"]
+    rows = [tr("| structure | model | layers that grow | KV bytes per token (bf16, growing) | constant state | "
+               "cache of one sequence at {context} tokens |", context=f"{DEFAULT_CONTEXT:,}"), "|---|---|---|---|---|---|"]
     sources = []
     T = np.linspace(1, DEFAULT_CONTEXT, 400)
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -336,9 +348,11 @@ def real_models_figure(out: Path, plt) -> None:
         state = p.state_bytes(2)
         at = p.cache_bytes(DEFAULT_CONTEXT, 2)
         if p.n_window_layers:
-            grows = f"{p.n_full_layers} full + {p.n_window_layers} window (W = {p.window:,})"
+            grows = tr("{full} full + {window} window (W = {w})", full=p.n_full_layers, window=p.n_window_layers,
+                       w=f"{p.window:,}")
         elif p.ssm is not None:
-            grows = f"{p.n_full_layers} attention of {p.n_layers} ({p.ssm.n_layers} {p.ssm.kind})"
+            grows = tr("{full} attention of {n} ({ssm} {kind})", full=p.n_full_layers, n=p.n_layers,
+                       ssm=p.ssm.n_layers, kind=p.ssm.kind)
         else:
             grows = f"{p.n_full_layers}"
         rows.append(f"| {structure} | {p.name} | {grows} | {per_tok / 1024:,.1f} KiB | "
@@ -346,13 +360,14 @@ def real_models_figure(out: Path, plt) -> None:
         sources.append(f"{p.name}: {p.source}")
         ax.plot(T / 1024, p.cache_bytes(T, 2) / GiB, label=f"{structure}: {p.name}")
     rows.append("")
-    rows.append("Profiles from `part1_capacity/calculator/data/models.json`; sources: " + "; ".join(sources) + ".")
-    (out / "real_models_128k.md").write_text("\n".join(rows) + "\n")
-    ax.set_xlabel("tokens in context (K = 1024)")
-    ax.set_ylabel("cache of one sequence (GiB, bf16)")
-    ax.set_title("Cache-size laws applied to four real models")
+    rows.append(tr("Profiles from `part1_capacity/calculator/data/models.json`; sources: {sources}.",
+                   sources="; ".join(sources)))
+    (out / i18n.localized("real_models_128k.md", lang)).write_text("\n".join(rows) + "\n")
+    ax.set_xlabel(tr("tokens in context (K = 1024)"))
+    ax.set_ylabel(tr("cache of one sequence (GiB, bf16)"))
+    ax.set_title(tr("Cache-size laws applied to four real models"))
     ax.legend()
-    fig.savefig(out / "real_models.png", dpi=110, bbox_inches="tight")
+    fig.savefig(out / i18n.localized("real_models.png", lang), dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -371,40 +386,43 @@ def build(out):
             raise AssertionError(f"calculator page: {d['model']} is now {d['bottleneck']}-bound, the page says {want}")
         if d["structure"] == "mla" and not d["accelerators_added_by_kv"]:
             raise AssertionError("calculator page: the prose says the MLA model's cache still adds accelerators")
-    (out / "structures.md").write_text(
-        f"On `{DEFAULT_ACCELERATOR}`, {DEFAULT_BATCH} sequences × {DEFAULT_CONTEXT:,} tokens, KV cache in bf16, "
-        f"weights at each model's native precision (`capacity compare`):\n\n" + structures_table(plans))
-    (out / "roofline.md").write_text(roofline_table(plans))
-    (out / "roofline_summary.md").write_text(roofline_summary(plans))
+    confirmed = e1_confirmations()
+    i18n.write_text(out, "structures.md", lambda tr: tr(
+        "On `{accelerator}`, {batch} sequences × {context} tokens, KV cache in bf16, weights at each model's native "
+        "precision (`capacity compare`):", accelerator=DEFAULT_ACCELERATOR, batch=DEFAULT_BATCH,
+        context=f"{DEFAULT_CONTEXT:,}") + "\n\n" + structures_table(plans, confirmed, tr))
+    i18n.write_text(out, "roofline.md", lambda tr: roofline_table(plans, tr))
+    i18n.write_text(out, "roofline_summary.md", lambda tr: roofline_summary(plans, tr))
     calculator_checks(plans, out)
-    (out / "worked.md").write_text(worked_examples())
-    (out / "engines.md").write_text(engines_table())
-    growth_figure(out, plt)
-    (out / "parallel_split.md").write_text(parallel_split_figure(out, plt))
-    real_models_figure(out, plt)
+    i18n.write_text(out, "worked.md", lambda tr: worked_examples(confirmed, tr))
+    i18n.write_text(out, "engines.md", engines_table)
+    for lang, tr in i18n.each_language():
+        growth_figure(out / i18n.localized("growth.png", lang), plt, tr)
+        (out / i18n.localized("parallel_split.md", lang)).write_text(
+            parallel_split_figure(out / i18n.localized("parallel_split.png", lang), plt, tr))
+        real_models_figure(out, plt, tr, lang)
     added = []
-    checks = []
     for mid, acc, wdt in HEATMAPS:
         m = load_model(mid)
         s = sweep(m, acc, pow2_grid(1024, m.max_context), pow2_grid(1, 256), weights_dtype=wdt)
-        heatmaps(s, out / f"heatmap_{mid}.png")
-        checks.append(f"- `{mid}` ({m.structure}): {engine_check(m.structure, e1_confirmations())}")
+        for lang, tr in i18n.each_language():
+            heatmaps(s, out / i18n.localized(f"heatmap_{mid}.png", lang), tr=tr)
         added.append((np.nanmax(np.where(np.isfinite(s.added_by_kv), s.added_by_kv, np.nan)),
                       np.nanmin(np.where(np.isfinite(s.without_kv), s.without_kv, np.nan))))
-    (out / "heatmaps_check.md").write_text("Engine check of each map's cache structure:\n\n" + "\n".join(checks)
-                                           + "\n")
+    i18n.write_text(out, "heatmaps_check.md", lambda tr: tr("Engine check of each map's cache structure:") + "\n\n"
+                    + "\n".join(f"- `{mid}` ({load_model(mid).structure}): "
+                                + engine_check(load_model(mid).structure, confirmed, tr) for mid, _, _ in HEATMAPS) + "\n")
     if not (added[1][0] < added[0][0] and added[1][1] > added[0][1]):
         raise AssertionError(f"calculator page: the heatmap prose (MLA: more accelerators for the weights, fewer "
                              f"added by the cache than the GQA model) no longer holds: {added}")
-    table, cust = customers_table()
-    (out / "customers.md").write_text(table)
+    _, cust = customers_table()
+    i18n.write_text(out, "customers.md", lambda tr: customers_table(tr)[0])
     overflow_plan = cust[1]
-    (out / "overflow.md").write_text(
-        f"The document analyst's plan: {fmt_bytes(overflow_plan['overflow_bytes'])} of cache do not fit beside the "
-        f"weights on the {fmt_count(overflow_plan['accelerators_without_kv'])} accelerators the weights need.\n\n"
-        + overflow_table(overflow_plan))
-    models, accs, tiers = data_tables()
-    (out / "models.md").write_text(models)
-    (out / "families.md").write_text(families_table())
-    (out / "accelerators.md").write_text(accs)
-    (out / "tiers.md").write_text(tiers)
+    i18n.write_text(out, "overflow.md", lambda tr: tr(
+        "The document analyst's plan: {overflow} of cache do not fit beside the weights on the {n} accelerators the "
+        "weights need.", overflow=fmt_bytes(overflow_plan["overflow_bytes"]),
+        n=fmt_count(overflow_plan["accelerators_without_kv"])) + "\n\n" + overflow_table(overflow_plan, tr))
+    i18n.write_text(out, "models.md", lambda tr: data_tables(tr)[0])
+    i18n.write_text(out, "families.md", families_table)
+    i18n.write_text(out, "accelerators.md", lambda tr: data_tables(tr)[1])
+    i18n.write_text(out, "tiers.md", lambda tr: data_tables(tr)[2])

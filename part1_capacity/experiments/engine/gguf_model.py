@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from part1_capacity.calculator import gguf_header, validate
 from part1_capacity.calculator.checkpoints import gguf_field
 from part1_capacity.calculator.errors import InputError
 
@@ -194,15 +195,10 @@ def _uniform(value, key):
 
 def read_shape(path) -> GGUFShape:
     """The attention shape of the model in a GGUF file, from its metadata (``<arch>.block_count`` etc.)."""
-    import gguf
-
     path = Path(path)
     if not path.is_file():
         raise InputError(f"--gguf: no such file: {path}")
-    try:
-        r = gguf.GGUFReader(str(path))
-    except Exception as exc:  # not a GGUF: the reader raises on the magic number
-        raise InputError(f"--gguf: not a readable GGUF file ({exc})") from None
+    r = gguf_header.open_reader(path, "--gguf")
     arch = gguf_field(r, "general.architecture")
     for sliding in ("attention.sliding_window", "ssm.state_size", "attention.kv_lora_rank"):
         if gguf_field(r, f"{arch}.{sliding}") is not None:
@@ -212,26 +208,35 @@ def read_shape(path) -> GGUFShape:
     missing = [k for k, v in need.items() if v is None]
     if missing:
         raise InputError(f"--gguf: metadata field {arch}.{missing[0]} is missing")
-    n_heads = _uniform(need["attention.head_count"], f"{arch}.attention.head_count")
+
+    def count(value, key, hi):   # a whole number of heads, layers or widths: 1..hi, never a string or NaN
+        return validate.number(_uniform(value, f"{arch}.{key}"), f"--gguf: metadata field {arch}.{key}", lo=1,
+                               hi=hi, integer=True)
+
+    n_layers = count(need["block_count"], "block_count", 4096)
+    d_model = count(need["embedding_length"], "embedding_length", 2 ** 20)
+    n_heads = count(need["attention.head_count"], "attention.head_count", 65536)
     kv = gguf_field(r, f"{arch}.attention.head_count_kv")
-    n_kv = n_heads if kv is None else _uniform(kv, f"{arch}.attention.head_count_kv")
-    k_len = gguf_field(r, f"{arch}.attention.key_length") or need["embedding_length"] // n_heads
-    v_len = gguf_field(r, f"{arch}.attention.value_length") or need["embedding_length"] // n_heads
+    n_kv = n_heads if kv is None else count(kv, "attention.head_count_kv", n_heads)
+    k_len = gguf_field(r, f"{arch}.attention.key_length")
+    v_len = gguf_field(r, f"{arch}.attention.value_length")
+    k_len = d_model // n_heads if k_len is None else count(k_len, "attention.key_length", 65536)
+    v_len = d_model // n_heads if v_len is None else count(v_len, "attention.value_length", 65536)
+    if k_len < 1:
+        raise InputError(f"--gguf: embedding_length {d_model} < head_count {n_heads}: no head dimension left")
     n_params = sum(int(np.prod(t.shape)) for t in r.tensors)
     n_ctx = gguf_field(r, f"{arch}.context_length") or 0
-    return GGUFShape(arch, int(need["block_count"]), int(n_heads), int(n_kv), int(k_len), int(v_len),
-                     int(need["embedding_length"]), int(n_ctx), n_params, gguf_field(r, "general.file_type"),
-                     gguf_field(r, "general.name") or path.stem)
+    return GGUFShape(arch, int(n_layers), int(n_heads), int(n_kv), int(k_len), int(v_len),
+                     int(d_model), int(n_ctx), n_params, gguf_field(r, "general.file_type"),
+                     validate.printable(str(gguf_field(r, "general.name") or path.stem)))
 
 
 def weight_types(path) -> dict[str, dict[str, int]]:
     """Weights per ggml type name (``f32``, ``q4_K`` ...) in three groups, as llama.cpp's llama graph uses them:
     ``matmul`` (every 2-D tensor of the blocks: multiplied by every token), ``output`` (``output.weight``: in
     prefill applied to the last token only) and ``lookup`` (``token_embd.weight``: rows read, never multiplied)."""
-    import gguf
-
     out: dict[str, dict[str, int]] = {"matmul": {}, "output": {}, "lookup": {}}
-    for t in gguf.GGUFReader(str(path)).tensors:
+    for t in gguf_header.open_reader(path, "--gguf").tensors:
         if len(t.shape) < 2 or int(min(t.shape)) == 1:
             continue                                 # norms and biases: vectors
         name = t.tensor_type.name.lower().replace("_k", "_K")

@@ -5,27 +5,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from course import records
+from course import i18n, records
 from part1_capacity.experiments.engine.common import load_result
 from course.units import MIB
 
 NAME = "engine"
+EN = i18n.translator("en")
 
 
 def _missing(out, names, what):
+    i18n_write = i18n.write_text
     for n in names:
-        (out / n).write_text(f"*No saved {what} run: `capacity {what} --save` writes one.*\n")
+        i18n_write(out, n, lambda tr: tr("*No saved {what} run: `capacity {what} --save` writes one.*", what=what) + "\n")
 
 
-def _run_info(r) -> str:
+def _run_info(r, tr=EN) -> str:
     rec = records.read_record(r)        # e1.json was saved with "date" before the record's "date_utc"
     h = rec["host"]
-    note = f" — {r['note']}" if r.get("note") else ""
+    note = f" — {r['note']}" if r.get("note") else ""   # the run's own note, as saved
     load = rec["load_average_at_start"]
-    load = f", load average {load:.1f} at the start" if load is not None else ""
-    return (f"Run on {rec['date_utc']}, host `{h['node']}`: {h['cpu']}, {h['cpus']} CPUs, "
-            f"{h['memory_bytes'] / 2 ** 30:.0f} GiB, llama-cpp-python {r['llama_cpp_python']}{load}{note}. "
-            f"Command: `{rec['command']}`\n")
+    load = tr(", load average {load} at the start", load=f"{load:.1f}") if load is not None else ""
+    return tr("Run on {date}, host `{node}`: {cpu}, {cpus} CPUs, {gib} GiB, llama-cpp-python {version}{load}{note}. "
+              "Command: `{command}`", date=rec["date_utc"], node=h["node"], cpu=h["cpu"], cpus=h["cpus"],
+              gib=f"{h['memory_bytes'] / 2 ** 30:.0f}", version=r["llama_cpp_python"], load=load, note=note,
+              command=rec["command"]) + "\n"
 
 
 # --- E1 for every structure -----------------------------------------------------------------------------------------
@@ -44,11 +47,12 @@ def _fmt(n) -> str:
     return fmt_bytes(n)
 
 
-def e1_structures_table(r, context=4096, n_seq=4) -> str:
+def e1_structures_table(r, context=4096, n_seq=4, tr=EN) -> str:
     """One row per buffer of each tiny model at ``context`` tokens over ``n_seq`` sequences: the law, what
     llama.cpp's log reports and what its rules predict; the last column counts the matching cases."""
-    rows = [f"| structure | model (GGUF) | buffer | law, {context:,} tokens × {n_seq} seq | llama.cpp's log "
-            "(±0.005 MiB) | llama.cpp rule | cases matching |", "|---|---|---|---:|---:|---:|---|"]
+    rows = [tr("| structure | model (GGUF) | buffer | law, {context} tokens × {n_seq} seq | llama.cpp's log "
+               "(±0.005 MiB) | llama.cpp rule | cases matching |", context=f"{context:,}", n_seq=n_seq),
+            "|---|---|---|---:|---:|---:|---|"]
     for row in r["structures"]:
         cases = [(c["context"], c["n_seq"]) for c in row["cases"]]
         i = cases.index((context, n_seq)) if (context, n_seq) in cases else len(cases) - 1
@@ -57,7 +61,8 @@ def e1_structures_table(r, context=4096, n_seq=4) -> str:
         for comp in row["predicted"]:
             name = (f'<a id="{e1_anchor(row)}"></a>`{row["architecture"]}`' if first
                     else "")
-            rows.append(f"| {row['structure'] if first else ''} | {name} | {COMPONENTS.get(comp, comp)} | "
+            label = tr(COMPONENTS[comp]) if comp in COMPONENTS else comp
+            rows.append(f"| {row['structure'] if first else ''} | {name} | {label} | "
                         f"{_fmt(row['law'][comp][i])} | {_fmt(row['reported'][comp][i])} | "
                         f"{_fmt(row['predicted'][comp][i])} | {f'{ok}/{len(cases)}' if first else ''} |")
             first = False
@@ -76,27 +81,28 @@ def e1_confirmations(r=None) -> dict:
 
 
 # --- E1 ------------------------------------------------------------------------------------------------------------
-def e1_tables(r) -> tuple[str, str]:
-    rows = ["| KV type | context (cells) | llama.cpp's log line | reported bytes | calculator × cells |",
+def e1_tables(r, tr=EN) -> tuple[str, str]:
+    rows = [tr("| KV type | context (cells) | llama.cpp's log line | reported bytes | calculator × cells |"),
             "|---|---:|---|---:|---:|"]
     for t in r["by_kv_type"]:
         for cells, rep, line in zip(t["cells"], t["reported_bytes"], t["log_lines"]):
             size = line.split("size =")[1].split("(")[0].strip()
             rows.append(f"| {t['kv_type']} | {cells:,} | `size = {size}` | {rep:,} | "
                         f"{t['formula_bytes_per_token'] * cells:,.0f} |")
-    summary = ["| KV type | fitted slope (bytes/token) | calculator (bytes/token) | intercept (bytes) | "
-               "equal to the byte |", "|---|---:|---:|---:|---|"]
+    summary = [tr("| KV type | fitted slope (bytes/token) | calculator (bytes/token) | intercept (bytes) | "
+                  "equal to the byte |"), "|---|---:|---:|---:|---|"]
     for t in r["by_kv_type"]:
         summary.append(f"| {t['kv_type']} | {t['slope_bytes_per_token']:,.2f} | "
                        f"{t['formula_bytes_per_token']:,.0f} | {t['intercept_bytes']:,.0f} | "
-                       f"{'yes' if t['match'] else '**no**'} |")
+                       f"{tr('yes') if t['match'] else tr('**no**')} |")
     return "\n".join(rows) + "\n", "\n".join(summary) + "\n"
 
 
-def e1_model(r) -> str:
+def e1_model(r, tr=EN) -> str:
     m = r["model"]
-    return (f"Model: {m['n_params']:,} parameters, {m['n_layers']} layers, {m['n_heads']} query heads, "
-            f"**{m['n_kv_heads']} KV heads** of head_dim **{m['head_dim']}** ({m['path']}).\n")
+    return tr("Model: {params} parameters, {layers} layers, {heads} query heads, **{kv_heads} KV heads** of head_dim "
+              "**{head_dim}** ({path}).", params=f"{m['n_params']:,}", layers=m["n_layers"], heads=m["n_heads"],
+              kv_heads=m["n_kv_heads"], head_dim=m["head_dim"], path=m["path"]) + "\n"
 
 
 # --- E2 ------------------------------------------------------------------------------------------------------------
@@ -113,11 +119,11 @@ def _num(v, fmt):
     return format(v, fmt) if v is not None else "–"
 
 
-def e2_table(r) -> str:
+def e2_table(r, tr=EN) -> str:
     """The main run, one row per level: measured (median ± standard deviation), the speed model's prediction and
     its error, the plain roofline's prediction, and the fractions of the two roofs reached."""
-    rows = ["| type | file | bits/weight | pp512 measured | speed model | error | roofline | of matmul peak | "
-            "tg128 measured | speed model | error | roofline | of bandwidth roof |",
+    rows = [tr("| type | file | bits/weight | pp512 measured | speed model | error | roofline | of matmul peak | "
+               "tg128 measured | speed model | error | roofline | of bandwidth roof |"),
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for lv in r["levels"]:
         rows.append(
@@ -130,19 +136,23 @@ def e2_table(r) -> str:
     return "\n".join(rows) + "\n"
 
 
-def e2_validation(ladders: dict) -> str:
+def _threads(n, tr=EN) -> str:
+    return tr("{n} thread", n=n) if n == 1 else tr("{n} threads", n=n)
+
+
+def e2_validation(ladders: dict, tr=EN) -> str:
     """Every saved ladder at every thread count: predicted ÷ measured, with the goals (tg128 15 %, pp512 25 %)."""
     from part1_capacity.experiments.engine import quant_ladder as ql
 
     rows = ql.validation_rows(ladders)
     if not rows:
-        return "*No saved ladder with kernel constants yet.*\n"
+        return tr("*No saved ladder with kernel constants yet.*") + "\n"
     def span(x, m, fmt):
         r = (x.get("rounds") or {}).get(m)
         return f"{min(r):{fmt}}–{max(r):{fmt}}" if r else "–"
 
-    out = ["| model | threads | type | pp512 measured | spread | predicted | one round's prediction | error | "
-           "tg128 measured | spread | predicted | one round's prediction | error | load |",
+    out = [tr("| model | threads | type | pp512 measured | spread | predicted | one round's prediction | error | "
+              "tg128 measured | spread | predicted | one round's prediction | error | load |"),
            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for x in rows:
         out.append(f"| {x['params'] / 1e9:.2f} B | {x['threads']} | {x['type']} | {x['pp512']:,.1f} | "
@@ -155,9 +165,11 @@ def e2_validation(ladders: dict) -> str:
     n = len(rows)
     seen = sorted({(x["params"], x["threads"]) for x in rows})
     out.append("")
-    out.append("Saved ladders: " + ", ".join(f"{p / 1e9:.2f} B at {t} thread{'s' if t > 1 else ''}" for p, t in seen)
-               + ". Predicted from: " + "; ".join(sorted({f"{x['params'] / 1e9:.2f} B — {x['basis'].split(' (')[0]}" for x in rows}))
-               + ".")
+    out.append(tr("Saved ladders: {ladders}. Predicted from: {bases}.",
+                  ladders=", ".join(tr("{size} B at {threads}", size=f"{p / 1e9:.2f}", threads=_threads(t, tr))
+                                    for p, t in seen),
+                  bases="; ".join(sorted({f"{x['params'] / 1e9:.2f} B — {tr(x['basis'].split(' (')[0])}"
+                                          for x in rows}))))
     again = {}
     for x in rows:   # the same size, threads and type measured in more than one run
         again.setdefault((x["params"], x["threads"], x["type"]), []).append(x)
@@ -166,28 +178,31 @@ def e2_validation(ladders: dict) -> str:
     if rep:
         (p, t, ty), ratio, m = max(rep, key=lambda z: z[1])
         out.append("")
-        out.append(f"Repeatability: the same file measured in two runs differs by up to **{ratio:.2f}×** "
-                   f"({ty} {m}, {p / 1e9:.2f} B, {t} thread{'s' if t > 1 else ''}) — the machine, not the model.")
+        out.append(tr("Repeatability: the same file measured in two runs differs by up to **{ratio}×** ({type} {metric}, "
+                      "{size} B, {threads}) — the machine, not the model.", ratio=f"{ratio:.2f}", type=ty, metric=m,
+                      size=f"{p / 1e9:.2f}", threads=_threads(t, tr)))
     tg_ok, pp_ok = sum(x["tg128_ok"] for x in rows), sum(x["pp512_ok"] for x in rows)
     wt = max(rows, key=lambda x: abs(x["tg128_error"]))
     wp = max(rows, key=lambda x: abs(x["pp512_error"]))
     out.append("")
-    out.append(f"**{tg_ok} of {n}** decode predictions are within {ql.TG_GOAL:.0%} of llama-bench (worst: "
-               f"{wt['type']}, {wt['params'] / 1e9:.2f} B, {wt['threads']} thread{'s' if wt['threads'] > 1 else ''}, "
-               f"{100 * wt['tg128_error']:+.0f}%); **{pp_ok} of {n}** prefill predictions within {ql.PP_GOAL:.0%} "
-               f"(worst: {wp['type']}, {wp['params'] / 1e9:.2f} B, {wp['threads']} "
-               f"thread{'s' if wp['threads'] > 1 else ''}, {100 * wp['pp512_error']:+.0f}%). Misses in bold. "
-               f"\"spread\" is (largest − smallest) ÷ median of the level's timed runs; \"one round's prediction\" "
-               f"the range the constants of each single kernel round predict (the prediction itself takes each "
-               f"constant's median over the rounds); \"load\" the machine's 1-minute load average when the level was "
-               f"measured (above the number of CPUs, other work shared them).")
+    out.append(tr(
+        "**{tg_ok} of {n}** decode predictions are within {tg_goal} of llama-bench (worst: {wt_type}, {wt_size} B, "
+        "{wt_threads}, {wt_err}%); **{pp_ok} of {n}** prefill predictions within {pp_goal} (worst: {wp_type}, "
+        "{wp_size} B, {wp_threads}, {wp_err}%). Misses in bold. \"spread\" is (largest − smallest) ÷ median of the "
+        "level's timed runs; \"one round's prediction\" the range the constants of each single kernel round predict "
+        "(the prediction itself takes each constant's median over the rounds); \"load\" the machine's 1-minute load "
+        "average when the level was measured (above the number of CPUs, other work shared them).",
+        tg_ok=tg_ok, n=n, tg_goal=f"{ql.TG_GOAL:.0%}", wt_type=wt["type"], wt_size=f"{wt['params'] / 1e9:.2f}",
+        wt_threads=_threads(wt["threads"], tr), wt_err=f"{100 * wt['tg128_error']:+.0f}", pp_ok=pp_ok,
+        pp_goal=f"{ql.PP_GOAL:.0%}", wp_type=wp["type"], wp_size=f"{wp['params'] / 1e9:.2f}",
+        wp_threads=_threads(wp["threads"], tr), wp_err=f"{100 * wp['pp512_error']:+.0f}"))
     inside = [x for x in rows if x.get("rounds")]
     if inside:
         n_in = sum(min(x["rounds"]["tg128"]) * (1 - ql.TG_GOAL) <= x["tg128"] <= max(x["rounds"]["tg128"])
                    * (1 + ql.TG_GOAL) for x in inside)
         out.append("")
-        out.append(f"Measured decode within {ql.TG_GOAL:.0%} of some single round's prediction: **{n_in} of "
-                   f"{len(inside)}**.")
+        out.append(tr("Measured decode within {goal} of some single round's prediction: **{n_in} of {n}**.",
+                      goal=f"{ql.TG_GOAL:.0%}", n_in=n_in, n=len(inside)))
     return "\n".join(out) + "\n"
 
 
@@ -201,21 +216,23 @@ def _stream_rates(runs: list[dict], threads: int, type_: str) -> list[float]:
             for r in runs if r["kind"] == "stream" and r["threads"] == threads and r["type"] == type_]
 
 
-def e2_drift(kern: dict | None, ladders: dict) -> str:
+def e2_drift(kern: dict | None, ladders: dict, tr=EN) -> str:
     """How far this machine's streaming rate moves between kernel measurements: the same matmul-bench product
     (F32 and F16 weights streamed from memory) in each round of each saved measurement, in GB/s."""
     sets = []
     if kern:
-        sets.append((f"kernel constants file ({kern.get('date_utc', '')[:16].replace('T', ' ')})", kern["runs"]))
+        sets.append((tr("kernel constants file ({date})", date=kern.get("date_utc", "")[:16].replace("T", " ")),
+                     kern["runs"]))
     for name, r in ladders.items():
         sk = r.get("session_kernels")
         if sk:
-            sets.append((f"around the {r['model']['n_params'] / 1e9:.2f} B ladder "
-                         f"({r.get('date_utc', '')[:16].replace('T', ' ')}; {sk['rounds_before']} rounds before, "
-                         f"{sk['rounds_after']} after)", sk["runs"]))
+            sets.append((tr("around the {size} B ladder ({date}; {before} rounds before, {after} after)",
+                            size=f"{r['model']['n_params'] / 1e9:.2f}",
+                            date=r.get("date_utc", "")[:16].replace("T", " "), before=sk["rounds_before"],
+                            after=sk["rounds_after"]), sk["runs"]))
     if not sets:
         return ""
-    out = ["| measurement | threads | F32 streamed, each round (GB/s) | F16 streamed, each round (GB/s) |",
+    out = [tr("| measurement | threads | F32 streamed, each round (GB/s) | F16 streamed, each round (GB/s) |"),
            "|---|---:|---|---|"]
     for label, runs in sets:
         for th in sorted({r["threads"] for r in runs}):
@@ -224,7 +241,7 @@ def e2_drift(kern: dict | None, ladders: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def e2_misses(ladders: dict) -> str:
+def e2_misses(ladders: dict, tr=EN) -> str:
     """Where the speed model misses its goals on the saved ladders, with the numbers that say why."""
     from part1_capacity.experiments.engine import quant_ladder as ql
     from part1_capacity.experiments.engine.kernels import decode_bytes_per_token
@@ -233,13 +250,14 @@ def e2_misses(ladders: dict) -> str:
     if not rows:
         return ""
     miss = [x for x in rows if not (x["tg128_ok"] and x["pp512_ok"])]
-    out = ["**Where it misses, and why.** "
-           + ("Every level is within its goals on these runs." if not miss else
-              "The misses: " + "; ".join(f"{x['type']} {'decode' if not x['tg128_ok'] else 'prefill'}, "
-                                         f"{x['params'] / 1e9:.2f} B at {x['threads']} thread"
-                                         f"{'s' if x['threads'] > 1 else ''} "
-                                         f"({100 * (x['tg128_error'] if not x['tg128_ok'] else x['pp512_error']):+.0f}%)"
-                                         for x in miss) + ".")]
+    out = [tr("**Where it misses, and why.**") + " "
+           + (tr("Every level is within its goals on these runs.") if not miss else
+              tr("The misses: {misses}.", misses="; ".join(
+                  tr("{type} {phase}, {size} B at {threads} ({err}%)", type=x["type"],
+                     phase=tr("decode") if not x["tg128_ok"] else tr("prefill"), size=f"{x['params'] / 1e9:.2f}",
+                     threads=_threads(x["threads"], tr),
+                     err=f"{100 * (x['tg128_error'] if not x['tg128_ok'] else x['pp512_error']):+.0f}")
+                  for x in miss)))]
     # decode of F32 weights only streams them: its rate in the ladder against the same rate in the kernel rounds
     facts = []
     for name, r in ladders.items():
@@ -249,27 +267,29 @@ def e2_misses(ladders: dict) -> str:
             rates = _stream_rates(runs, int(th), "f32") if runs else []
             if lv and rates and int(th) > 1:
                 per_token = decode_bytes_per_token(lv["weight_types"])
-                facts.append(f"the {r['model']['n_params'] / 1e9:.2f} B ladder's F32 decode at {th} threads read its "
-                             f"weights at {lv['tg128_median_tps'] * per_token / 1e9:.0f} GB/s, while the same two "
-                             f"threads streamed F32 weights at {min(rates):.0f}–{max(rates):.0f} GB/s in the kernel "
-                             f"rounds around it")
+                facts.append(tr("the {size} B ladder's F32 decode at {th} threads read its weights at {rate} GB/s, "
+                                "while the same two threads streamed F32 weights at {lo}–{hi} GB/s in the kernel "
+                                "rounds around it", size=f"{r['model']['n_params'] / 1e9:.2f}", th=th,
+                                rate=f"{lv['tg128_median_tps'] * per_token / 1e9:.0f}", lo=f"{min(rates):.0f}",
+                                hi=f"{max(rates):.0f}"))
     if facts:
-        out.append("In numbers: " + "; ".join(facts) + ".")
+        out.append(tr("In numbers: {facts}.", facts="; ".join(facts)))
     by = {}
     for x in rows:
         by.setdefault((x["threads"], x["type"] in ("F32", "F16")), []).append(x["tg128_error"])
-    parts = [f"{'F32 and F16' if fl else 'the quantized types'} at {th} thread{'s' if th > 1 else ''}: "
-             f"{100 * min(e):+.0f}% to {100 * max(e):+.0f}%" for (th, fl), e in sorted(by.items())]
-    out.append("Decode errors by kind: " + "; ".join(parts) + ".")
+    parts = [tr("{kind} at {threads}: {lo}% to {hi}%", kind=tr("F32 and F16") if fl else tr("the quantized types"),
+                threads=_threads(th, tr), lo=f"{100 * min(e):+.0f}", hi=f"{100 * max(e):+.0f}")
+             for (th, fl), e in sorted(by.items())]
+    out.append(tr("Decode errors by kind: {parts}.", parts="; ".join(parts)))
     return "\n\n".join(out) + "\n"
 
 
-def e2_stream(r: dict | None) -> str:
+def e2_stream(r: dict | None, tr=EN) -> str:
     """The saved side-by-side run of ``python -m part1_capacity.experiments.bench_stream``: llama-bench's F32 decode and
     matmul-bench's streamed F32 product as memory bandwidth, round after round, and one long run in windows."""
     if not r:
-        return "*No saved run: `python -m part1_capacity.experiments.bench_stream --save`.*\n"
-    out = ["| round | llama-bench F32 decode (GB/s) | matmul-bench F32 stream (GB/s) | ratio |", "|---:|---:|---:|---:|"]
+        return tr("*No saved run: `python -m part1_capacity.experiments.bench_stream --save`.*") + "\n"
+    out = [tr("| round | llama-bench F32 decode (GB/s) | matmul-bench F32 stream (GB/s) | ratio |"), "|---:|---:|---:|---:|"]
     ratios = []
     for i, x in enumerate(r["rounds"], 1):
         ratios.append(x["llama_bench_gbs"] / x["matmul_bench_gbs"])
@@ -277,20 +297,22 @@ def e2_stream(r: dict | None) -> str:
     lb = [x["llama_bench_gbs"] for x in r["rounds"]]
     mb = [x["matmul_bench_gbs"] for x in r["rounds"]]
     out.append("")
-    out.append(f"{r['threads']} threads, {r.get('date_utc', '')[:16].replace('T', ' ')} UTC. Across the rounds "
-               f"llama-bench ranges {min(lb):.0f}–{max(lb):.0f} GB/s and matmul-bench {min(mb):.0f}–{max(mb):.0f}; "
-               f"the ratio of neighbours {min(ratios):.2f}–{max(ratios):.2f} (median "
-               f"{__import__('statistics').median(ratios):.2f}). One long matmul-bench run, in windows of "
-               f"{r['long_run_window_s']:.2f} s: {', '.join(f'{g:.0f}' for g in r['long_run_gbs'])} GB/s.")
+    out.append(tr("{threads} threads, {date} UTC. Across the rounds llama-bench ranges {lb_lo}–{lb_hi} GB/s and "
+                  "matmul-bench {mb_lo}–{mb_hi}; the ratio of neighbours {r_lo}–{r_hi} (median {r_med}). One long "
+                  "matmul-bench run, in windows of {window} s: {long} GB/s.", threads=r["threads"],
+                  date=r.get("date_utc", "")[:16].replace("T", " "), lb_lo=f"{min(lb):.0f}", lb_hi=f"{max(lb):.0f}",
+                  mb_lo=f"{min(mb):.0f}", mb_hi=f"{max(mb):.0f}", r_lo=f"{min(ratios):.2f}",
+                  r_hi=f"{max(ratios):.2f}", r_med=f"{__import__('statistics').median(ratios):.2f}",
+                  window=f"{r['long_run_window_s']:.2f}", long=", ".join(f"{g:.0f}" for g in r["long_run_gbs"])))
     return "\n".join(out) + "\n"
 
 
-def e2_kernels_table(k: dict) -> str:
+def e2_kernels_table(k: dict, tr=EN) -> str:
     """The kernel constants per type and thread count, with the per-core decomposition of the streaming cost:
     bytes ÷ (one core's streaming rate, from F32) + the kernel's arithmetic (cached)."""
     c = k["constants"]
-    out = ["| threads | type | bytes/weight | repacked | decode, streamed (ps/weight) | arithmetic, cached (ps/weight) "
-           "| bytes ÷ core rate + arithmetic (ps/weight) | prefill (ps/weight·token) |",
+    out = [tr("| threads | type | bytes/weight | repacked | decode, streamed (ps/weight) | arithmetic, cached (ps/weight) "
+              "| bytes ÷ core rate + arithmetic (ps/weight) | prefill (ps/weight·token) |"),
            "|---:|---|---:|---|---:|---:|---:|---:|"]
     one = c.get("1", {}).get("types", {}).get("f32")
     # one core's streaming rate, from F32 at one thread: its streamed time per weight less its arithmetic
@@ -299,17 +321,20 @@ def e2_kernels_table(k: dict) -> str:
         n = int(th)
         for t, x in v["types"].items():
             model = x["bytes_per_weight"] / (n * core_rate) + x["compute_s_per_weight"] if core_rate else None
-            out.append(f"| {th} | {t} | {x['bytes_per_weight']:.4g} | {'yes' if x['repacked'] else 'no'} | "
+            out.append(f"| {th} | {t} | {x['bytes_per_weight']:.4g} | {tr('yes') if x['repacked'] else tr('no')} | "
                        f"{1e12 * x['decode_s_per_weight']:,.0f} | {1e12 * x['compute_s_per_weight']:,.0f} | "
                        f"{_num(model and 1e12 * model, ',.0f')} | {1e12 * x['prefill_s_per_weight_token']:,.1f} |")
-        out.append(f"| {th} | *graph node* | | | | | | overhead {1e6 * v['op_overhead_s']:.2f} µs per node |")
+        out.append(f"| {th} | *{tr('graph node')}* | | | | | | "
+                   + tr("overhead {us} µs per node", us=f"{1e6 * v['op_overhead_s']:.2f}") + " |")
     if core_rate:
-        out.append(f"\nOne core streams {core_rate / 1e9:.1f} GB/s (F32 at one thread, less its arithmetic).")
+        out.append("\n" + tr("One core streams {rate} GB/s (F32 at one thread, less its arithmetic).",
+                             rate=f"{core_rate / 1e9:.1f}"))
     h = k.get("host", {})
     out.append("")
-    out.append(f"Measured {k.get('date_utc', '')} on {h.get('cpu', 'this host')} (load average "
-               f"{k.get('load_average_at_start') or 0:.1f} at the start, {k.get('load_average_at_end') or 0:.1f} at "
-               f"the end), medians of repeated runs; every column is per weight of the whole product, all threads working.")
+    out.append(tr("Measured {date} on {cpu} (load average {load0} at the start, {load1} at the end), medians of "
+                  "repeated runs; every column is per weight of the whole product, all threads working.",
+                  date=k.get("date_utc", ""), cpu=h.get("cpu", tr("this host")),
+                  load0=f"{k.get('load_average_at_start') or 0:.1f}", load1=f"{k.get('load_average_at_end') or 0:.1f}"))
     return "\n".join(out) + "\n"
 
 
@@ -321,7 +346,7 @@ DOT_INSTRUCTIONS = {"AVX2 (this build)": 4, "AVX-VNNI / AVX512-VNNI": 3, "AVX-VN
 FMA_INSTRUCTIONS_F32 = 4
 
 
-def e2_differences(ladders: dict, kern: dict | None) -> str:
+def e2_differences(ladders: dict, kern: dict | None, tr=EN) -> str:
     """Why this host's ratios differ from the original study's, in this host's own numbers."""
     from course.host import cpu_flags
     from part1_capacity.experiments.engine import quant_ladder as ql
@@ -330,12 +355,13 @@ def e2_differences(ladders: dict, kern: dict | None) -> str:
     flags = cpu_flags()
     has = [f for f in ("avx_vnni", "avx512_vnni", "avx512f", "avx_vnni_int8") if f in flags]
     dots = ", ".join(f"{k}: {v}" for k, v in DOT_INSTRUCTIONS.items())
-    out.append(f"- **Instruction set and integer dot-product units.** This CPU reports "
-               f"{', '.join(has) if has else 'no VNNI or AVX-512 flags'}; the project's portable llama.cpp build "
-               f"uses AVX2, FMA and F16C only. One 32-value int8 dot product (Q8_0, Q5_0, the Q8_K side of "
-               f"Q4_K/Q6_K) costs, in instructions — {dots}; the F32 path does the same 32 multiply-adds in "
-               f"{FMA_INSTRUCTIONS_F32} FMAs. Without VNNI the integer path has no instruction-count advantage over "
-               f"F32 here, and prefill is compute-bound.")
+    out.append(tr(
+        "- **Instruction set and integer dot-product units.** This CPU reports {flags}; the project's portable "
+        "llama.cpp build uses AVX2, FMA and F16C only. One 32-value int8 dot product (Q8_0, Q5_0, the Q8_K side of "
+        "Q4_K/Q6_K) costs, in instructions — {dots}; the F32 path does the same 32 multiply-adds in {fma} FMAs. "
+        "Without VNNI the integer path has no instruction-count advantage over F32 here, and prefill is "
+        "compute-bound.", flags=", ".join(has) if has else tr("no VNNI or AVX-512 flags"), dots=dots,
+        fma=FMA_INSTRUCTIONS_F32))
     gains = {}
     for name, r in ladders.items():
         for th, levels in (r.get("levels_by_threads") or {}).items():
@@ -346,80 +372,86 @@ def e2_differences(ladders: dict, kern: dict | None) -> str:
     if "f32" in c1 and "q4_K" in c1:
         f, q = c1["f32"], c1["q4_K"]
         r = f["prefill_s_per_weight_token"] / q["prefill_s_per_weight_token"]
-        seen = "; ".join(f"{p / 1e9:.2f} B at {t} thread{'s' if t > 1 else ''}: {100 * x['prefill_gain']:+.0f}%"
-                         for (p, t), x in sorted(gains.items()))
-        out.append(f"- **Prefill** (compute-bound), per weight and token at one thread: F32 "
-                   f"{1e12 * f['prefill_s_per_weight_token']:.0f} ps, Q4_K {1e12 * q['prefill_s_per_weight_token']:.0f}"
-                   f" ps — Q4_K's repacked integer GEMM is {r:.2f}× as fast as the F32 GEMM even without VNNI, "
-                   f"because each unpacked block serves several activation rows. Ladder prefill gain F32 → Q4_K_M: "
-                   f"{seen or 'no saved ladder'}; the study's: {100 * ql.STUDY['prefill_gain']:+.0f}%.")
+        seen = "; ".join(tr("{size} B at {threads}: {gain}%", size=f"{p / 1e9:.2f}", threads=_threads(t, tr),
+                            gain=f"{100 * x['prefill_gain']:+.0f}") for (p, t), x in sorted(gains.items()))
+        out.append(tr(
+            "- **Prefill** (compute-bound), per weight and token at one thread: F32 {f32} ps, Q4_K {q4k} ps — Q4_K's "
+            "repacked integer GEMM is {ratio}× as fast as the F32 GEMM even without VNNI, because each unpacked block "
+            "serves several activation rows. Ladder prefill gain F32 → Q4_K_M: {seen}; the study's: {study}%.",
+            f32=f"{1e12 * f['prefill_s_per_weight_token']:.0f}", q4k=f"{1e12 * q['prefill_s_per_weight_token']:.0f}",
+            ratio=f"{r:.2f}", seen=seen or tr("no saved ladder"), study=f"{100 * ql.STUDY['prefill_gain']:+.0f}"))
         # decode per weight and core: bytes ÷ bandwidth + arithmetic; the gain F32 → Q4_K lies between the
         # arithmetic-bound limit (memory free: c_F32 / c_Q4K) and the bandwidth-bound limit (bytes ratio)
         lo = f["compute_s_per_weight"] / q["compute_s_per_weight"]
         hi = f["bytes_per_weight"] / q["bytes_per_weight"]
         here = f["decode_s_per_weight"] / q["decode_s_per_weight"]
-        out.append(f"- **Decode**, per weight at one thread: F32 streams at {1e12 * f['decode_s_per_weight']:.0f} ps, "
-                   f"of which {1e12 * f['compute_s_per_weight']:.0f} ps is arithmetic; Q4_K at "
-                   f"{1e12 * q['decode_s_per_weight']:.0f} ps, of which {1e12 * q['compute_s_per_weight']:.0f} ps. "
-                   f"The gain F32 → Q4_K therefore lies between {lo:.1f}× (memory free: arithmetic alone) and "
-                   f"{hi:.1f}× (arithmetic free: bytes alone); this host's kernels give {here:.1f}× at one thread. "
-                   f"The study's {1 + ql.STUDY['decode_gain']:.2f}× sits near the arithmetic end: a host where memory "
-                   f"is fast relative to what each thread can unpack and multiply (more bandwidth per thread than "
-                   f"here, or a kernel with more work per 4-bit weight).")
+        out.append(tr(
+            "- **Decode**, per weight at one thread: F32 streams at {f32} ps, of which {f32_c} ps is arithmetic; Q4_K "
+            "at {q4k} ps, of which {q4k_c} ps. The gain F32 → Q4_K therefore lies between {lo}× (memory free: "
+            "arithmetic alone) and {hi}× (arithmetic free: bytes alone); this host's kernels give {here}× at one "
+            "thread. The study's {study}× sits near the arithmetic end: a host where memory is fast relative to what "
+            "each thread can unpack and multiply (more bandwidth per thread than here, or a kernel with more work per "
+            "4-bit weight).", f32=f"{1e12 * f['decode_s_per_weight']:.0f}",
+            f32_c=f"{1e12 * f['compute_s_per_weight']:.0f}", q4k=f"{1e12 * q['decode_s_per_weight']:.0f}",
+            q4k_c=f"{1e12 * q['compute_s_per_weight']:.0f}", lo=f"{lo:.1f}", hi=f"{hi:.1f}", here=f"{here:.1f}",
+            study=f"{1 + ql.STUDY['decode_gain']:.2f}"))
     if gains:
-        txt = ", ".join(f"{p / 1e9:.2f} B at {t} thread{'s' if t > 1 else ''}: {1 + x['decode_gain']:.2f}×"
-                        for (p, t), x in sorted(gains.items()))
-        out.append(f"- **Threads.** The decode gain F32 → Q4_K_M on this host — {txt} — against the study's "
-                   f"{1 + ql.STUDY['decode_gain']:.2f}× and the {ql.STUDY['theory']}× of the bytes. One core here streams "
-                   f"memory slowly, so F32 decode is slow and the gain large; threads add both bandwidth and "
-                   f"arithmetic, and where they add more bandwidth than the quantized kernels can use the gain "
-                   f"falls toward the arithmetic end. The study's host is described only by its ratios, so which of "
-                   f"these it was is read from them, not known.")
+        txt = ", ".join(tr("{size} B at {threads}: {gain}×", size=f"{p / 1e9:.2f}", threads=_threads(t, tr),
+                           gain=f"{1 + x['decode_gain']:.2f}") for (p, t), x in sorted(gains.items()))
+        out.append(tr(
+            "- **Threads.** The decode gain F32 → Q4_K_M on this host — {txt} — against the study's {study}× and the "
+            "{theory}× of the bytes. One core here streams memory slowly, so F32 decode is slow and the gain large; "
+            "threads add both bandwidth and arithmetic, and where they add more bandwidth than the quantized kernels "
+            "can use the gain falls toward the arithmetic end. The study's host is described only by its ratios, so "
+            "which of these it was is read from them, not known.", txt=txt,
+            study=f"{1 + ql.STUDY['decode_gain']:.2f}", theory=ql.STUDY["theory"]))
     return "\n".join(out) + "\n"
 
 
-def e2_study(ladders: dict) -> str:
+def e2_study(ladders: dict, tr=EN) -> str:
     """The original study's F32 → Q4_K_M figures next to each saved ladder's."""
     from part1_capacity.experiments.engine import quant_ladder as ql
 
     s = ql.STUDY
-    out = ["| ladder | Q4_K_M file ÷ F32 file | prefill gain | decode gain | size ratio (the decode gain bytes "
-           "alone would give) |", "|---|---:|---:|---:|---:|",
-           f"| original study | {s['size']:.2f}× | {100 * s['prefill_gain']:+.0f}% | {100 * s['decode_gain']:+.0f}% "
+    out = [tr("| ladder | Q4_K_M file ÷ F32 file | prefill gain | decode gain | size ratio (the decode gain bytes "
+              "alone would give) |"), "|---|---:|---:|---:|---:|",
+           tr("| original study ") + f"| {s['size']:.2f}× | {100 * s['prefill_gain']:+.0f}% | {100 * s['decode_gain']:+.0f}% "
            f"({1 + s['decode_gain']:.2f}×) | {s['theory']:.1f}× |"]
     for name, r in ladders.items():
         for th, levels in (r.get("levels_by_threads") or {str(r["threads"]): r["levels"]}).items():
             x = ql.study_ratios(levels)
             if x:
-                out.append(f"| {r['model']['n_params'] / 1e9:.2f} B, {th} thread{'s' if th != '1' else ''} | "
+                out.append(f"| {r['model']['n_params'] / 1e9:.2f} B, {_threads(int(th), tr)} | "
                            f"{x['size']:.2f}× | {100 * x['prefill_gain']:+.0f}% | {100 * x['decode_gain']:+.0f}% "
                            f"({1 + x['decode_gain']:.2f}×) | {x['theory']:.1f}× |")
     return "\n".join(out) + "\n"
 
 
-def host_table(r) -> str:
+def host_table(r, tr=EN) -> str:
     a = r["accelerator"]
     meas = (r.get("host_profile") or {}).get("measured", {})
-    rows = ["| quantity | this host | used by the calculator as |", "|---|---:|---|",
-            f"| memory read bandwidth | {a['bandwidth'] / 1e9:.1f} GB/s | bandwidth |",
-            f"| fp32 matmul (GEMM) | {a['flops_16'] / 1e9:.0f} GFLOP/s | 16-bit peak (`bf16_tflops`) |",
-            f"| int8 matmul (GEMM) | {a['flops_int8'] / 1e9:.0f} GOP/s | 8-bit peak (`int8_tflops`) |",
-            f"| ridge point, 16-bit | {a['flops_16'] / a['bandwidth']:.1f} FLOP/byte | prefill/decode bound |"]
+    rows = [tr("| quantity | this host | used by the calculator as |"), "|---|---:|---|",
+            tr("| memory read bandwidth | {v} GB/s | bandwidth |", v=f"{a['bandwidth'] / 1e9:.1f}"),
+            tr("| fp32 matmul (GEMM) | {v} GFLOP/s | 16-bit peak (`bf16_tflops`) |", v=f"{a['flops_16'] / 1e9:.0f}"),
+            tr("| int8 matmul (GEMM) | {v} GOP/s | 8-bit peak (`int8_tflops`) |", v=f"{a['flops_int8'] / 1e9:.0f}"),
+            tr("| ridge point, 16-bit | {v} FLOP/byte | prefill/decode bound |", v=f"{a['flops_16'] / a['bandwidth']:.1f}")]
     if meas:
-        rows.append(f"| threads, instruction set | {meas['threads']}, capped at {meas['isa_cap']} | as the engine |")
+        rows.append(tr("| threads, instruction set | {threads}, capped at {isa} | as the engine |",
+                       threads=meas["threads"], isa=meas["isa_cap"]))
     text = "\n".join(rows) + "\n"
     if meas:
-        text += f"\nMethod: {meas['method']}.\n"
+        text += "\n" + tr("Method: {method}.", method=tr(meas["method"])) + "\n"
     return text
 
 
-def e2_model(r) -> str:
+def e2_model(r, tr=EN) -> str:
     m = r["model"]
     first = r["levels"][0]
-    return (f"Model: {m['n_params']:,} parameters ({m['n_layers']} layers, hidden size {m['hidden_size']}), "
-            f"{m['source']}; measured with **{r['method']}**, {r['threads']} threads, one warm-up and "
-            f"{r['repeats']} runs per test (mean ± standard deviation). Bench command for one level: "
-            f"`{_short_paths(first['bench_command'])}`.\n")
+    return tr("Model: {params} parameters ({layers} layers, hidden size {hidden}), {source}; measured with "
+              "**{method}**, {threads} threads, one warm-up and {repeats} runs per test (mean ± standard deviation). "
+              "Bench command for one level: `{command}`.", params=f"{m['n_params']:,}", layers=m["n_layers"],
+              hidden=m["hidden_size"], source=tr(m["source"]), method=r["method"], threads=r["threads"],
+              repeats=r["repeats"], command=_short_paths(first["bench_command"])) + "\n"
 
 
 def _short_paths(command: str) -> str:
@@ -432,7 +464,7 @@ def _vs(a, b, key):
     return f"{a[key] / b[key]:.2f}×"
 
 
-def e2_findings(r) -> str:
+def e2_findings(r, tr=EN) -> str:
     """Sentences computed from the saved run: what the ladder shows, in its own numbers."""
     lv = {x["type"]: x for x in r["levels"]}
     by_size = sorted(r["levels"], key=lambda x: -x["file_bytes"])
@@ -440,44 +472,47 @@ def e2_findings(r) -> str:
     monotonic = all(a <= b for a, b in zip(pp, pp[1:]))
     order = " > ".join(f"{x['type']} {x['pp512_tps']:,.0f}"
                        for x in sorted(r["levels"], key=lambda x: -x["pp512_tps"]))
-    out = [f"- **Prefill is {'' if monotonic else 'not '}monotonic in file size.** pp512 in tokens/s, fastest "
-           f"first: {order}. The plain roofline predicts one prefill speed for every level: "
-           f"{r['levels'][0].get('roofline_pp512_tps', r['levels'][0]['predicted_pp512_tps']):,.0f} tokens/s."]
+    roof = f"{r['levels'][0].get('roofline_pp512_tps', r['levels'][0]['predicted_pp512_tps']):,.0f}"
+    out = [tr("- **Prefill is monotonic in file size.** pp512 in tokens/s, fastest first: {order}. The plain roofline "
+              "predicts one prefill speed for every level: {roof} tokens/s.", order=order, roof=roof) if monotonic else
+           tr("- **Prefill is not monotonic in file size.** pp512 in tokens/s, fastest first: {order}. The plain "
+              "roofline predicts one prefill speed for every level: {roof} tokens/s.", order=order, roof=roof)]
     acc = r.get("accelerator") or {}
     if {"F16", "Q8_0"} <= lv.keys():
         f16, q8 = lv["F16"], lv["Q8_0"]
-        line = (f"- Q8_0 (integer dot products) against F16 (fp32 FMAs): prefill {_vs(q8, f16, 'pp512_tps')} as "
-                f"fast with {f16['file_bytes'] / q8['file_bytes']:.2f}× fewer bytes. F16 reaches "
-                f"{100 * f16['matmul_peak_fraction']:.0f}% of the host's fp32 GEMM throughput")
+        line = tr("- Q8_0 (integer dot products) against F16 (fp32 FMAs): prefill {ratio} as fast with {bytes}× fewer "
+                  "bytes. F16 reaches {f16}% of the host's fp32 GEMM throughput", ratio=_vs(q8, f16, "pp512_tps"),
+                  bytes=f"{f16['file_bytes'] / q8['file_bytes']:.2f}", f16=f"{100 * f16['matmul_peak_fraction']:.0f}")
         if acc.get("flops_int8"):
             frac = q8["pp512_tps"] * 2 * q8["n_params"] / acc["flops_int8"]
-            line += f"; Q8_0 reaches {100 * frac:.0f}% of its int8 GEMM throughput"
+            line += tr("; Q8_0 reaches {q8}% of its int8 GEMM throughput", q8=f"{100 * frac:.0f}")
         out.append(line + ".")
     if {"Q5_0", "Q8_0"} <= lv.keys():
         q5, q8 = lv["Q5_0"], lv["Q8_0"]
-        out.append(f"- Q5_0 against Q8_0 (the same dot-product path plus re-assembling the fifth bits): prefill "
-                   f"{_vs(q5, q8, 'pp512_tps')} as fast, decode {_vs(q5, q8, 'tg128_tps')}, with "
-                   f"{q8['file_bytes'] / q5['file_bytes']:.2f}× fewer bytes.")
+        out.append(tr("- Q5_0 against Q8_0 (the same dot-product path plus re-assembling the fifth bits): prefill "
+                      "{pp} as fast, decode {tg}, with {bytes}× fewer bytes.", pp=_vs(q5, q8, "pp512_tps"),
+                      tg=_vs(q5, q8, "tg128_tps"), bytes=f"{q8['file_bytes'] / q5['file_bytes']:.2f}"))
     if {"Q4_K_M", "Q5_0"} <= lv.keys():
         q4, q5 = lv["Q4_K_M"], lv["Q5_0"]
-        out.append(f"- Q4_K_M (repacked integer GEMM) against Q5_0, files of similar size: prefill "
-                   f"{_vs(q4, q5, 'pp512_tps')} as fast.")
+        out.append(tr("- Q4_K_M (repacked integer GEMM) against Q5_0, files of similar size: prefill {pp} as fast.",
+                      pp=_vs(q4, q5, "pp512_tps")))
     if {"F16", "Q4_K_M"} <= lv.keys():
         f16, q4 = lv["F16"], lv["Q4_K_M"]
-        out.append(f"- **Decode improves less than the size ratio.** Q4_K_M's file is "
-                   f"{f16['file_bytes'] / q4['file_bytes']:.2f}× smaller than F16's; its tg128 is "
-                   f"{_vs(q4, f16, 'tg128_tps')} as fast.")
+        out.append(tr("- **Decode improves less than the size ratio.** Q4_K_M's file is {bytes}× smaller than F16's; "
+                      "its tg128 is {tg} as fast.", bytes=f"{f16['file_bytes'] / q4['file_bytes']:.2f}",
+                      tg=_vs(q4, f16, "tg128_tps")))
     fr = ", ".join(f"{x['type']} {100 * x['bandwidth_fraction']:.0f}%" for x in by_size)
-    out.append(f"- Fraction of the bandwidth roof decode reaches, largest file first: {fr}.")
+    out.append(tr("- Fraction of the bandwidth roof decode reaches, largest file first: {fr}.", fr=fr))
     key = "roofline" if "roofline_tg128_tps" in r["levels"][0] else "predicted"
     dec = [x["tg128_tps"] / x[f"{key}_tg128_tps"] for x in r["levels"]]
     pre = [x["pp512_tps"] / x[f"{key}_pp512_tps"] for x in r["levels"]]
-    out.append(f"- Measured ÷ the plain roofline: prefill {100 * min(pre):.0f}–{100 * max(pre):.0f}%, decode "
-               f"{100 * min(dec):.0f}–{100 * max(dec):.0f}%.")
+    out.append(tr("- Measured ÷ the plain roofline: prefill {pre_lo}–{pre_hi}%, decode {dec_lo}–{dec_hi}%.",
+                  pre_lo=f"{100 * min(pre):.0f}", pre_hi=f"{100 * max(pre):.0f}", dec_lo=f"{100 * min(dec):.0f}",
+                  dec_hi=f"{100 * max(dec):.0f}"))
     return "\n".join(out) + "\n"
 
 
-def e2_chart(r, metric, path, title, ylabel):
+def e2_chart(r, metric, path, title, ylabel, tr=EN):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -490,15 +525,15 @@ def e2_chart(r, metric, path, title, ylabel):
     err = [lv[f"{metric}_stddev"] for lv in levels]
     pred = [lv[f"predicted_{metric}_tps"] or 0.0 for lv in levels]
     fig, ax = plt.subplots(figsize=(7, 3.8))
-    ax.bar(x - 0.2, meas, 0.4, yerr=err, capsize=3, label="measured (llama.cpp)", color="#3b6ea8")
-    ax.bar(x + 0.2, pred, 0.4, label="predicted (speed model, this host's kernels)", color="#f2a541", hatch="//",
+    ax.bar(x - 0.2, meas, 0.4, yerr=err, capsize=3, label=tr("measured (llama.cpp)"), color="#3b6ea8")
+    ax.bar(x + 0.2, pred, 0.4, label=tr("predicted (speed model, this host's kernels)"), color="#f2a541", hatch="//",
            edgecolor="#9a5b00")
     for xi, m, e, p in zip(x, meas, err, pred):  # measured ÷ predicted, above the error bar
         ax.annotate(f"{100 * m / p:.0f}%" if p else "", (xi - 0.2, m + e), ha="center", va="bottom", fontsize=8,
                     xytext=(0, 3), textcoords="offset points")
     ax.set_xticks(x, [f"{lv['type']}\n{lv['file_bytes'] / 1e6:,.0f} MB" for lv in levels])
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_ylabel(tr(ylabel))
+    ax.set_title(tr(title))
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     ax.set_ylim(0, max(max(m + e for m, e in zip(meas, err)), max(pred)) * 1.12)
     fig.savefig(path, dpi=110, bbox_inches="tight")
@@ -513,44 +548,61 @@ def build(out):
     ladders = ql.saved_ladders()
     e2r = ladders.get("e2")
     kern = load_result(KERNELS)
-    (out / "e2_validation.md").write_text(e2_validation(ladders))
-    (out / "e2_study.md").write_text(e2_study(ladders))
-    (out / "e2_misses.md").write_text(e2_misses(ladders))
-    (out / "e2_stream.md").write_text(e2_stream(load_result("e2_stream")))
-    (out / "e2_drift.md").write_text(e2_drift(kern, ladders) or "*No saved kernel rounds.*\n")
-    (out / "e2_differences.md").write_text(e2_differences(ladders, kern))
-    (out / "e2_kernels.md").write_text(e2_kernels_table(kern) if kern else
-                                       "*No saved kernel constants: `python -m part1_capacity.experiments.engine.kernels "
-                                       "--save` measures them.*\n")
+    build_vllm_startup(out)
+    w = i18n.write_text
+    w(out, "e2_validation.md", lambda tr: e2_validation(ladders, tr))
+    w(out, "e2_study.md", lambda tr: e2_study(ladders, tr))
+    w(out, "e2_misses.md", lambda tr: e2_misses(ladders, tr))
+    stream = load_result("e2_stream")
+    w(out, "e2_stream.md", lambda tr: e2_stream(stream, tr))
+    w(out, "e2_drift.md", lambda tr: e2_drift(kern, ladders, tr) or tr("*No saved kernel rounds.*") + "\n")
+    w(out, "e2_differences.md", lambda tr: e2_differences(ladders, kern, tr))
+    w(out, "e2_kernels.md", lambda tr: e2_kernels_table(kern, tr) if kern else tr(
+        "*No saved kernel constants: `python -m part1_capacity.experiments.engine.kernels --save` measures them.*")
+        + "\n")
     if e1r:
-        per_ctx, summary = e1_tables(e1r)
-        (out / "e1_table.md").write_text(per_ctx)
-        (out / "e1_summary.md").write_text(summary)
-        (out / "e1_model.md").write_text(e1_model(e1r))
-        (out / "e1_run.md").write_text(_run_info(e1r))
+        w(out, "e1_table.md", lambda tr: e1_tables(e1r, tr)[0])
+        w(out, "e1_summary.md", lambda tr: e1_tables(e1r, tr)[1])
+        w(out, "e1_model.md", lambda tr: e1_model(e1r, tr))
+        w(out, "e1_run.md", lambda tr: _run_info(e1r, tr))
     else:
         _missing(out, ("e1_table.md", "e1_summary.md", "e1_model.md", "e1_run.md"), "e1")
     sr = load_result("e1_structures")
     if sr:
-        (out / "e1_structures.md").write_text(e1_structures_table(sr))
-        (out / "e1_structures_run.md").write_text(_run_info(sr))
+        w(out, "e1_structures.md", lambda tr: e1_structures_table(sr, tr=tr))
+        w(out, "e1_structures_run.md", lambda tr: _run_info(sr, tr))
     else:
         _missing(out, ("e1_structures.md", "e1_structures_run.md"), "e1 --structure all")
     if e2r:
-        (out / "e2_table.md").write_text(e2_table(e2r))
-        (out / "e2_model.md").write_text(e2_model(e2r))
-        (out / "e2_findings.md").write_text(e2_findings(e2r))
-        (out / "e2_run.md").write_text(_run_info(e2r))
-        (out / "host_table.md").write_text(host_table(e2r))
-        e2_chart(e2r, "pp512", out / "e2_prefill.png", "Prefill (pp512): one 512-token batch", "tokens/s")
-        e2_chart(e2r, "tg128", out / "e2_decode.png", "Decode (tg128): 128 single-token steps", "tokens/s")
+        w(out, "e2_table.md", lambda tr: e2_table(e2r, tr))
+        w(out, "e2_model.md", lambda tr: e2_model(e2r, tr))
+        w(out, "e2_findings.md", lambda tr: e2_findings(e2r, tr))
+        w(out, "e2_run.md", lambda tr: _run_info(e2r, tr))
+        w(out, "host_table.md", lambda tr: host_table(e2r, tr))
+        for lang, tr in i18n.each_language():
+            e2_chart(e2r, "pp512", out / i18n.localized("e2_prefill.png", lang),
+                     "Prefill (pp512): one 512-token batch", "tokens/s", tr)
+            e2_chart(e2r, "tg128", out / i18n.localized("e2_decode.png", lang),
+                     "Decode (tg128): 128 single-token steps", "tokens/s", tr)
     else:
         _missing(out, ("e2_table.md", "e2_model.md", "e2_findings.md", "e2_run.md", "host_table.md"), "e2")
-        for name in ("e2_prefill.png", "e2_decode.png"):
-            _placeholder(out / name)
+        for lang, tr in i18n.each_language():
+            for name in ("e2_prefill.png", "e2_decode.png"):
+                _placeholder(out / i18n.localized(name, lang), tr)
 
 
-def _placeholder(path):
+def build_vllm_startup(out):
+    """vLLM's start-up lines predicted beside published logs (``vllm_startup.py``), and llama.cpp's other buffers:
+    published logs and E1's saved run on this machine (``buffers.py``)."""
+    from part1_capacity.experiments.engine import buffers, vllm_startup
+
+    (out / "vllm_startup.md").write_text(vllm_startup.table())
+    (out / "vllm_startup_terms.md").write_text(vllm_startup.terms())
+    (out / "llama_cpp_buffers_published.md").write_text(buffers.published_table())
+    (out / "e1_buffers.md").write_text(buffers.e1_table(load_result("e1_structures")))
+
+
+def _placeholder(path, tr=EN):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -558,6 +610,8 @@ def _placeholder(path):
 
     fig, ax = plt.subplots(figsize=(5, 1))
     ax.axis("off")
-    ax.text(0.5, 0.5, "no saved run: capacity e2 --save", ha="center", va="center")
+    ax.text(0.5, 0.5, tr("no saved run: capacity e2 --save"), ha="center", va="center")
     fig.savefig(path, dpi=80)
     plt.close(fig)
+
+

@@ -11,11 +11,12 @@ import math
 import statistics
 from pathlib import Path
 
-from course import records
+from course import i18n, records
 from part1_capacity.calculator import index_memory
 from part1_capacity.experiments.page_cache.knee import trailing_baseline
 
 NAME = "e3"
+EN = i18n.translator("en")
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parents[1] / "results"
 STUDY = HERE / "study_reference.json"
@@ -69,7 +70,7 @@ def _broken(x, y, gaps):
     return xs, ys
 
 
-def plot_run(run, path):
+def plot_run(run, path, tr=EN):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -86,40 +87,42 @@ def plot_run(run, path):
                                                  gridspec_kw={"height_ratios": [3, 1.4, 2]})
     for key, label, style in (("p999_us", "p99.9", ":"), ("p99_us", "p99", "-"), ("p50_us", "p50", "--")):
         ax_lat.plot(x, line(c[key] for c in cycles), style, marker="o", ms=3, label=label)
-    ax_lat.plot(x, line(c["mean_us"] for c in cycles), "-.", color="grey", lw=1, label="mean")
+    ax_lat.plot(x, line(c["mean_us"] for c in cycles), "-.", color="grey", lw=1, label=tr("mean"))
     threshold = knee_threshold(run)
     if threshold:
         ax_lat.plot(x, line(threshold), color="black", lw=0.8, alpha=0.5,
-                    label=f"{run['config']['knee_factor']:g} × baseline with the hog in place (p99)")
+                    label=tr("{factor} × baseline with the hog in place (p99)", factor=f"{run['config']['knee_factor']:g}"))
     ax_lat.set_yscale("log")
-    ax_lat.set_ylabel("page read latency (µs)")
-    ax_lat.set_title(f"{_gb(run['index_bytes'])} index on a {_gb(run['host_mem_bytes'])} host — "
-                     f"{run['started_at'][:10]}, {_node(run)}")
+    ax_lat.set_ylabel(tr("page read latency (µs)"))
+    ax_lat.set_title(tr("{index} index on a {host} host — {date}, {node}", index=_gb(run["index_bytes"]),
+                        host=_gb(run["host_mem_bytes"]), date=run["started_at"][:10], node=_node(run)))
 
     ax_flt.bar(x_measured, [max(c["major_faults"], 0) for c in cycles], width=0.6 * _step_gb(run), color="tab:red")
     ax_flt.set_yscale("symlog", linthresh=1)
     ax_flt.set_ylim(0, max(10, 3 * max(c["major_faults"] for c in cycles)))
-    ax_flt.set_ylabel("major faults\nper cycle")
+    ax_flt.set_ylabel(tr("major faults\nper cycle"))
 
     index = run["index_bytes"]
     host = run["host_mem_bytes"]
     ax_pct.plot(x, line(100 * c["index_resident_bytes"] / index for c in cycles), "-", marker="o", ms=3,
-                label="index in page cache (% of index)")
-    ax_pct.plot(x, line(100 * c["mem_available_bytes"] / host for c in cycles), "-", label="MemAvailable (% of host)")
+                label=tr("index in page cache (% of index)"))
+    ax_pct.plot(x, line(100 * c["mem_available_bytes"] / host for c in cycles), "-",
+                label=tr("MemAvailable (% of host)"))
     if any(c["psi_some_avg10"] is not None for c in cycles):
-        ax_pct.plot(x, line(c["psi_some_avg10"] for c in cycles), "--", label="PSI memory some avg10 (%)")
-        ax_pct.plot(x, line(c["psi_full_avg10"] for c in cycles), ":", label="PSI memory full avg10 (%)")
+        ax_pct.plot(x, line(c["psi_some_avg10"] for c in cycles), "--", label=tr("PSI memory some avg10 (%)"))
+        ax_pct.plot(x, line(c["psi_full_avg10"] for c in cycles), ":", label=tr("PSI memory full avg10 (%)"))
     for i in gaps:  # the range the run skipped (its --start-gb): shaded, with no line across it
         for ax in (ax_lat, ax_flt, ax_pct):
             ax.axvspan(x_measured[i - 1], x_measured[i], color="#eeeeee", zorder=0)
-        ax_flt.text((x_measured[i - 1] + x_measured[i]) / 2, 0.5, f"not measured: the hog went from "
-                    f"{x_measured[i - 1]:.1f} to {x_measured[i]:.1f} GB in one step",
+        ax_flt.text((x_measured[i - 1] + x_measured[i]) / 2, 0.5,
+                    tr("not measured: the hog went from {a} to {b} GB in one step", a=f"{x_measured[i - 1]:.1f}",
+                       b=f"{x_measured[i]:.1f}"),
                     transform=ax_flt.get_xaxis_transform(), ha="center", va="center", fontsize=9, color="#777777")
     ax_pct.set_ylim(-3, 103)
-    ax_pct.set_ylabel("percent")
-    ax_pct.set_xlabel("memory taken by the hog (GB)")
+    ax_pct.set_ylabel(tr("percent"))
+    ax_pct.set_xlabel(tr("memory taken by the hog (GB)"))
 
-    for knee, ls, label in ((run["knee_p99"], "-", "p99 knee"), (run["knee_p50"], "--", "p50 knee")):
+    for knee, ls, label in ((run["knee_p99"], "-", tr("p99 knee")), (run["knee_p50"], "--", tr("p50 knee"))):
         if knee:
             for ax in (ax_lat, ax_flt, ax_pct):
                 ax.axvline(knee["hog_bytes"] / 1e9, color="black", ls=ls, lw=1, alpha=0.7,
@@ -153,99 +156,106 @@ def _step_gb(run):
     return run["config"]["step_bytes"] / 1e9
 
 
-def _run_facts(run) -> str:
+def _run_facts(run, tr=EN) -> str:
     h = run["host"]
-    swap = "no swap" if not h["swap_total_bytes"] else f"{_gb(h['swap_total_bytes'])} swap"
+    swap = tr("no swap") if not h["swap_total_bytes"] else tr("{size} swap", size=_gb(h["swap_total_bytes"]))
     dev = h.get("index_block_device") or {}
     disk = f"{h['index_filesystem']}"
     if dev.get("device"):
-        disk += f" on `{dev['device']}`"
+        disk += tr(" on `{device}`", device=dev["device"])
     if dev.get("read_ahead_kb") is not None:
-        disk += f", read-ahead {dev['read_ahead_kb']:,} KiB"
-    advice = "MADV_RANDOM" if run["config"].get("madvise_random") else "the default (read-around)"
+        disk += tr(", read-ahead {kib} KiB", kib=f"{dev['read_ahead_kb']:,}")
+    advice = "MADV_RANDOM" if run["config"].get("madvise_random") else tr("the default (read-around)")
     rec = records.read_record(run)
     # Runs saved before the shared run record kept the node, CPU, kernel and /proc/loadavg lines in ``host``.
     start, end = h.get("loadavg_at_start"), h.get("loadavg_at_end")
     start = start.split()[0] if start else f"{rec['load_average_at_start']:.2f}"
     end = end.split()[0] if end else (None if rec["load_average_at_end"] is None
                                       else f"{rec['load_average_at_end']:.2f}")
-    load = f"load average at start {start}"
+    load = tr("load average at start {start}", start=start)
     if end:
-        load += f", at end {end} (2 cores, shared with other work)"
+        load += tr(", at end {end} (2 cores, shared with other work)", end=end)
     system = f"Linux {h['kernel']}" if "kernel" in h else rec["host"]["system"]
-    return (f"Run of {run['started_at'].replace('T', ' ')[:16]} UTC on host `{_node(run)}` ({rec['host']['cpus']} × "
-            f"{rec['host']['cpu']}, {_gb(run['host_mem_bytes'])} RAM, {swap}, {system}, index on "
-            f"{disk}; mapping advice {advice}); {load}. Command: "
-            f"`{run['command']}`. Stopped because {STOP_REASONS.get(run['stop_reason'], run['stop_reason'])} "
-            f"after {len(run['cycles'])} cycles of {run['config']['reads']:,} page reads. "
-            f"Saved in `part1_capacity/results/{run['file']}`.")
+    reason = tr(STOP_REASONS[run["stop_reason"]]) if run["stop_reason"] in STOP_REASONS else run["stop_reason"]
+    return tr("Run of {date} UTC on host `{node}` ({cpus} × {cpu}, {ram} RAM, {swap}, {system}, index on {disk}; "
+              "mapping advice {advice}); {load}. Command: `{command}`. Stopped because {reason} after {cycles} cycles "
+              "of {reads} page reads. Saved in `part1_capacity/results/{file}`.",
+              date=run["started_at"].replace("T", " ")[:16], node=_node(run), cpus=rec["host"]["cpus"],
+              cpu=rec["host"]["cpu"], ram=_gb(run["host_mem_bytes"]), swap=swap, system=system, disk=disk,
+              advice=advice, load=load, command=run["command"], reason=reason, cycles=len(run["cycles"]),
+              reads=f"{run['config']['reads']:,}", file=run["file"])
 
 
-def runs_md(runs, plotted) -> str:
+def runs_md(runs, plotted, tr=EN) -> str:
     if not runs:
-        return ("!!! warning \"No saved run\"\n    No E3 result is saved yet: run `capacity e3 --index-gb 5 "
-                "--step-mb 256 --json` (it saves to `part1_capacity/results/`) and rebuild the site.\n")
+        return ("!!! warning \"" + tr("No saved run") + "\"\n    " + tr(
+            "No E3 result is saved yet: run `capacity e3 --index-gb 5 --step-mb 256 --json` (it saves to "
+            "`part1_capacity/results/`) and rebuild the site.") + "\n")
     parts = []
     for r in plotted:
-        parts.append(f"### {_gb(r['index_bytes'])} index on a {_gb(r['host_mem_bytes'])} host\n")
+        parts.append("### " + tr("{index} index on a {host} host", index=_gb(r["index_bytes"]),
+                                 host=_gb(r["host_mem_bytes"])) + "\n")
         if r["knee_p99"] is None:
             taken = max(c["hog_bytes"] for c in r["cycles"])
             parts.append(
-                "!!! note \"Validation run, no knee\"\n"
-                f"    This is the small run committed to check the machinery: the hog took at most {_gb(taken)}, "
-                "far from the point where the index is evicted, so latency stays flat. The full experiment "
-                "(`capacity e3 --index-gb 5 --step-mb 256 --json`, then a second size) replaces it.\n")
-        parts.append(_run_facts(r) + "\n")
+                "!!! note \"" + tr("Validation run, no knee") + "\"\n    " + tr(
+                    "This is the small run committed to check the machinery: the hog took at most {taken}, far from "
+                    "the point where the index is evicted, so latency stays flat. The full experiment (`capacity e3 "
+                    "--index-gb 5 --step-mb 256 --json`, then a second size) replaces it.", taken=_gb(taken)) + "\n")
+        parts.append(_run_facts(r, tr) + "\n")
         # Raw HTML, not Markdown: mkdocs also reads this snippet as a page of its own (under generated/), where a
-        # Markdown image link would be checked relative to the wrong folder. The path is relative to the E3 page.
-        parts.append(f'<p><img src="../generated/e3/{r["slug"]}.png" alt="E3 run {r["slug"]}: latency, major '
-                     f'faults, residency and PSI against memory taken" style="max-width:100%"></p>\n')
+        # Markdown image link would be checked relative to the wrong folder. The path is relative to the E3 page;
+        # the Korean page's figure is the localized file, which the site serves under the same name below /ko/.
+        alt = tr("E3 run {slug}: latency, major faults, residency and PSI against memory taken", slug=r["slug"])
+        parts.append(f'<p><img src="../generated/e3/{r["slug"]}.png" alt="{alt}" style="max-width:100%"></p>\n')
     others = [r for r in runs if r not in plotted]
     if others:
-        parts.append("Also saved, not plotted (no knee): " + ", ".join(f"`{r['file']}`" for r in others) + ".\n")
+        parts.append(tr("Also saved, not plotted (no knee): {files}.", files=", ".join(f"`{r['file']}`" for r in others))
+                     + "\n")
     return "\n".join(parts)
 
 
-def knees_md(runs, study) -> str:
+def knees_md(runs, study, tr=EN) -> str:
     """The p99 and p50 knees of every run, and the original study's, in memory taken and in MemAvailable."""
-    rows = ["| run | index | p99 knee: memory taken | MemAvailable at the knee | MemAvailable ÷ index "
-            "| p99: baseline with the hog → at the knee | major faults in that cycle | p50 knee: memory taken |",
+    rows = [tr("| run | index | p99 knee: memory taken | MemAvailable at the knee | MemAvailable ÷ index "
+               "| p99: baseline with the hog → at the knee | major faults in that cycle | p50 knee: memory taken |"),
             "|---|---|---|---|---|---|---|---|"]
     for r in runs:
         k99, k50 = r["knee_p99"], r["knee_p50"]
         name = f"{r['started_at'][:16].replace('T', ' ')} `{_node(r)}`"
         if k99:
-            flag = "" if k99["confirmed"] else " (unconfirmed)"
+            flag = "" if k99["confirmed"] else tr(" (unconfirmed)")
             c99 = (f"{_gb(k99['hog_bytes'])}{flag}",
-                   f"{_gb(k99['mem_available_bytes'])} ({_pct(k99['mem_available_fraction'])} of "
-                   f"{_gb(r['host_mem_bytes'])})",
+                   tr("{available} ({pct} of {host})", available=_gb(k99["mem_available_bytes"]),
+                      pct=_pct(k99["mem_available_fraction"]), host=_gb(r["host_mem_bytes"])),
                    f"{k99['mem_available_bytes'] / r['index_bytes']:.2f}",
                    f"{k99['baseline_us']:.1f} → {k99['value_us']:,.0f} µs (×{k99['ratio']:,.0f})",
                    f"{k99['major_faults']:,}")
         else:
-            c99 = (f"none up to {_gb(max(c['hog_bytes'] for c in r['cycles']))}", "—", "—", "—", "—")
-        c50 = f"{_gb(k50['hog_bytes'])} (+{_gb(k50['hog_bytes'] - k99['hog_bytes'])})" if k50 and k99 else "none"
+            c99 = (tr("none up to {taken}", taken=_gb(max(c["hog_bytes"] for c in r["cycles"]))), "—", "—", "—", "—")
+        c50 = f"{_gb(k50['hog_bytes'])} (+{_gb(k50['hog_bytes'] - k99['hog_bytes'])})" if k50 and k99 else tr("none")
         rows.append(f"| {name} | {_gb(r['index_bytes'])} | " + " | ".join(c99) + f" | {c50} |")
     for s in study["runs"]:
         taken = f"{s['p99_knee_taken_gb']:.2f} GB" if "p99_knee_taken_gb" in s else "—"
         lat = (f"{s['p99_baseline_us']:g} → {s['p99_knee_us']:,} µs (×{s['p99_knee_ratio']:,})"
                if "p99_knee_us" in s else "—")
         p50 = f"(+{s['p50_knee_after_p99_knee_gb']:.2f} GB)" if "p50_knee_after_p99_knee_gb" in s else "—"
-        rows.append(f"| {s['label']} | {s['index_gb']:g} GB | {taken} | {s['available_at_p99_knee_gb']:.2f} GB "
-                    f"({_pct(s['available_at_p99_knee_fraction'])} of {s['host_gb']:g} GB) | "
-                    f"{s['available_at_p99_knee_gb'] / s['index_gb']:.2f} | {lat} | — | {p50} |")
-    return "\n".join(rows) + f"\n\nOriginal study figures: {study['source']}\n"
+        rows.append(f"| {tr(s['label'])} | {s['index_gb']:g} GB | {taken} | "
+                    + tr("{available} ({pct} of {host})", available=f"{s['available_at_p99_knee_gb']:.2f} GB",
+                         pct=_pct(s["available_at_p99_knee_fraction"]), host=f"{s['host_gb']:g} GB")
+                    + f" | {s['available_at_p99_knee_gb'] / s['index_gb']:.2f} | {lat} | — | {p50} |")
+    return "\n".join(rows) + "\n\n" + tr("Original study figures: {source}", source=tr(study["source"])) + "\n"
 
 
-def baseline_md(runs) -> str:
+def baseline_md(runs, tr=EN) -> str:
     """Does the hog disturb the searcher? The no-fault p99 before and with the hog, and the hog's CPU time."""
     new = [r for r in runs if r.get("baselines") and r["baselines"]["hog_held_p99_us"] is not None
            and r["baselines"]["no_fault_cycles"]]
     if not new:
-        return "No saved run records its baselines yet.\n"
-    rows = ["| run | index | p99, hog at 0 | p99, hog holding its first step | p99 of all no-fault cycles with "
-            "the hog: median (max) | hog CPU time during all reads | searcher preempted per cycle, median: "
-            "hog at 0 → with the hog |",
+        return tr("No saved run records its baselines yet.") + "\n"
+    rows = [tr("| run | index | p99, hog at 0 | p99, hog holding its first step | p99 of all no-fault cycles with "
+               "the hog: median (max) | hog CPU time during all reads | searcher preempted per cycle, median: "
+               "hog at 0 → with the hog |"),
             "|---|---|---|---|---|---|---|"]
     for r in new:
         b = r["baselines"]
@@ -253,11 +263,13 @@ def baseline_md(runs) -> str:
         held = statistics.median(c["searcher_involuntary_switches"] for c in r["cycles"] if c["phase"] != "baseline")
         switches = f"{idle:g} → {held:g}"
         idle_faults = sum(c["major_faults"] for c in r["cycles"] if c["phase"] == "baseline")
-        note = f" ({idle_faults:,} major faults: the index was not all resident)" if idle_faults else ""
+        note = tr(" ({n} major faults: the index was not all resident)", n=f"{idle_faults:,}") if idle_faults else ""
+        cycles = (tr("{n} cycle", n=b["no_fault_cycles"]) if b["no_fault_cycles"] == 1
+                  else tr("{n} cycles", n=b["no_fault_cycles"]))
         rows.append(f"| `{r['file']}` | {_gb(r['index_bytes'])} | {b['idle_p99_us']:.1f} µs{note} | "
-                    f"{b['hog_held_p99_us']:.1f} µs (hog {_gb(b['hog_held_bytes'])}) | "
-                    f"{b['no_fault_p99_us_median']:.1f} µs ({b['no_fault_p99_us_max']:.0f} µs), "
-                    f"{b['no_fault_cycles']} cycle{'s' if b['no_fault_cycles'] != 1 else ''} | {b['hog_cpu_seconds_during_reads']:.2f} s | {switches} |")
+                    + tr("{p99} µs (hog {hog})", p99=f"{b['hog_held_p99_us']:.1f}", hog=_gb(b["hog_held_bytes"]))
+                    + f" | {b['no_fault_p99_us_median']:.1f} µs ({b['no_fault_p99_us_max']:.0f} µs), "
+                    f"{cycles} | {b['hog_cpu_seconds_during_reads']:.2f} s | {switches} |")
     return "\n".join(rows) + "\n"
 
 
@@ -286,15 +298,16 @@ def first_faulting_cycle(run, share: float = 0.01) -> int | None:
                  if c["phase"] != "baseline" and c["major_faults"] >= share * c["reads"]), None)
 
 
-def first_faulting(run) -> str:
+def first_faulting(run, tr=EN) -> str:
     i = first_faulting_cycle(run)
     if i is None:
         return "—"
     c = run["cycles"][i]
-    return f"{_gb(c['mem_available_bytes'])} ({c['major_faults']:,} of {c['reads']:,})"
+    return tr("{available} ({faults} of {reads})", available=_gb(c["mem_available_bytes"]),
+              faults=f"{c['major_faults']:,}", reads=f"{c['reads']:,}")
 
 
-def quiet_knee_notes(rows_in) -> str:
+def quiet_knee_notes(rows_in, tr=EN) -> str:
     """Runs whose faults passed 1 % of the reads well before the latency knee: the misses were cheap."""
     notes = []
     for x in rows_in:
@@ -303,39 +316,41 @@ def quiet_knee_notes(rows_in) -> str:
         if i is None or r["cycles"][i]["mem_available_bytes"] - k.mem_available_at_knee_bytes < 0.5e9:
             continue
         c, knee = r["cycles"][i], r["knee_p99"]
-        notes.append(f"the {_gb(k.index_bytes)} index at {_gb(c['mem_available_bytes'])} available (index "
-                     f"{c['mem_available_bytes'] / 1e9 - k.index_bytes / 1e9:+.2f} GB; p99 {c['p99_us']:,.0f} µs, "
-                     f"×{c['p99_us'] / knee['baseline_us']:.1f} its baseline), its ×{r['config']['knee_factor']:g} "
-                     f"knee at {_gb(k.mem_available_at_knee_bytes)} with "
-                     f"{100 * (1 - knee['index_resident_bytes'] / k.index_bytes):.0f} % of the index evicted")
+        notes.append(tr("the {index} index at {available} available (index {excess} GB; p99 {p99} µs, ×{ratio} its "
+                        "baseline), its ×{factor} knee at {knee_available} with {evicted} % of the index evicted",
+                        index=_gb(k.index_bytes), available=_gb(c["mem_available_bytes"]),
+                        excess=f"{c['mem_available_bytes'] / 1e9 - k.index_bytes / 1e9:+.2f}", p99=f"{c['p99_us']:,.0f}",
+                        ratio=f"{c['p99_us'] / knee['baseline_us']:.1f}", factor=f"{r['config']['knee_factor']:g}",
+                        knee_available=_gb(k.mem_available_at_knee_bytes),
+                        evicted=f"{100 * (1 - knee['index_resident_bytes'] / k.index_bytes):.0f}"))
     if not notes:
         return ""
-    return (" Faults reached 1 % of the reads well before the latency knee for " + "; ".join(notes) + ". Reads of "
-            "evicted pages were cheap there (under a tenth of a millisecond), so p99 rose, but less than ×10: how "
-            "loud the knee is depends on what a miss costs, and the 1 % column is the earlier warning.")
-    return "".join(notes)
+    return " " + tr("Faults reached 1 % of the reads well before the latency knee for {notes}. Reads of evicted pages "
+                    "were cheap there (under a tenth of a millisecond), so p99 rose, but less than ×10: how loud the "
+                    "knee is depends on what a miss costs, and the 1 % column is the earlier warning.",
+                    notes="; ".join(notes))
 
 
-def law_md(runs, study) -> str:
+def law_md(runs, study, tr=EN) -> str:
     rows_in = law_runs(runs)
     if not rows_in:
-        return "No saved run has a confirmed knee measured with the hog in place yet.\n"
-    rows = ["| index | MemAvailable at the knee | − index = hot cache | of which: other files cached | free "
-            "| pages scanned in that cycle: kswapd / direct | MemAvailable when faults first hit 1 % of reads "
-            "| predicted MemAvailable at the knee (other runs' law) | memory taken at the knee: predicted → measured |",
+        return tr("No saved run has a confirmed knee measured with the hog in place yet.") + "\n"
+    rows = [tr("| index | MemAvailable at the knee | − index = hot cache | of which: other files cached | free "
+               "| pages scanned in that cycle: kswapd / direct | MemAvailable when faults first hit 1 % of reads "
+               "| predicted MemAvailable at the knee (other runs' law) | memory taken at the knee: predicted → measured |"),
             "|---|---|---|---|---|---|---|---|---|"]
     for x in rows_in:
         r, k, c, plan = x["run"], x["knee"], x["cycle"], x["plan"]
         other_files = c["cached_bytes"] - c["index_resident_bytes"]
-        note = "" if x["from_others"] else " (its own run: only one saved)"
+        note = "" if x["from_others"] else tr(" (its own run: only one saved)")
         rows.append(f"| {_gb(k.index_bytes)} | {_gb(k.mem_available_at_knee_bytes)} | "
                     f"{k.hot_cache_bytes / 1e9:+.2f} GB | {_gb(other_files)} | {_gb(c['mem_free_bytes'])} | "
                     f"{c['reclaim'].get('pgscan_kswapd', 0):,} / {c['reclaim'].get('pgscan_direct', 0):,} | "
-                    f"{first_faulting(r)} | "
+                    f"{first_faulting(r, tr)} | "
                     f"{_gb(plan.host_memory_needed_bytes)}{note} | "
                     f"{_gb(plan.headroom_bytes)} → {_gb(k.hog_at_knee_bytes)} |")
     for s in study["runs"]:
-        rows.append(f"| {s['index_gb']:g} GB ({s['label']}) | {s['available_at_p99_knee_gb']:.2f} GB | "
+        rows.append(f"| {s['index_gb']:g} GB ({tr(s['label'])}) | {s['available_at_p99_knee_gb']:.2f} GB | "
                     f"{s['available_at_p99_knee_gb'] - s['index_gb']:+.2f} GB | — | — | — | — | — | — |")
     law = index_memory.plan_index("flat", rows_in[0]["run"]["index_vectors"], rows_in[0]["run"]["index_dim"],
                                   results_dir=RESULTS)
@@ -344,22 +359,22 @@ def law_md(runs, study) -> str:
     safe = [x for x in tested if x["plan"].host_memory_needed_bytes >= x["knee"].mem_available_at_knee_bytes]
     worst = max((x["knee"].mem_available_at_knee_bytes - x["plan"].host_memory_needed_bytes for x in tested),
                 default=0)
-    check = (f" Predicted from the other runs only, the knee's MemAvailable was on the safe side (predicted ≥ "
-             f"measured) for {len(safe)} of {len(tested)} runs"
-             + (f"; the worst miss was {worst / 1e9:.2f} GB" if worst > 0 else "") + "." if tested else "")
-    return ("\n".join(rows) + "\n\n"
-            f"The law for this host, as the calculator uses it: **p99 stays flat while MemAvailable ≥ index + "
-            f"{law.hot_cache_bytes / 1e9:.2f} GB** (the largest hot cache of the runs above). In ratios, the knees "
-            f"fell at MemAvailable = {ratios} × the index here, against "
-            + ", ".join(f"{s['available_at_p99_knee_gb'] / s['index_gb']:.2f}" for s in study["runs"])
-            + f" in the original study.{check}{quiet_knee_notes(rows_in)}\n")
+    check = (" " + tr("Predicted from the other runs only, the knee's MemAvailable was on the safe side (predicted ≥ "
+                      "measured) for {safe} of {tested} runs", safe=len(safe), tested=len(tested))
+             + (tr("; the worst miss was {gb} GB", gb=f"{worst / 1e9:.2f}") if worst > 0 else "") + "." if tested else "")
+    return ("\n".join(rows) + "\n\n" + tr(
+        "The law for this host, as the calculator uses it: **p99 stays flat while MemAvailable ≥ index + {hot} GB** "
+        "(the largest hot cache of the runs above). In ratios, the knees fell at MemAvailable = {ratios} × the index "
+        "here, against {study} in the original study.", hot=f"{law.hot_cache_bytes / 1e9:.2f}", ratios=ratios,
+        study=", ".join(f"{s['available_at_p99_knee_gb'] / s['index_gb']:.2f}" for s in study["runs"]))
+        + f"{check}{quiet_knee_notes(rows_in, tr)}\n")
 
 
-def calculator_md(runs) -> str:
+def calculator_md(runs, tr=EN) -> str:
     """`capacity index` for the largest saved index on this host, as the page shows it (command and JSON)."""
     rows_in = law_runs(runs)
     if not rows_in:
-        return "No saved run to apply the law to yet.\n"
+        return tr("No saved run to apply the law to yet.") + "\n"
     # the run from a hog at 0 (no --start-gb) if there is one, else the largest index
     x = max(rows_in, key=lambda x: (x["run"]["config"]["start_bytes"] == 0, x["knee"].index_bytes))
     r, k = x["run"], x["knee"]
@@ -368,79 +383,85 @@ def calculator_md(runs) -> str:
                                    results_dir=RESULTS)
     keys = {key: value for key, value in plan.to_dict().items() if key != "hot_cache_source"}
     return (f"```console\n$ capacity index --vectors {r['index_vectors']} --dim {r['index_dim']} --type flat "
-            f"--host-memory-gb {host_gb:.2f} --json\n{json.dumps(keys, indent=1)}\n```\n\n"
-            f"The host had {host_gb:.2f} GB available with the index cached and the hog at 0; the calculator "
-            f"says other processes may take {_gb(plan.headroom_bytes)} before p99 leaves its baseline. The run "
-            f"measured its p99 knee with {_gb(k.hog_at_knee_bytes)} taken, MemAvailable then "
-            f"{_gb(k.mem_available_at_knee_bytes)} against {_gb(plan.host_memory_needed_bytes)} predicted "
-            f"(the law takes the largest hot cache of all runs, so it errs on the safe side).\n")
+            f"--host-memory-gb {host_gb:.2f} --json\n{json.dumps(keys, indent=1)}\n```\n\n" + tr(
+                "The host had {host} GB available with the index cached and the hog at 0; the calculator says other "
+                "processes may take {headroom} before p99 leaves its baseline. The run measured its p99 knee with "
+                "{taken} taken, MemAvailable then {available} against {predicted} predicted (the law takes the largest "
+                "hot cache of all runs, so it errs on the safe side).", host=f"{host_gb:.2f}",
+                headroom=_gb(plan.headroom_bytes), taken=_gb(k.hog_at_knee_bytes),
+                available=_gb(k.mem_available_at_knee_bytes), predicted=_gb(plan.host_memory_needed_bytes)) + "\n")
 
 
-def study_md(runs, study) -> str:
+def study_md(runs, study, tr=EN) -> str:
     """The original study's host against this one, in their own numbers."""
     s5, s25 = study["runs"]
     ours = law_runs(runs)
     hot5, hot25 = s5["available_at_p99_knee_gb"] - s5["index_gb"], s25["available_at_p99_knee_gb"] - s25["index_gb"]
-    text = (f"The study's host was a {s5['host_gb']:g} GB desktop. At its p99 knee ({s5['p99_knee_taken_gb']:g} GB "
-            f"taken) it still showed {s5['available_at_p99_knee_gb']:.2f} GB available, "
-            f"{_pct(s5['available_at_p99_knee_fraction'])} of its memory: {hot5:.2f} GB more than its "
-            f"{s5['index_gb']:g} GB index ({s5['available_at_p99_knee_gb'] / s5['index_gb']:.2f} ×). Its "
-            f"{s25['index_gb']:g} GB index on a {s25['host_gb']:g} GB host broke with {hot25:.2f} GB more than the "
-            f"index available ({s25['available_at_p99_knee_gb'] / s25['index_gb']:.2f} ×): the ratio moved by "
-            f"{abs(s25['available_at_p99_knee_gb'] / s25['index_gb'] - s5['available_at_p99_knee_gb'] / s5['index_gb']):.2f}, "
-            f"the excess by {abs(hot5 - hot25):.2f} GB. Those gigabytes are the files a desktop keeps hot — the "
-            "browser, the desktop session, the libraries of everything running — which the kernel keeps as readily "
-            "as the index's pages. Its watermarks were tens of MB whatever its settings: the kernel's default "
-            f"`min_free_kbytes` is √(16 × memory in KiB) = {math.sqrt(16 * s5['host_gb'] * 1e9 / 1024) / 1024:.0f} MiB "
-            f"for its memory, and the floor for transparent huge pages (below) {512 * 3 * 11 * 4096 / 2**20:.0f} MiB "
-            "with three zones.")
+    text = tr(
+        "The study's host was a {host5} GB desktop. At its p99 knee ({taken5} GB taken) it still showed {avail5} GB "
+        "available, {pct5} of its memory: {hot5} GB more than its {index5} GB index ({ratio5} ×). Its {index25} GB "
+        "index on a {host25} GB host broke with {hot25} GB more than the index available ({ratio25} ×): the ratio "
+        "moved by {dratio}, the excess by {dhot} GB. Those gigabytes are the files a desktop keeps hot — the browser, "
+        "the desktop session, the libraries of everything running — which the kernel keeps as readily as the index's "
+        "pages. Its watermarks were tens of MB whatever its settings: the kernel's default `min_free_kbytes` is "
+        "√(16 × memory in KiB) = {minfree} MiB for its memory, and the floor for transparent huge pages (below) "
+        "{thp} MiB with three zones.", host5=f"{s5['host_gb']:g}", taken5=f"{s5['p99_knee_taken_gb']:g}",
+        avail5=f"{s5['available_at_p99_knee_gb']:.2f}", pct5=_pct(s5["available_at_p99_knee_fraction"]),
+        hot5=f"{hot5:.2f}", index5=f"{s5['index_gb']:g}", ratio5=f"{s5['available_at_p99_knee_gb'] / s5['index_gb']:.2f}",
+        index25=f"{s25['index_gb']:g}", host25=f"{s25['host_gb']:g}", hot25=f"{hot25:.2f}",
+        ratio25=f"{s25['available_at_p99_knee_gb'] / s25['index_gb']:.2f}",
+        dratio=f"{abs(s25['available_at_p99_knee_gb'] / s25['index_gb'] - s5['available_at_p99_knee_gb'] / s5['index_gb']):.2f}",
+        dhot=f"{abs(hot5 - hot25):.2f}", minfree=f"{math.sqrt(16 * s5['host_gb'] * 1e9 / 1024) / 1024:.0f}",
+        thp=f"{512 * 3 * 11 * 4096 / 2**20:.0f}")
     if ours:
         hot = [x["knee"].hot_cache_bytes / 1e9 for x in ours]
-        text += (f" On this host, a virtual machine shared with other work, the knees came at MemAvailable = index "
-                 + ", ".join(f"{h:+.2f} GB" for h in hot) + ".")
+        text += " " + tr("On this host, a virtual machine shared with other work, the knees came at MemAvailable = "
+                         "index {hot}.", hot=", ".join(f"{h:+.2f} GB" for h in hot))
     return text + "\n"
 
 
-def kernel_md(runs) -> str:
+def kernel_md(runs, tr=EN) -> str:
     """This host's reclaim settings, in numbers, from the host facts saved with the newest run."""
     r = max((r for r in runs if r["host"].get("zone_watermarks_pages")), key=lambda r: r["started_at"], default=None)
     if r is None:
-        return "No saved run records the kernel's watermarks yet.\n"
+        return tr("No saved run records the kernel's watermarks yet.") + "\n"
     h, page = r["host"], r["host"]["page_size_bytes"]
     zones = h["zone_watermarks_pages"]
     mb = lambda pages: f"{pages * page / 1e6:,.0f} MB"  # noqa: E731
-    rows = ["| zone | managed | min | low | high |", "|---|---|---|---|---|"]
+    rows = [tr("| zone | managed | min | low | high |"), "|---|---|---|---|---|"]
     for z in zones:
         rows.append(f"| {z['zone']} | {_gb(z['managed'] * page)} | {mb(z['min'])} | {mb(z['low'])} | {mb(z['high'])} |")
     total = {key: sum(z[key] for z in zones) for key in ("min", "low", "high")}
-    rows.append(f"| **all** | {_gb(sum(z['managed'] for z in zones) * page)} | {mb(total['min'])} | "
+    rows.append(f"| **{tr('all')}** | {_gb(sum(z['managed'] for z in zones) * page)} | {mb(total['min'])} | "
                 f"{mb(total['low'])} | {mb(total['high'])} |")
     n_zones = len(zones)
     block = (2 << 20) // page  # a pageblock: one 2 MiB huge page
     thp = int(h["vm_min_free_kbytes"]) == block * n_zones * (2 + 9) * page // 1024
     ra = (h.get("index_block_device") or {}).get("read_ahead_kb")
+    swap = tr("no swap") if not h["swap_total_bytes"] else tr("{size} swap", size=_gb(h["swap_total_bytes"]))
     return ("\n".join(rows) + "\n\n"
             f"`vm.min_free_kbytes` = {int(h['vm_min_free_kbytes']):,} KiB"
-            + (f" = {block} pages × {n_zones} zones × (2 + 3²) × 4 KiB, the floor the kernel sets for transparent "
-               "huge pages (`set_recommended_min_free_kbytes`, mm/khugepaged.c)" if thp else "")
-            + f"; `vm.watermark_scale_factor` = {h['vm_watermark_scale_factor']} (low and high sit "
-            f"{int(h['vm_watermark_scale_factor']) / 100:g} % of each zone above min); "
-            f"`vm.watermark_boost_factor` = {h['vm_watermark_boost_factor']}; `vm.swappiness` = {h['vm_swappiness']} "
-            f"with {'no swap' if not h['swap_total_bytes'] else _gb(h['swap_total_bytes']) + ' swap'}; read-ahead "
-            f"of the index's disk {ra if ra is not None else '?'} KiB; transparent huge pages "
-            f"`{h['transparent_hugepage']}`. Run `{r['file']}`.\n")
+            + (tr(" = {block} pages × {zones} zones × (2 + 3²) × 4 KiB, the floor the kernel sets for transparent huge "
+                  "pages (`set_recommended_min_free_kbytes`, mm/khugepaged.c)", block=block, zones=n_zones) if thp else "")
+            + tr("; `vm.watermark_scale_factor` = {scale} (low and high sit {pct} % of each zone above min); "
+                 "`vm.watermark_boost_factor` = {boost}; `vm.swappiness` = {swappiness} with {swap}; read-ahead of the "
+                 "index's disk {ra} KiB; transparent huge pages `{thp}`. Run `{file}`.",
+                 scale=h["vm_watermark_scale_factor"], pct=f"{int(h['vm_watermark_scale_factor']) / 100:g}",
+                 boost=h["vm_watermark_boost_factor"], swappiness=h["vm_swappiness"], swap=swap,
+                 ra=ra if ra is not None else "?", thp=h["transparent_hugepage"], file=r["file"]) + "\n")
 
 
-def monitoring_md(plotted, study) -> str:
+def monitoring_md(plotted, study, tr=EN) -> str:
     """What each signal said at the p99 knee of the first plotted run that has one."""
     run = next((r for r in plotted if r["knee_p99"]), None)
     s = study["runs"][0]
     if run is None:
-        return (f"The saved run has no knee yet, so here are the original study's figures: p99 went from "
-                f"{s['p99_baseline_us']:g} µs to {s['p99_knee_us']:,} µs (×{s['p99_knee_ratio']:,}) while "
-                f"MemAvailable still showed {s['available_at_p99_knee_gb']:.2f} GB "
-                f"({_pct(s['available_at_p99_knee_fraction'])} of the host), and p50 moved only "
-                f"{s['p50_knee_after_p99_knee_gb']:.2f} GB of memory pressure later.\n")
+        return tr("The saved run has no knee yet, so here are the original study's figures: p99 went from {base} µs to "
+                  "{knee} µs (×{ratio}) while MemAvailable still showed {available} GB ({pct} of the host), and p50 "
+                  "moved only {later} GB of memory pressure later.", base=f"{s['p99_baseline_us']:g}",
+                  knee=f"{s['p99_knee_us']:,}", ratio=f"{s['p99_knee_ratio']:,}",
+                  available=f"{s['available_at_p99_knee_gb']:.2f}", pct=_pct(s["available_at_p99_knee_fraction"]),
+                  later=f"{s['p50_knee_after_p99_knee_gb']:.2f}") + "\n"
     k = run["knee_p99"]
     base = run["cycles"][: run["config"]["baseline_cycles"]]
     at = run["cycles"][k["cycle"]]
@@ -449,31 +470,32 @@ def monitoring_md(plotted, study) -> str:
         b = sorted(c[key] for c in base)[len(base) // 2]
         return at[key] / b if b else float("inf")
 
-    psi = "not available on this kernel" if at["psi_some_avg10"] is None else \
-        f"some {at['psi_some_avg10']:.2f}%, full {at['psi_full_avg10']:.2f}%"
+    psi = tr("not available on this kernel") if at["psi_some_avg10"] is None else \
+        tr("some {some}%, full {full}%", some=f"{at['psi_some_avg10']:.2f}", full=f"{at['psi_full_avg10']:.2f}")
     lines = [
-        f"At the p99 knee of the {_gb(run['index_bytes'])} run (hog at {_gb(k['hog_bytes'])}):",
+        tr("At the p99 knee of the {index} run (hog at {hog}):", index=_gb(run["index_bytes"]), hog=_gb(k["hog_bytes"])),
         "",
-        "| signal | at the p99 knee | vs. baseline |",
+        tr("| signal | at the p99 knee | vs. baseline |"),
         "|---|---|---|",
-        f"| p99 page read | {at['p99_us']:,.1f} µs | ×{ratio('p99_us'):,.0f} |",
-        f"| p99.9 page read | {at['p999_us']:,.1f} µs | ×{ratio('p999_us'):,.0f} |",
-        f"| p50 page read | {at['p50_us']:,.2f} µs | ×{ratio('p50_us'):,.1f} |",
-        f"| mean page read | {at['mean_us']:,.1f} µs | ×{ratio('mean_us'):,.1f} |",
-        f"| major faults in the cycle | {at['major_faults']:,} of {at['reads']:,} reads | — |",
-        f"| index in page cache | {100 * at['index_resident_bytes'] / run['index_bytes']:.1f}% | — |",
-        f"| MemAvailable | {_gb(at['mem_available_bytes'])} ({_pct(at['mem_available_bytes'] / run['host_mem_bytes'])}"
-        f" of host) | — |",
-        f"| searcher RSS anonymous / file-backed | {_gb(at['rss_anon_bytes'])} / {_gb(at['rss_file_bytes'])} | — |",
-        f"| PSI memory avg10 | {psi} | — |",
+        tr("| p99 page read ") + f"| {at['p99_us']:,.1f} µs | ×{ratio('p99_us'):,.0f} |",
+        tr("| p99.9 page read ") + f"| {at['p999_us']:,.1f} µs | ×{ratio('p999_us'):,.0f} |",
+        tr("| p50 page read ") + f"| {at['p50_us']:,.2f} µs | ×{ratio('p50_us'):,.1f} |",
+        tr("| mean page read ") + f"| {at['mean_us']:,.1f} µs | ×{ratio('mean_us'):,.1f} |",
+        tr("| major faults in the cycle | {faults} of {reads} reads | — |", faults=f"{at['major_faults']:,}",
+           reads=f"{at['reads']:,}"),
+        tr("| index in page cache ") + f"| {100 * at['index_resident_bytes'] / run['index_bytes']:.1f}% | — |",
+        "| MemAvailable | " + tr("{available} ({pct} of host)", available=_gb(at["mem_available_bytes"]),
+                                 pct=_pct(at["mem_available_bytes"] / run["host_mem_bytes"])) + " | — |",
+        tr("| searcher RSS anonymous / file-backed ") + f"| {_gb(at['rss_anon_bytes'])} / {_gb(at['rss_file_bytes'])} | — |",
+        tr("| PSI memory avg10 ") + f"| {psi} | — |",
     ]
     k50 = run["knee_p50"]
     if k50:
-        lines += ["", f"p50 crossed the same threshold only at {_gb(k50['hog_bytes'])} taken, "
-                      f"{_gb(k50['hog_bytes'] - k['hog_bytes'])} later (original study: "
-                      f"{s['p50_knee_after_p99_knee_gb']:.2f} GB later)."]
+        lines += ["", tr("p50 crossed the same threshold only at {taken} taken, {later} later (original study: {study} "
+                         "GB later).", taken=_gb(k50["hog_bytes"]), later=_gb(k50["hog_bytes"] - k["hog_bytes"]),
+                         study=f"{s['p50_knee_after_p99_knee_gb']:.2f}")]
     else:
-        lines += ["", "p50 never crossed the same threshold in this run."]
+        lines += ["", tr("p50 never crossed the same threshold in this run.")]
     return "\n".join(lines) + "\n"
 
 
@@ -483,13 +505,17 @@ def build(out):
     runs = load_runs()
     with_knee = [r for r in runs if r["knee_p99"]]
     plotted = with_knee if with_knee else runs[:1]
-    for r in plotted:
-        plot_run(r, out / f"{r['slug']}.png")
-    (out / "runs.md").write_text(runs_md(runs, plotted))
-    (out / "knees.md").write_text(knees_md(runs, study))
-    (out / "baseline.md").write_text(baseline_md(runs))
-    (out / "law.md").write_text(law_md(runs, study))
-    (out / "kernel.md").write_text(kernel_md(runs))
-    (out / "calculator.md").write_text(calculator_md(runs))
-    (out / "study.md").write_text(study_md(runs, study))
-    (out / "monitoring.md").write_text(monitoring_md(plotted, study))
+    for lang, tr in i18n.each_language():
+        for r in plotted:
+            plot_run(r, out / i18n.localized(f"{r['slug']}.png", lang), tr)
+    w = i18n.write_text
+    w(out, "runs.md", lambda tr: runs_md(runs, plotted, tr))
+    w(out, "knees.md", lambda tr: knees_md(runs, study, tr))
+    w(out, "baseline.md", lambda tr: baseline_md(runs, tr))
+    w(out, "law.md", lambda tr: law_md(runs, study, tr))
+    w(out, "kernel.md", lambda tr: kernel_md(runs, tr))
+    w(out, "calculator.md", lambda tr: calculator_md(runs, tr))
+    w(out, "study.md", lambda tr: study_md(runs, study, tr))
+    w(out, "monitoring.md", lambda tr: monitoring_md(plotted, study, tr))
+
+

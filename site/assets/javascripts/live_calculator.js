@@ -12,6 +12,14 @@
   const MIN_CONTEXT = 256;
 
   const $ = (id) => document.getElementById(id);
+  // The page's own words, in the page's language (the Korean edition's pages are <html lang="ko">). The numbers and
+  // the calculator's verdict come from the Python calculator as it prints them.
+  const KO = (document.documentElement.lang || "").startsWith("ko");
+  const WORDS = KO
+    ? { tokens: " 토큰", sequence: "시퀀스 ", sequences: "시퀀스 ", loading: "numpy와 계산기를 불러오는 중…",
+        failed: "이 브라우저에서는 계산기를 시작할 수 없습니다: " }
+    : { tokens: " tokens", sequence: " sequence", sequences: " sequences", loading: "Loading numpy and the calculator…",
+        failed: "The calculator could not start in this browser: " };
   let py = null, choices = null;
 
   function loadScript(src) {
@@ -68,8 +76,10 @@
   function update() {
     const args = inputs();
     $("lc-context").dataset.tokens = String(args.context);
-    $("lc-context-value").textContent = tokens(args.context) + " tokens";
-    $("lc-batch-value").textContent = args.batch.toLocaleString("en") + (args.batch === 1 ? " sequence" : " sequences");
+    $("lc-context-value").textContent = tokens(args.context) + WORDS.tokens;
+    const count = args.batch.toLocaleString("en");
+    $("lc-batch-value").textContent = KO ? WORDS.sequences + count + "개"
+                                         : count + (args.batch === 1 ? WORDS.sequence : WORDS.sequences);
     const res = JSON.parse(py.runPython("browser.plan(**json.loads(" + pyString(args) + "))"));
     const out = $("lc-out");
     if (res.error) {
@@ -92,7 +102,7 @@
     try {
       await loadScript(PYODIDE + "pyodide.js");
       py = await loadPyodide({ indexURL: PYODIDE });
-      status.textContent = "Loading numpy and the calculator…";
+      status.textContent = WORDS.loading;
       await py.loadPackage("numpy");
       const files = await (await fetch(BUNDLE)).json();
       const FS = py.FS || py._module.FS;
@@ -103,7 +113,7 @@
       py.runPython("import json, sys\nsys.path.insert(0, '/calculator')\nfrom part1_capacity.calculator import browser");
       choices = JSON.parse(py.runPython("browser.choices()"));
     } catch (err) {
-      status.textContent = "The calculator could not start in this browser: " + err.message;
+      status.textContent = WORDS.failed + err.message;
       return;
     }
     fill($("lc-model"), choices.models, (m) => `${m.name} (${m.structure})`, (m) => m.id);
