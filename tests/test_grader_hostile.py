@@ -467,7 +467,7 @@ def test_timed_out_checks_never_rerun_the_notebook(direct_gradings):
 CALLBACK_GREEDY = r'''
 def greedy_decode(model, src, max_len):
     tried = []
-    for name, act in (("private", lambda: model._modules), ("class", lambda: model.__class__.__init__.__globals__),
+    for name, act in (("private", lambda: model._modules), ("globals", lambda: model.forward.__globals__),
                       ("load_state_dict", lambda: model.load_state_dict({})), ("train", lambda: model.train()),
                       ("setattr", lambda: setattr(model, "config", None))):
         try:
