@@ -1,12 +1,12 @@
 """Grade a learner's notebook against a lesson contract without running learner code in this process.
 
-``grade(lesson_module, notebook)`` starts ``course.grade_worker`` in a fresh process, which imports and seals the
-grader, then forks a child (its own session, memory and file-size limits, writes confined to a scratch folder) that
-runs the notebook and the checks and sends each result back as data. This process enforces the wall-clock limits:
-the notebook's cells together, and each check. A check that does not answer in time, or a child that dies
-(``os._exit``, a crash, the memory limit), fails that check with a message; a new child then runs the notebook again
-for the checks left. The learner's printed output is
-kept up to ``Limits.output_bytes``. The working tree is fingerprinted before and after: if the learner's process
+``grade(lesson_module, notebook)`` starts ``course.grade_worker``, the grader's process, which starts the learner's
+process in a sandbox (bubblewrap; Landlock and resource limits inside), runs the checks itself on stand-ins for the
+notebook's definitions and sends each result here as a JSON line (see course/grade_worker.py). The learner's process
+never holds the results, the checks or this process's pipes. A check that does not answer in time, or a learner
+process that dies, fails that check with a message; the notebook never runs twice, so one submission costs at most
+the notebook's limit plus each check's limit (and start-up). The learner's printed output is kept up to
+``Limits.output_bytes``. The working tree is fingerprinted before and after: if the learner's process
 changed it, every check fails.
 
 Used by the pytest grader (tests/autograder, ``--notebook``) and by nbgrader (``IsolatedExecute`` in
@@ -18,8 +18,7 @@ import hashlib
 import importlib
 import json
 import os
-import secrets
-import selectors
+import select
 import signal
 import subprocess
 import sys
@@ -51,6 +50,7 @@ class Limits:
     memory_bytes: int = 8 << 30    # address space of the learner's process
     file_bytes: int = 256 << 20    # largest file it may write (in its scratch folder)
     output_bytes: int = 64 << 10   # printed output kept for the report
+    sandbox: str = "auto"          # "auto": bubblewrap where it runs; "off": Landlock and limits only
 
 
 @dataclass
@@ -76,6 +76,7 @@ class Report:
     output: str = ""
     output_dropped: int = 0
     landlock: int = 0
+    sandbox: str = ""  # "bubblewrap", or "fallback: why"
 
     def get(self, check_id: str) -> CheckResult:
         return next(r for r in self.results if r.id == check_id)
@@ -155,142 +156,85 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _exit_words(code: int | None) -> str:
-    if code is None:
-        return "was stopped"
-    if code < 0:
-        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-        return f"was killed by {name} (the memory limit, or a crash)" if name in ("SIGKILL", "SIGSEGV", "SIGABRT") \
-            else f"was killed by {name}"
-    return f"exited with code {code} (os._exit or sys.exit in your code?)"
+class _Lines:
+    """JSON lines from the grader's process (never the learner's), each at most ``cap`` bytes, split in linear time."""
 
+    def __init__(self, fd: int, cap: int = 1 << 20):
+        self.fd, self.cap, self.buf, self.scanned = fd, cap, bytearray(), 0
 
-class _Worker:
-    """The zygote (course.grade_worker) and the children it forks, seen from this side: requests go to its stdin,
-    results come back as token-tagged JSON lines on a pipe, the learner's output on another."""
-
-    def __init__(self, lesson_module, notebook, limits: Limits, workdir: str, report: Report):
-        self.limits, self.report = limits, report
-        self.r, w = os.pipe()
-        out_r, out_w = os.pipe()
-        self.token = secrets.token_hex(16)
-        path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-        env = dict(os.environ, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1", HOME=workdir, TMPDIR=workdir,
-                   MPLCONFIGDIR=workdir, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen([sys.executable, "-m", "course.grade_worker"], stdin=subprocess.PIPE,
-                                     stdout=out_w, stderr=out_w, pass_fds=(w,), cwd=workdir, env=env,
-                                     start_new_session=True)
-        os.close(w)
-        os.close(out_w)
-        self.output = _Output(out_r, limits.output_bytes)
-        self.output.start()
-        job = dict(lesson=lesson_module, notebook=str(notebook), result_fd=w, token=self.token, workdir=workdir,
-                   cell_s=limits.cell_s, check_s=limits.check_s, memory_bytes=limits.memory_bytes,
-                   file_bytes=limits.file_bytes)
-        self._write(job)
-        self.sel = selectors.DefaultSelector()
-        self.sel.register(self.r, selectors.EVENT_READ)
-        self.buf = b""
-        self.child = None
-        self.deadline = 0.0
-
-    def _write(self, obj):
-        self.proc.stdin.write((json.dumps(obj) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def messages(self):
-        """Yield messages until ``self.deadline`` (then None, and go on) or until the zygote is gone (then one EOF
-        dict). The deadline moves as the run goes from the notebook to each check."""
+    def read(self, deadline: float):
+        """The next message, None at the deadline, or {"kind": "eof"}."""
         while True:
-            while b"\n" in self.buf:
-                line, self.buf = self.buf.split(b"\n", 1)
+            nl = self.buf.find(b"\n", self.scanned)
+            if nl >= 0:
+                line = bytes(self.buf[:nl])
+                del self.buf[:nl + 1]
+                self.scanned = 0
                 try:
                     msg = json.loads(line)
                 except ValueError:
                     continue
-                if isinstance(msg, dict) and msg.get("token") == self.token:
-                    yield msg  # anything else is learner code writing to the pipe
-            left = self.deadline - time.monotonic()
-            if left <= 0 or not self.sel.select(timeout=left):
-                yield None
+                if isinstance(msg, dict):
+                    return msg
                 continue
-            chunk = os.read(self.r, 1 << 16)
+            self.scanned = len(self.buf)
+            if len(self.buf) > self.cap:
+                return {"kind": "eof"}
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                return None
+            chunk = os.read(self.fd, 1 << 16)
             if not chunk:
-                yield {"kind": "eof"}
-                return
+                return {"kind": "eof"}
             self.buf += chunk
 
-    def kill_child(self):
-        if self.child:
-            try:
-                os.killpg(self.child, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
-    def run(self, ids: list[str]) -> dict[str, tuple[bool, str]]:
-        """One child: the notebook, then the checks ``ids`` in order, until one does not answer in time or the
-        child dies. Returns the results it got (a timed-out or killed check included)."""
-        limits, results = self.limits, {}
-        self._write({"ids": ids})
-        phase, current = "notebook", None
-        self.deadline = time.monotonic() + limits.notebook_s + 120  # the zygote's imports come first, the first time
-        code, killed = None, False
-        for msg in self.messages():
-            if msg is None:
-                if killed:  # the zygote did not report its child gone: give up on it
-                    break
-                killed = True
-                self.kill_child()
-                if phase == "notebook":
-                    msg_text = f"the notebook's cells did not finish within {limits.notebook_s:g} s"
-                    results.update({i: (False, msg_text) for i in ids})
-                else:
-                    results[current] = (False, f"the check did not finish within {limits.check_s:g} s (an endless "
-                                               "loop, or a loop that catches every exception?)")
-                self.deadline = time.monotonic() + 30  # wait for the zygote to report the child gone
-                continue
+def _run(lesson_module, notebook: Path, limits: Limits, workdir: str, report: Report, n_checks: int) -> dict:
+    """Start the grader's process (course.grade_worker) and collect its answers. The whole run is bounded: start-up,
+    the notebook's limit and each check's limit (with a little slack each), never more."""
+    r, w = os.pipe()
+    out_r, out_w = os.pipe()
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1", HOME=workdir, TMPDIR=workdir,
+               MPLCONFIGDIR=workdir, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "course.grade_worker"], stdin=subprocess.PIPE, stdout=out_w,
+                            stderr=out_w, pass_fds=(w,), cwd=workdir, env=env, start_new_session=True)
+    os.close(w)
+    os.close(out_w)
+    output = _Output(out_r, limits.output_bytes)
+    output.start()
+    from course.grade_worker import view_spec
+
+    job = dict(lesson=lesson_module, notebook=str(notebook), result_fd=w, workdir=workdir, repo=str(REPO),
+               view=view_spec(lesson_module), n_checks=n_checks,
+               cell_s=limits.cell_s, check_s=limits.check_s, notebook_s=limits.notebook_s,
+               memory_bytes=limits.memory_bytes, file_bytes=limits.file_bytes, sandbox=limits.sandbox)
+    proc.stdin.write((json.dumps(job) + "\n").encode())
+    proc.stdin.close()
+    from course.grade_worker import STARTUP_S
+
+    deadline = time.monotonic() + 2 * STARTUP_S + limits.notebook_s + n_checks * (limits.check_s + 15)
+    answered, lines = {}, _Lines(r)
+    try:
+        while True:
+            msg = lines.read(deadline)
+            if msg is None or msg.get("kind") in ("eof", "done"):
+                break
             kind = msg.get("kind")
-            if kind == "eof":
-                break
-            if kind == "forked":
-                self.child = int(msg["pid"])
-                self.deadline = time.monotonic() + limits.notebook_s + 5
-            elif kind == "confined":
-                self.report.landlock = int(msg.get("landlock", 0))
+            if kind == "sandbox":
+                report.sandbox = "bubblewrap" if not msg.get("problem") else f"fallback: {msg['problem']}"
             elif kind == "ready":
-                self.report.notebook_errors = [str(e) for e in msg.get("errors", [])]
-                phase = "checks"
-            elif kind == "start":
-                current = msg.get("id")
-                self.deadline = time.monotonic() + limits.check_s + 2
+                report.notebook_errors = [str(e) for e in msg.get("errors", [])]
+                report.landlock = int(msg.get("landlock") or 0)
             elif kind == "check":
-                results[msg["id"]] = (bool(msg.get("passed")), str(msg.get("message", "")))
-                current = None
-            elif kind == "exited":
-                code = int(msg.get("code", 0))
-                break
-        why = f"your notebook's process {_exit_words(code)}"
-        if phase == "notebook":
-            for i in ids:
-                results.setdefault(i, (False, f"{why} before its cells finished"))
-        elif current is not None and current not in results:
-            results[current] = (False, f"{why} during this check")
-        self.child = None
-        return results
-
-    def close(self):
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        _kill(self.proc)
-        self.sel.close()
-        os.close(self.r)
-        self.output.join(timeout=10)
+                answered[msg["id"]] = (bool(msg.get("passed")), str(msg.get("message", "")))
+    finally:
+        _kill(proc)
+        os.close(r)
+        output.join(timeout=10)
+    report.output = output.kept.decode("utf-8", "replace")
+    report.output_dropped = output.dropped
+    return answered
 
 
 def grade(lesson_module: str, notebook: str | Path, limits: Limits = Limits()) -> Report:
@@ -309,34 +253,25 @@ def grade(lesson_module: str, notebook: str | Path, limits: Limits = Limits()) -
                           for c in lesson.checks]
         return report
     before = tree_fingerprint()
-    answered: dict[str, tuple[bool, str]] = {}
-    pending = lesson.ids()
     with tempfile.TemporaryDirectory(prefix="grade-") as workdir:
-        worker = _Worker(lesson_module, Path(notebook).resolve(), limits, workdir, report)
-        try:
-            while pending:
-                answered.update(worker.run(pending))
-                left = [i for i in pending if i not in answered]
-                if len(left) == len(pending):  # no progress: the zygote is gone
-                    answered.update({i: (False, "the grader's process stopped before this check") for i in left})
-                    break
-                pending = left
-        finally:
-            worker.close()
+        answered = _run(lesson_module, Path(notebook).resolve(), limits, workdir, report, len(lesson.checks))
     changed = _changed(before, tree_fingerprint())
     lang = notebook_lang(notebook)  # a Korean release gets its failures in Korean (course/locale/ko/grading.toml)
     if changed:
         report.void = void_message(changed)
         print(f"course.autograde: grade of {notebook} void: {report.void}", file=sys.stderr)
     for c in lesson.checks:
-        passed, message = answered.get(c.id, (False, "not run"))
+        passed, message = answered.get(c.id, (False, "the grader stopped before this check (the time allowed to "
+                                                     "the whole notebook ran out)"))
         if changed:
             passed, message = False, f"not graded: {report.void}"
         elif not passed:
             message = failure_message(lang, c.rule, message)
         report.results.append(CheckResult(c.id, c.name, c.points, passed, message))
-    report.output = worker.output.kept.decode("utf-8", "replace")
-    report.output_dropped = worker.output.dropped
+    if report.sandbox.startswith("fallback") and report.sandbox not in _SAID:
+        _SAID.add(report.sandbox)
+        print(f"course.autograde: learner code ran without the bubblewrap sandbox ({report.sandbox[10:]}); "
+              "see the instructors' guide for what that leaves open", file=sys.stderr)
     return report
 
 
@@ -348,6 +283,9 @@ def void_message(changed: list[str]) -> str:
 
 class GradeVoid(RuntimeError):
     """A grading that must not count (nbgrader then records no grade for that submission and exits non-zero)."""
+
+
+_SAID: set = set()  # the fallback is said once per process
 
 
 def grade_reference(lesson_module: str) -> Report:

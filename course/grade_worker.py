@@ -1,37 +1,30 @@
-"""The processes that run a learner's notebook and the checks on it: ``python -m course.grade_worker`` (started by
-``course.autograde``, never by hand).
+"""The grader's process for one notebook: ``python -m course.grade_worker`` (started by ``course.autograde``, never
+by hand). Learner code never runs here.
 
-Before any learner code runs, a zygote imports torch, the grader, the lesson's checks and reference modules (fresh:
-a new interpreter) and everything the notebook and the checks import, and seals their namespaces
-(``course.sandbox.Seal``). Each run of the notebook is a child forked from it (no second torch import after a child
-was killed), which confines itself first: memory and file-size limits, no writes outside its scratch folder, no TCP,
-no signals to other processes. After the notebook and after every call into learner code, whatever the learner patched is put back.
-Results go to the parent as JSON lines on a pipe, tagged with a per-run token; the learner's output goes to
-stdout, which the parent caps.
+It starts the learner's process (``course.learner``) in a sandbox (bubblewrap: its own user, PID, network and IPC
+namespaces, a read-only view of what a notebook may read, a private scratch folder; Landlock and resource limits
+inside), then runs each of the lesson's checks *here*, handing them stand-ins for the notebook's definitions
+(``course.proxy``): every call crosses as plain data and the answers are judged here. Checks that look at the
+learner's code read the notebook's text here. Results go to the parent as JSON lines on a pipe the learner's process
+never has. A check that does not answer in time, or a learner process that dies, costs that check only: the next check
+gets a fresh fork of the notebook's state, never a second run of the notebook.
 """
 from __future__ import annotations
 
 import ast
-import functools
 import importlib
 import json
 import os
+import shutil
 import signal
+import subprocess
 import sys
-import threading
+import time
 import traceback
-import types
 
 LEARNER = "__learner__"
 CELL_PREFIX = "<notebook cell "
-# Top-level packages whose modules are sealed before learner code runs.
-SEALED_ROOTS = ("builtins", "torch", "numpy", "transformers", "faiss", "safetensors", "course", "part0_foundations",
-                "math", "functools", "copy", "dataclasses", "warnings", "importlib", "json", "re", "os", "sys",
-                "datetime", "tempfile")
-
-
-# Threads that libraries start on their own (tqdm's progress-bar monitor, via transformers): not the learner's.
-LIBRARY_THREADS = {"tqdm_monitor"}
+STARTUP_S = 120.0  # the learner's process imports torch and the lesson's modules before the notebook's first cell
 
 
 class NotebookError(Exception):
@@ -75,34 +68,6 @@ def read_cells(path: str, max_bytes: int = 50 << 20) -> list[tuple[int, str]]:
     return out
 
 
-def imported_modules(sources: list[str]) -> set[str]:
-    """Modules named by import statements anywhere in these sources (also inside functions)."""
-    names = set()
-    for src in sources:
-        try:
-            tree = ast.parse(src)
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                names.add(node.module)
-                names.update(f"{node.module}.{a.name}" for a in node.names)
-    return names
-
-
-def preload(modules: set[str]) -> None:
-    """Import, before the seal, the modules the notebook and the checks will import (when importable)."""
-    for name in sorted(modules):
-        if name.split(".")[0] not in SEALED_ROOTS:
-            continue
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - `from x import function` names no module; a missing one is the learner's
-            pass
-
-
 def reference_imports(sources: list[tuple[int, str]], lesson) -> dict[str, str]:
     """Graded names a cell imports from the lesson's package: name → "cell N: from M import X"."""
     found = {}
@@ -121,20 +86,16 @@ def reference_imports(sources: list[tuple[int, str]], lesson) -> dict[str, str]:
     return found
 
 
-def is_reference(obj, lesson) -> str | None:
-    """Why ``obj`` is (or inherits) a definition from the lesson's package, or None."""
-    seen = set()
-    while isinstance(obj, functools.partial) and id(obj) not in seen:
-        seen.add(id(obj))
-        obj = obj.func
-    mod = getattr(obj, "__module__", None)
+def is_reference(defn, lesson) -> str | None:
+    """Why the learner's definition is (or inherits) one of the lesson's package, from what its process reports about
+    it (a notebook can only hide its own copy this way, and the sandbox does not show the reference)."""
+    meta = object.__getattribute__(defn, "_meta") if getattr(type(defn), "_wire_handle", False) else {}
+    mod = meta.get("module")
     if isinstance(mod, str) and mod.startswith(lesson.package):
-        return f"it is {mod}.{getattr(obj, '__qualname__', '?')}"
-    if isinstance(obj, type):
-        for base in obj.__mro__[1:]:
-            bm = getattr(base, "__module__", "")
-            if isinstance(bm, str) and bm.startswith(lesson.package):
-                return f"it inherits {bm}.{base.__qualname__}"
+        return f"it is {mod}"
+    for origin in meta.get("origins", [])[:16]:
+        if isinstance(origin, str) and origin.startswith(lesson.package):
+            return f"it inherits {origin}"
     return None
 
 
@@ -153,158 +114,273 @@ def code_objects(obj) -> list:
     return [obj.__code__] if hasattr(obj, "__code__") else []
 
 
-class ReferenceTracer:
-    """Notes a call into a forbidden reference definition made while learner code is on the stack."""
-
-    def __init__(self, forbidden: dict):
-        self.forbidden, self.hits = forbidden, []
-
-    def __call__(self, frame, event, arg):
-        if event == "call" and frame.f_code in self.forbidden:
-            f = frame.f_back
-            while f is not None:
-                if f.f_code.co_filename.startswith(CELL_PREFIX):
-                    self.hits.append(self.forbidden[frame.f_code])
-                    break
-                f = f.f_back
-        return None
-
-
-class Guard:
-    """After each call into learner code (course.grading.call): put back what it patched."""
-
-    def __init__(self, seal):
-        self.seal = seal
-
-    def after_learner_call(self):
-        self.seal.restore()
-
-
-def _send(out, token, **msg):
-    # A leading newline ends any half line a killed predecessor left in the pipe.
-    out.write("\n" + json.dumps(dict(msg, token=token)) + "\n")
-    out.flush()
-
-
 def _describe(exc: BaseException) -> str:
     return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
+def view_spec(lesson_module: str) -> dict:
+    """What the sandbox's view of the course depends on: the lesson's checks module, reference modules and the helpers
+    of its checks module given to notebooks (plain data: the grader's parent has the lesson imported already)."""
+    lesson = importlib.import_module(lesson_module).LESSON
+    return {"checks": lesson_module, "reference": list(lesson.reference), "given": list(lesson.given)}
+
+
+def build_view(spec: dict, repo: str, view_dir: str) -> dict[str, str]:
+    """Files the sandbox shows instead of the repository's: this lesson's reference modules with their solutions
+    replaced by stubs, and every lesson's checks module reduced to its imports and the helpers given to notebooks."""
+    from course import sandbox
+
+    os.makedirs(view_dir, exist_ok=True)
+    out = {}
+
+    def put(rel, text):
+        dest = os.path.join(view_dir, rel.replace("/", "__"))
+        with open(dest, "w", encoding="utf-8") as f:
+            f.write(text)
+        out[rel] = dest
+
+    for mod in spec["reference"]:
+        rel = mod.replace(".", "/") + ".py"
+        with open(os.path.join(repo, rel), encoding="utf-8") as f:
+            put(rel, sandbox.stub_module(f.read()))
+    own = spec["checks"].replace(".", "/") + ".py"
+    for top in sandbox.READABLE:
+        for dirpath, dirnames, filenames in os.walk(os.path.join(repo, top)):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            if "checks.py" in filenames:
+                rel = os.path.relpath(os.path.join(dirpath, "checks.py"), repo)
+                with open(os.path.join(repo, rel), encoding="utf-8") as f:
+                    put(rel, sandbox.stub_checks(f.read(), tuple(spec["given"]) if rel == own else ()))
+    return out
+
+
+class LearnerProcess:
+    """The sandboxed learner's process seen from here: a control pipe (ready, forked, exited) and a request pipe."""
+
+    def __init__(self, job: dict, repo: str, scratch: str, view_files: dict[str, str]):
+        from course import sandbox, wire
+
+        self.wire = wire
+        rpc_to, rpc_in = os.pipe()      # requests to the learner / read by it
+        rpc_out, rpc_from = os.pipe()   # answers from the learner / written by it
+        ctl_to, ctl_in = os.pipe()
+        ctl_out, ctl_from = os.pipe()
+        theirs = [rpc_to, rpc_from, ctl_to, ctl_from]
+        self.rpc_w, self.rpc_r, self.ctl_w, self.ctl_r = rpc_in, rpc_out, ctl_in, ctl_out
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": repo, "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONNOUSERSITE": "1", "PYTHONUNBUFFERED": "1", "HOME": scratch, "TMPDIR": scratch,
+               "MPLCONFIGDIR": scratch, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+               "MKL_NUM_THREADS": "1", "LANG": "C.UTF-8"}
+        python = os.path.join(os.path.realpath(sys.prefix), "bin", os.path.basename(sys.executable))
+        cmd = [python if os.path.exists(python) else sys.executable, "-m", "course.learner", *map(str, theirs)]
+        self.problem = None if job.get("sandbox", "auto") == "auto" else "bubblewrap was switched off"
+        self.problem = self.problem or sandbox.bwrap_problem()
+        if self.problem is None:
+            cmd = sandbox.bwrap_argv(repo, view_files, scratch, theirs) + ["--"] + cmd
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, pass_fds=theirs, cwd=scratch, env=env,
+                                     start_new_session=True)
+        for fd in theirs:
+            os.close(fd)
+        self.forked = False
+
+    def ctl(self, **msg):
+        from course import proxy
+
+        self.wire.write_frame(self.ctl_w, proxy.Channel(-1, self.ctl_w, trusted=True)._frame(msg, {}))
+
+    def ctl_read(self, deadline: float) -> dict | None:
+        """The next control message, or None (none before the deadline, the process gone, or not a message)."""
+        try:
+            msg, _ = self.wire.read_frame(self.ctl_r, deadline)
+        except (self.wire.WireError, self.wire.WireTimeout, self.wire.WireClosed):
+            return None
+        return msg if isinstance(msg, dict) else None
+
+    def fork(self):
+        """A fresh server of the notebook's state; its channel, or None when the learner's process does not answer."""
+        from course import proxy
+
+        try:
+            self.ctl(op="fork")
+        except OSError:
+            return None
+        msg = self.ctl_read(time.monotonic() + 30)
+        if not msg or msg.get("kind") != "forked":
+            return None
+        self.forked = True
+        return proxy.Channel(self.rpc_r, self.rpc_w, trusted=True, watch=self.ctl_r)
+
+    def end_fork(self, deadline_s: float = 10.0) -> int | None:
+        """Kill the current server (if alive); its exit code as its parent saw it; its unread output dropped."""
+        code = None
+        try:
+            self.ctl(op="kill")
+        except OSError:
+            pass
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            msg = self.ctl_read(end)
+            if msg is None:
+                break
+            if msg.get("kind") == "exited":
+                code = msg.get("code") if type(msg.get("code")) is int else None
+                break
+        self.forked = False
+        os.set_blocking(self.rpc_r, False)
+        try:
+            while os.read(self.rpc_r, 1 << 20):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+        os.set_blocking(self.rpc_r, True)
+        return code
+
+    def exit_code_of_dead_fork(self) -> int | None:
+        msg = self.ctl_read(time.monotonic() + 5)
+        self.forked = False
+        return msg.get("code") if msg and msg.get("kind") == "exited" and type(msg.get("code")) is int else None
+
+    def close(self):
+        from course import sandbox
+
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        sandbox.kill_descendants()
+        for fd in (self.rpc_w, self.rpc_r, self.ctl_w, self.ctl_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def exit_words(code: int | None) -> str:
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+        return f"was killed by {name} (the memory limit, or a crash)" if name in ("SIGKILL", "SIGSEGV", "SIGABRT") \
+            else f"was killed by {name}"
+    return f"exited with code {code} (os._exit or sys.exit in your code?)"
+
+
 def main() -> None:
-    """The zygote: import and seal everything once, then fork one child per request (a line of JSON on stdin naming
-    the checks to run); report each child's pid and exit status. It never runs learner code itself."""
+    """Start the learner's process, wait for its notebook, run every check here; report each as a JSON line."""
     job = json.loads(sys.stdin.readline())
     out = os.fdopen(job["result_fd"], "w", buffering=1)
-    send = functools.partial(_send, out, job["token"])
 
-    from course import grading, sandbox
+    def send(**msg):
+        out.write(json.dumps(msg) + "\n")
+        out.flush()
 
-    lesson = importlib.import_module(job["lesson"]).LESSON
-    refs = {n: lesson.reference_definition(n) for n in lesson.names()}
+    from course import grading, proxy, sandbox
+
+    sandbox.become_subreaper()
+    repo = job["repo"]
+    scratch = os.path.join(job["workdir"], "scratch")
+    os.makedirs(scratch, exist_ok=True)
+    shutil.copyfile(job["notebook"], os.path.join(scratch, "notebook.ipynb"))
+    view = build_view(job["view"], repo, os.path.join(job["workdir"], "view"))
+    learner = LearnerProcess(job, repo, scratch, view)  # it imports and runs the notebook while the checks load here
+    send(kind="sandbox", problem=learner.problem)
     try:
-        cells = read_cells(job["notebook"])
-        notebook_error = None
-    except NotebookError as exc:
-        cells, notebook_error = [], str(exc)
-    checks_src = open(importlib.import_module(job["lesson"]).__file__, encoding="utf-8").read()
-    preload(imported_modules([checks_src] + [src for _, src in cells]))
-    guard = Guard(None)
-    grading.install_guard(guard)
-    guard.seal = sandbox.Seal.take(SEALED_ROOTS)  # the installed guard is part of what is sealed
-    send(kind="zygote")
-    for line in sys.stdin:
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setsid()  # its own process group: the parent kills it and anything it started, at once
-                run_child(job, request["ids"], lesson, refs, cells, notebook_error, guard, send)
-            finally:
-                os._exit(0)  # no learner atexit handlers, finalizers or threads run after the results
-        send(kind="forked", pid=pid)
-        _, status = os.waitpid(pid, 0)
-        send(kind="exited", pid=pid, code=os.waitstatus_to_exitcode(status))
-    os._exit(0)
-
-
-def run_child(job, ids, lesson, refs, cells, notebook_error, guard, send) -> None:
-    """In the forked child: confine, run the notebook's cells, then each check in ``ids``."""
-    from course import grading, sandbox
-
-    seal = guard.seal
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)  # the zygote's requests are not for learner code to read
-    os.close(devnull)
-    sandbox.limit_resources(job["memory_bytes"], job["file_bytes"])
-    check_fns = {c.id: c for c in lesson.checks}  # held here: patching the checks module changes nothing
-    restore_signals = {s: signal.getsignal(s) for s in (signal.SIGALRM, signal.SIGINT, signal.SIGTERM)}
-    os.chdir(job["workdir"])
-    landlock = sandbox.confine_writes([job["workdir"], "/dev/null"])
-    send(kind="confined", landlock=landlock, pid=os.getpid())
-
-    module = types.ModuleType(LEARNER)
-    sys.modules[LEARNER] = module
-    ns = module.__dict__
-    errors = [notebook_error] if notebook_error else []
-    for i, src in cells:
-        try:
-            code = compile(src, f"{CELL_PREFIX}{i}>", "exec")
-            with grading.time_limit(job["cell_s"], f"code cell {i}"):
-                exec(code, ns)  # noqa: S102
-        except grading.CheckFailed as exc:
-            errors.append(str(exc))
-        except BaseException as exc:  # noqa: BLE001 - a learner's cell may raise anything, even SystemExit
-            errors.append(f"code cell {i} raised {_describe(exc)}")
-    seal.restore()
-    sys.settrace(None)
-    for s, h in restore_signals.items():
-        signal.signal(s, h)
-    threads = [t.name for t in threading.enumerate()
-               if t is not threading.main_thread() and t.name not in LIBRARY_THREADS]
-    send(kind="ready", errors=errors[:20], threads=threads)
-
-    imported = reference_imports(cells, lesson)
-    for cid in ids:
-        c = check_fns[cid]
-        send(kind="start", id=cid)
-        passed, message = False, ""
-        if threads:
-            message = (f"your notebook left threads running ({', '.join(threads[:3])}): the checks cannot run "
-                       "beside code that keeps going")
-        elif notebook_error:
-            message = f"the notebook could not be graded: {notebook_error}"
-        elif c.name not in ns:
-            hint = ("; errors while running the notebook: " + " | ".join(errors[:5])) if errors else ""
-            message = f"`{c.name}` is not defined in your notebook{hint}"
-        elif (why := is_reference(ns[c.name], lesson)) or c.name in imported:
-            message = (f"`{c.name}` is the course's reference implementation ({why or imported[c.name]}), not "
-                       f"yours: write your own")
-        else:
-            forbidden = {code: n for n, obj in refs.items() if n not in c.allows for code in code_objects(obj)}
-            tracer = ReferenceTracer(forbidden)
-            try:
-                sys.settrace(tracer)
-                with grading.time_limit(job["check_s"], f"the check {cid}"):
-                    c.fn(ns[c.name])
-                passed = True
-            except grading.CheckFailed as exc:
-                message = str(exc)
-            except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt, SystemExit... from learner code
-                message = f"the check stopped: {_describe(exc)}"
-            finally:
-                still_ours = sys.gettrace() is tracer
-                sys.settrace(None)
-                seal.restore()
-                for s, h in restore_signals.items():
-                    signal.signal(s, h)
-            if tracer.hits:
-                passed = False
-                message = (f"`{c.name}` calls the course's reference implementation ({tracer.hits[0]} from "
-                           f"{lesson.package}), not yours: write your own")
-            elif passed and not still_ours:
-                passed, message = False, "your code switched off the grader's tracing (sys.settrace)"
-        send(kind="check", id=cid, passed=passed, message=message[:4000])
+        learner.ctl(notebook=os.path.join(scratch, "notebook.ipynb"), scratch=scratch, cell_s=job["cell_s"],
+                    memory_bytes=job["memory_bytes"], file_bytes=job["file_bytes"],
+                    cpu_s=job["notebook_s"] + job["check_s"] * job["n_checks"])
+        lesson = importlib.import_module(job["lesson"]).LESSON
+        for c in lesson.checks:  # the checks' own imports (torch, transformers...)
+            importlib.import_module(c.fn.__module__)
+        imported = reference_imports(read_cells(job["notebook"]), lesson)
+        _grade(job, lesson, imported, scratch, learner, send, grading, proxy)
+    finally:
+        learner.close()
     send(kind="done")
+
+
+def _grade(job, lesson, imported, scratch, learner, send, grading, proxy) -> None:
+    from course import sandbox
+
+    # This process runs the checks on the learner's answers and the reference code the learner's side may call:
+    # it too may write only in its own folder and open no TCP connection.
+    landlock_here = sandbox.confine_writes([job["workdir"], "/dev/null"])
+    ready = learner.ctl_read(time.monotonic() + STARTUP_S + job["notebook_s"])
+    if not ready or ready.get("kind") != "ready":
+        try:
+            code = learner.proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            code = None
+        why = (f"the notebook's cells did not finish within {job['notebook_s']:g} s" if code is None else
+               f"your notebook's process {exit_words(code)} before its cells finished")
+        for c in lesson.checks:
+            send(kind="check", id=c.id, passed=False, message=why)
+        return
+    errors = [str(e)[:1000] for e in ready.get("errors", [])[:20]] if isinstance(ready.get("errors"), list) else []
+    send(kind="ready", errors=errors, landlock=ready.get("landlock") if type(ready.get("landlock")) is int else 0,
+         landlock_grader=landlock_here)
+    ch = None
+    for c in lesson.checks:
+        send(kind="start", id=c.id)
+        if c.name in imported:
+            send(kind="check", id=c.id, passed=False, message=(
+                f"`{c.name}` is the course's reference implementation ({imported[c.name]}), not yours: write your own"))
+            continue
+        if ch is None:
+            ch = learner.fork()
+        if ch is None:
+            send(kind="check", id=c.id, passed=False, message="your notebook's process stopped answering")
+            continue
+        passed, message = _run_check(c, ch, job, lesson, errors, grading, proxy)
+        if ch.broken:
+            code = learner.exit_code_of_dead_fork() if ch.broken == "closed" else learner.end_fork()
+            if ch.broken == "closed":
+                passed, message = False, f"your notebook's process {exit_words(code)} during this check"
+            elif ch.broken.startswith("malformed"):
+                passed, message = False, f"your notebook's process sent what the grader cannot read ({ch.broken})"
+            elif not message or ch.broken == "timeout":
+                passed, message = False, (f"the check did not finish within {job['check_s']:g} s (an endless loop, or "
+                                          "a loop that catches every exception?)")
+            ch = None
+        send(kind="check", id=c.id, passed=passed, message=message[:4000])
+
+
+def _run_check(c, ch, job, lesson, errors, grading, proxy) -> tuple[bool, str]:
+    ch.deadline = time.monotonic() + job["check_s"]
+    # Reference code the learner's side may reach only through what the check hands over: the graded definitions
+    # the check does not give it on purpose.
+    ch.forbidden = {code: n for n in lesson.names() if n not in c.allows
+                    for code in code_objects(lesson.reference_definition(n))}
+    ch.hits = []
+    passed, message = _run(c, ch, job, lesson, errors, grading, proxy)
+    if ch.hits:
+        return False, (f"`{c.name}` calls the course's reference implementation ({ch.hits[0]} from "
+                       f"{lesson.package}), not yours: write your own")
+    return passed, message
+
+
+def _run(c, ch, job, lesson, errors, grading, proxy) -> tuple[bool, str]:
+    try:
+        try:
+            defn = ch.request("lookup", None, c.name)
+        except NameError:
+            hint = ("; errors while running the notebook: " + " | ".join(errors[:5])) if errors else ""
+            return False, f"`{c.name}` is not defined in your notebook{hint}"
+        why = is_reference(defn, lesson)
+        if why:
+            return False, f"`{c.name}` is the course's reference implementation ({why}), not yours: write your own"
+        with grading.time_limit(job["check_s"], f"the check {c.id}"):
+            c.fn(defn)
+        return True, ""
+    except grading.CheckFailed as exc:
+        return False, str(exc)
+    except proxy.ChannelBroken:
+        return False, ""
+    except Exception as exc:  # noqa: BLE001 - a check stopped by an odd answer: its message, never a crash
+        return False, f"the check stopped: {_describe(exc)}"
 
 
 if __name__ == "__main__":

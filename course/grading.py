@@ -18,38 +18,46 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable
 
+from course.proxy import ChannelBroken, fetch, type_name
+
 
 class CheckFailed(AssertionError):
     """A check did not pass; the message is written for the learner."""
 
 
 class _Timeout(BaseException):
-    # BaseException so that a learner's `except Exception:` cannot swallow it.
-    pass
+    # BaseException so that a learner's `except Exception:` cannot swallow it; ``owner`` is the limit that ran out.
+    def __init__(self, owner=None):
+        super().__init__()
+        self.owner = owner
 
 
 @contextlib.contextmanager
 def time_limit(seconds: float, what: str = "your code"):
     """Fail with CheckFailed if the block runs longer than ``seconds`` (main thread only; elsewhere no limit).
 
-    A timer already running (pytest-timeout's, an outer limit) is put back afterwards with its remaining time."""
+    A timer already running (pytest-timeout's, an outer limit) is put back afterwards with its remaining time; when
+    the outer limit runs out first, the message is the outer limit's."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return
 
     outer_left, _ = signal.getitimer(signal.ITIMER_REAL)
     start = time.monotonic()
+    me = object()
 
     def _raise(signum, frame):
         if outer_left and outer_left < seconds and callable(old):
             return old(signum, frame)  # the outer limit came first: its handler decides
-        raise _Timeout()
+        raise _Timeout(me)
 
     old = signal.signal(signal.SIGALRM, _raise)
     signal.setitimer(signal.ITIMER_REAL, min(seconds, outer_left) if outer_left else seconds)
     try:
         yield
-    except _Timeout:
+    except _Timeout as exc:
+        if exc.owner is not me:
+            raise
         raise CheckFailed(f"{what} did not finish within {seconds:g} s (an infinite loop?)") from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -58,34 +66,19 @@ def time_limit(seconds: float, what: str = "your code"):
             signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - start), 1e-3))
 
 
-# Set by the grading worker (course.grade_worker): puts back whatever learner code patched, after each call.
-GUARD = None
-
-
-def install_guard(guard) -> None:
-    """``guard.after_learner_call()`` runs after every ``call()``: the worker uses it to undo patches."""
-    global GUARD
-    GUARD = guard
-
-
 def call(fn, *args, what=None, timeout: float = 30.0, **kwargs):
     """Call learner code; turn an exception or a hang into a CheckFailed that names the function."""
-    name = what or getattr(fn, "__qualname__", None) or type(fn).__name__
-    guard = GUARD  # read once, before learner code runs: the learner cannot switch it off for this call
-    try:
-        with time_limit(timeout, name):
-            try:
-                return fn(*args, **kwargs)
-            except NotImplementedError:
-                raise CheckFailed(f"{name} is not implemented yet (it raised NotImplementedError)") from None
-            except (CheckFailed, _Timeout):
-                raise
-            except BaseException as exc:  # noqa: BLE001 - any learner error (even KeyboardInterrupt) is a message
-                tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
-                raise CheckFailed(f"{name} raised {tb}") from None
-    finally:
-        if guard is not None:
-            guard.after_learner_call()
+    name = what or getattr(fn, "__qualname__", None) or type_name(fn)
+    with time_limit(timeout, name):
+        try:
+            return fn(*args, **kwargs)
+        except NotImplementedError:
+            raise CheckFailed(f"{name} is not implemented yet (it raised NotImplementedError)") from None
+        except (CheckFailed, _Timeout, ChannelBroken):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - any learner error (even KeyboardInterrupt) is a message
+            tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            raise CheckFailed(f"{name} raised {tb}") from None
 
 
 def one_torch_thread(check):
@@ -116,7 +109,7 @@ def expect(condition: bool, message: str):
 def expect_shape(t, shape, what: str):
     """The tensor/array ``t`` must have exactly ``shape``."""
     got = tuple(getattr(t, "shape", ()))
-    expect(hasattr(t, "shape"), f"{what}: expected a tensor of shape {tuple(shape)}, got {type(t).__name__}")
+    expect(hasattr(t, "shape"), f"{what}: expected a tensor of shape {tuple(shape)}, got {type_name(t)}")
     expect(got == tuple(shape), f"{what}: expected shape {tuple(shape)}, got {got}")
 
 
@@ -125,6 +118,7 @@ def _plain(x, what: str):
     import numpy as np
     import torch
 
+    x = fetch(x)  # a learner's tensor read as an attribute (a stand-in): its value
     if isinstance(x, torch.Tensor):
         expect(type(x) in (torch.Tensor, torch.nn.Parameter),
                f"{what}: expected a torch.Tensor, got the subclass {type(x).__name__}")
@@ -154,7 +148,6 @@ def expect_close(got, want, what: str, atol: float = 1e-5, rtol: float = 1e-5):
 
 def expect_raises(fn, exc_type, must_mention: str, what: str):
     """``fn()`` must raise ``exc_type`` whose message mentions ``must_mention``."""
-    guard = GUARD
     try:
         with time_limit(30, what):
             fn()
@@ -164,13 +157,10 @@ def expect_raises(fn, exc_type, must_mention: str, what: str):
             f"{what}: raised {exc_type.__name__} but the message does not name '{must_mention}': {exc}",
         )
         return
-    except (CheckFailed, _Timeout):
+    except (CheckFailed, _Timeout, ChannelBroken):
         raise
     except BaseException as exc:  # noqa: BLE001
         raise CheckFailed(f"{what}: expected {exc_type.__name__} naming '{must_mention}', got {type(exc).__name__}: {exc}") from None
-    finally:
-        if guard is not None:
-            guard.after_learner_call()
     raise CheckFailed(f"{what}: expected {exc_type.__name__} naming '{must_mention}', but nothing was raised")
 
 
@@ -203,6 +193,7 @@ class Lesson:
     package: str
     reference: tuple[str, ...]
     checks: tuple[Check, ...]
+    given: tuple[str, ...] = ()  # helpers of the checks module that notebooks import (the sandbox shows only these)
 
     def __post_init__(self):
         ids = [c.id for c in self.checks]

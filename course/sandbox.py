@@ -1,17 +1,15 @@
-"""Limits for a process that runs learner code: memory and file-size limits, no writes outside one folder, no
-signals to other processes, no TCP (Linux Landlock), and a seal that puts back every module attribute the learner
-changed.
+"""The sandbox around learner code: bubblewrap's namespaces and read-only view of the course (stubbed references, no
+checks), Linux Landlock inside (no writes outside one folder, no TCP, no signals to other processes), and the
+clean-up that leaves no process behind.
 
-Used by ``course.grade_worker`` (the process that runs a learner's notebook and the checks). The process that starts
-it never runs learner code; see ``course.autograde``.
+Used by ``course.grade_worker`` (the grader's process, which starts the learner's process) and ``course.learner``
+(which confines itself); see ``course.autograde``.
 """
 from __future__ import annotations
 
 import ctypes
 import os
-import resource
 import sys
-from dataclasses import dataclass, field
 
 # Linux syscall numbers (the same on x86_64 and aarch64) and Landlock constants, from linux/landlock.h.
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -77,82 +75,162 @@ def confine_writes(writable: list[str]) -> int:
     return abi
 
 
-def limit_resources(memory_bytes: int, file_bytes: int) -> None:
-    """Address-space and file-size limits (inherited by children); no core dumps."""
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+# --- bubblewrap: the learner's process in its own namespaces, seeing only what a notebook may read --------------------
+# Folders of the repository a notebook may read (read-only): the course's packages and the published configs a Part 1
+# exercise reads. Not solutions/, exercises/, tests/ (other than those configs), .git, nor any course root.
+READABLE = ("course", "part0_foundations", "part1_capacity", "tests/data/configs")
+STUB_NOTE = "This file is not available while grading: the checks run in the grader, outside your notebook."
 
 
-# --- the seal: module and class attributes as they were before any learner code ran ---------------------------------
-_MISSING = object()
-SYS_HOOKS = ("stdout", "stderr", "stdin", "excepthook", "displayhook", "breakpointhook")
+def bwrap_path() -> str | None:
+    import shutil
+
+    return shutil.which("bwrap")
 
 
-@dataclass
-class Seal:
-    modules: dict = field(default_factory=dict)   # name -> (module, copy of its __dict__)
-    classes: dict = field(default_factory=dict)   # class -> copy of its __dict__
-    sys_attrs: dict = field(default_factory=dict)
+def bwrap_problem() -> str | None:
+    """Why bubblewrap cannot sandbox here (not installed, or no user namespaces), or None when it can."""
+    import subprocess
 
-    @classmethod
-    def take(cls, roots: tuple[str, ...]) -> "Seal":
-        """Copy the namespace of every loaded module under ``roots`` (and builtins), and of the classes they define."""
-        import warnings
+    exe = bwrap_path()
+    if exe is None:
+        return "bubblewrap (bwrap) is not installed"
+    probe = subprocess.run([exe, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--", "/bin/true"],
+                           capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        return f"bubblewrap cannot create namespaces here ({(probe.stderr or '').strip()[:200]})"
+    return None
 
-        seal = cls()
-        with warnings.catch_warnings():  # reading deprecated module attributes warns
-            warnings.simplefilter("ignore")
-            seal._collect(roots)
-        seal.sys_attrs = {k: getattr(sys, k) for k in SYS_HOOKS}
-        return seal
 
-    def _collect(self, roots):
-        seal = self
-        for name, mod in list(sys.modules.items()):
-            if mod is None or (name.split(".")[0] not in roots and name != "builtins"):
+def _python_dirs() -> list[str]:
+    """The Python environment: the virtual environment, the interpreter it was made from, and what they link to."""
+    out = []
+    for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))):
+        p = os.path.realpath(p)
+        if p.endswith("/bin"):
+            p = os.path.dirname(p)
+        if not any(p == q or p.startswith(q + "/") for q in out):
+            out.append(p)
+    return out
+
+
+def bwrap_argv(repo: str, view_files: dict[str, str], scratch: str, fds: list[int]) -> list[str]:
+    """The bubblewrap command line: new user, PID, network, IPC, UTS and cgroup namespaces; the system's programs and
+    libraries, the Python environment and the readable course folders read-only; ``view_files`` (path in the
+    repository → file shown instead: stubs) over them; ``scratch`` the only writable folder (also its home and /tmp);
+    killed with its parent."""
+    argv = [bwrap_path(), "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--hostname", "sandbox"]
+    for top in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    for p in _python_dirs():
+        if not p.startswith("/usr/"):
+            argv += ["--ro-bind", p, p]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for rel in READABLE:
+        src = os.path.join(repo, rel)
+        if os.path.isdir(src):
+            argv += ["--ro-bind", src, src]
+    for dirpath, dirnames, _ in os.walk(repo):
+        if "__pycache__" in dirnames:  # compiled copies of the reference modules
+            argv += ["--tmpfs", os.path.join(dirpath, "__pycache__"),
+                     "--remount-ro", os.path.join(dirpath, "__pycache__")]
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in ("build", "node_modules")]
+    for dest, src in sorted(view_files.items()):
+        argv += ["--ro-bind", src, os.path.join(repo, dest)]
+    argv += ["--bind", scratch, scratch, "--chdir", scratch, "--setenv", "HOME", scratch, "--setenv", "TMPDIR",
+             scratch]
+    return argv
+
+
+def stub_module(text: str, note: str = STUB_NOTE) -> str:
+    """``text`` (a reference module) with each ``### BEGIN SOLUTION``…``### END SOLUTION`` region replaced by a line
+    that raises NotImplementedError: the rest of the module (the parts a notebook is given) stays as it is."""
+    lines = text.splitlines()
+    if not any(line.strip() == "### BEGIN SOLUTION" for line in lines):
+        raise ValueError("a reference module without ### BEGIN SOLUTION regions: nothing marks what to hide")
+    out, skipping = [], False
+    for line in lines:
+        stripped = line.strip()
+        if stripped == "### BEGIN SOLUTION":
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(f"{indent}raise NotImplementedError({note!r})")
+            skipping = True
+        elif stripped == "### END SOLUTION":
+            skipping = False
+        elif not skipping:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def stub_checks(text: str, given: tuple[str, ...]) -> str:
+    """A lesson's checks module as the sandbox shows it: its imports and the helpers ``given`` to notebooks (with the
+    module-level constants they use), no checks."""
+    import ast
+
+    tree = ast.parse(text)
+    keep = [f'"""{STUB_NOTE}"""']
+    if not given:
+        return keep[0] + "\n"
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            keep.append(ast.get_source_segment(text, node))
+    used = set()
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in given]
+    for d in defs:
+        used |= {n.id for n in ast.walk(d) if isinstance(n, ast.Name)}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in used for t in node.targets):
+            keep.append(ast.get_source_segment(text, node))
+    keep += [ast.get_source_segment(text, d) for d in defs]
+    return "\n\n".join(keep) + "\n"
+
+
+def kill_descendants(root_pid: int | None = None) -> int:
+    """SIGKILL every process descended from ``root_pid`` (default: this process), found in /proc; how many. With this
+    process a child subreaper, a double fork does not escape the search."""
+    import signal
+
+    root_pid = root_pid or os.getpid()
+    killed = 0
+    for _ in range(5):
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
                 continue
-            d = getattr(mod, "__dict__", None)
-            if not isinstance(d, dict):
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    stat = f.read().decode("ascii", "replace")
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
                 continue
-            seal.modules[name] = (mod, dict(d))
-            for v in list(d.values()):
-                if isinstance(v, type) and getattr(v, "__module__", None) == name and v not in seal.classes:
-                    try:
-                        seal.classes[v] = dict(vars(v))
-                    except TypeError:
-                        pass
+            children.setdefault(ppid, []).append(int(entry))
+        found, todo = [], list(children.get(root_pid, []))
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo += children.get(pid, [])
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+        for pid in found:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+    return killed
 
-    def restore(self) -> list[str]:
-        """Put back every sealed attribute that was replaced or deleted, and remove attributes added to sealed
-        classes. Returns what was put back ("module.name")."""
-        changed = []
-        for name, (mod, saved) in self.modules.items():
-            if sys.modules.get(name) is not mod:
-                sys.modules[name] = mod
-                changed.append(f"sys.modules[{name!r}]")
-            cur = mod.__dict__
-            for k, v in saved.items():
-                if cur.get(k, _MISSING) is not v:
-                    cur[k] = v
-                    changed.append(f"{name}.{k}")
-        for klass, saved in self.classes.items():
-            cur = vars(klass)
-            for k in [k for k in cur if k not in saved]:
-                try:
-                    delattr(klass, k)
-                    changed.append(f"{klass.__module__}.{klass.__qualname__}.{k}")
-                except (AttributeError, TypeError):
-                    pass
-            for k, v in saved.items():
-                if cur.get(k, _MISSING) is not v:
-                    try:
-                        setattr(klass, k, v)
-                        changed.append(f"{klass.__module__}.{klass.__qualname__}.{k}")
-                    except (AttributeError, TypeError):
-                        pass
-        for k, v in self.sys_attrs.items():
-            if getattr(sys, k) is not v:
-                setattr(sys, k, v)
-                changed.append(f"sys.{k}")
-        return changed
+
+def become_subreaper() -> None:
+    """Orphans of the processes this one starts become its children (Linux), so none outlives grading unseen."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER

@@ -52,6 +52,10 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(line)
         if report.notebook_errors:
             terminalreporter.write_line("errors while running the notebook: " + " | ".join(report.notebook_errors)[:2000])
+        if report.sandbox == "bubblewrap":
+            terminalreporter.write_line("learner code ran in the bubblewrap sandbox")
+        elif report.sandbox:
+            terminalreporter.write_line(f"learner code ran without the bubblewrap sandbox ({report.sandbox})")
         if report.landlock:
             terminalreporter.write_line(f"learner code ran confined (Landlock ABI {report.landlock})")
         if report.output_dropped:

@@ -102,6 +102,7 @@ def check_mla(kv_bytes_per_token):
 LESSON = Lesson(
     package="part1_capacity.exercises.kv_from_config",
     reference=("part1_capacity.exercises.kv_from_config.reference",),
+    given=("read_config",),
     checks=(
         Check("full_attention", "kv_bytes_per_token", check_full_attention, 3),
         Check("mla", "kv_bytes_per_token", check_mla, 2),
