@@ -35,12 +35,12 @@ PUBLISHED = {
     # 1.026T its config builds, see the README).
     "mixtral-8x7b": (None, 46.7e9), "qwen3-235b-a22b": (None, 235e9), "qwen3-coder-480b-a35b": (None, 480e9),
     "qwen3-vl-30b-a3b": (None, None), "qwen3.5-35b-a3b": (None, 35e9), "llama-4-scout": (None, 109e9),
-    "kimi-k2": (None, None), "deepseek-v3.2": (None, 671e9),
+    "kimi-k2": (None, None), "deepseek-v3.2": (None, 671e9), "minimax-m1": (None, 456e9),
 }
 
 
 NEW_FAMILIES = ("mixtral-8x7b", "qwen3-235b-a22b", "qwen3-coder-480b-a35b", "qwen3-vl-30b-a3b", "qwen3.5-35b-a3b",
-                "llama-4-scout", "kimi-k2", "deepseek-v3.2")
+                "llama-4-scout", "kimi-k2", "deepseek-v3.2", "minimax-m1")
 
 
 def cfg(name):
@@ -78,6 +78,8 @@ def _hand_attention_layers(c):
         return L // 4, 0
     if "attention_chunk_size" in t:                      # Llama 4: every 4th layer global (NoPE), the rest chunked
         return L // 4, L - L // 4
+    if "attn_type_list" in t:                            # MiniMax: 1 marks a softmax-attention layer
+        return sum(t["attn_type_list"]), 0
     return L, 0
 
 
@@ -164,8 +166,6 @@ def test_defaults_a_published_file_leaves_out_come_from_transformers():
                                           "sequence ('is_encoder_decoder'): not modelled"),
     (lambda d: d.update(model_type="mllama", text_config={**cfg("llama-3.1-70b"), "cross_attention_layers": [3, 8]}),
      "cross-attention layers cache the image encoder's K/V beside the text's ('cross_attention_layers'): not modelled"),
-    (lambda d: d.update(model_type="no_such_family", architectures=["NoSuchForCausalLM"]),
-     "model_type 'no_such_family' is not one transformers"),
     (lambda d: d.pop("model_type"), "model_type (missing): a config.json names its model_type"),
     (lambda d: d.pop("hidden_size"), "missing field 'hidden_size' (with num_hidden_layers, num_attention_heads, "
                                      "hidden_size, it defines the model's shape"),

@@ -74,44 +74,63 @@ def tensor_bytes(dtype: str, shape, where: str) -> int:
     return ceil_div(n * SAFETENSORS_BITS[dtype], 8)
 
 
-def read_safetensors(files, n_layers: int, n_mtp: int = 0) -> Checkpoint:
-    """Exact bytes of the tensors in ``files``, from their headers; layers ``>= n_layers`` count only in
-    ``file_bytes`` when the model has ``n_mtp`` MTP layers (vLLM skips them)."""
-    from safetensors import SafetensorError, safe_open
-
+def checkpoint_from_tensors(tensors, n_layers: int, n_mtp: int, path: str, where: str = "model") -> Checkpoint:
+    """Exact bytes of (name, safetensors dtype, shape) tensors — a folder's headers or a Hub repository's; layers
+    ``>= n_layers`` count only in ``file_bytes`` when the model has ``n_mtp`` MTP layers (vLLM skips them)."""
     loaded = total = count = 0
     by_type: dict[str, int] = {}
+    for name, dtype, shape in tensors:
+        b = tensor_bytes(dtype, shape, f"{where}: tensor '{name}'")
+        m = _LAYER.match(name)
+        spec = n_mtp > 0 and m is not None and n_layers <= int(m.group(1)) < n_layers + n_mtp
+        total += b
+        count += 1
+        if not spec:
+            loaded += b
+            by_type[dtype] = by_type.get(dtype, 0) + b
+    return Checkpoint(SAFETENSORS, float(loaded), float(total), by_type, count, path)
+
+
+def safetensors_tensors(files) -> list[tuple[str, str, tuple]]:
+    """(name, dtype, shape) of every tensor in ``files``, from their headers (``safe_open``: no data read)."""
+    from safetensors import SafetensorError, safe_open
+
+    out = []
     for f in files:
         validate.regular_file(f, "model")           # a FIFO named *.safetensors must not block the open
         try:
             with safe_open(str(f), framework="numpy") as h:
                 for name in h.keys():
                     sl = h.get_slice(name)
-                    b = tensor_bytes(sl.get_dtype(), sl.get_shape(), f"model: {f.name}: tensor '{name}'")
-                    m = _LAYER.match(name)
-                    spec = n_mtp > 0 and m is not None and n_layers <= int(m.group(1)) < n_layers + n_mtp
-                    total += b
-                    count += 1
-                    if not spec:
-                        loaded += b
-                        by_type[sl.get_dtype()] = by_type.get(sl.get_dtype(), 0) + b
+                    out.append((name, sl.get_dtype(), tuple(sl.get_shape())))
         except (SafetensorError, OSError, ValueError) as exc:
             msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:240]
             raise InputError(f"model: {f.name} is not a readable safetensors file ({msg})") from None
-    return Checkpoint(SAFETENSORS, float(loaded), float(total), by_type, count, str(Path(files[0]).parent))
+    return out
+
+
+def read_safetensors(files, n_layers: int, n_mtp: int = 0) -> Checkpoint:
+    """Exact bytes of the tensors in ``files``, from their headers (see ``checkpoint_from_tensors``)."""
+    return checkpoint_from_tensors(safetensors_tensors(files), n_layers, n_mtp, str(Path(files[0]).parent))
 
 
 def profile_from_folder(path):
     """A Hugging Face model folder: the profile of its config.json, weight bytes from its safetensors headers."""
-    from part1_capacity.calculator.configs import load_config, profile_from_config_path
+    from part1_capacity.calculator.configs import load_config
+
+    from part1_capacity.calculator.configs import profile_from_config
 
     folder = Path(path)
-    d, _ = load_config(folder)
-    prof = profile_from_config_path(folder)
+    d, where = load_config(folder)
     text = d.get("text_config") if isinstance(d.get("text_config"), dict) else d
-    n_mtp = text.get("num_nextn_predict_layers") or 0
+    n_mtp = text.get("num_nextn_predict_layers") or 0 if isinstance(text, dict) else 0
     n_mtp = validate.number(n_mtp, "model: config.json: field 'num_nextn_predict_layers'", lo=0, hi=16, integer=True)
-    ckpt = read_safetensors(safetensors_files(folder), prof.n_layers, n_mtp)
+    tensors = safetensors_tensors(safetensors_files(folder))
+    quantized = isinstance(d, dict) and bool(d.get("quantization_config") or (text or {}).get("quantization_config"))
+    # an unquantized checkpoint's headers are its parameters: exact, and no model needs building
+    params = None if quantized else [(n, s) for n, _, s in tensors]
+    prof = profile_from_config(d, where, model_id=folder.resolve().name, parameters=params)
+    ckpt = checkpoint_from_tensors(tensors, prof.n_layers, n_mtp, str(folder))
     return dataclasses.replace(prof, checkpoint=ckpt, source=f"{prof.source}; weights from {ckpt.n_tensors} "
                                                             f"safetensors headers")
 

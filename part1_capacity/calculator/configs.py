@@ -21,6 +21,7 @@ against ``transformers``' meta-device build in the tests); a file path plans wit
 """
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import re
@@ -160,11 +161,21 @@ class Fields:
 
     def raw(self, name):
         for key in ALIASES.get(name, (name,)):
-            if self.file.get(key) is not None:
+            if key in self.file:            # a field the file states, null included ("sliding_window": null)
                 return self.file[key]
         for key in ALIASES.get(name, (name,)):
             if self.defaults.get(key) is not None:
                 return self.defaults[key]
+        return None
+
+    def first(self, *names):
+        """The value of the first of ``names`` the file states, else the first the defaults give (a default's
+        alias never shadows the name the file uses: qwen3_moe's ``num_experts`` is its ``num_local_experts``)."""
+        for src in (self.file, self.defaults):
+            for name in names:
+                for key in ALIASES.get(name, (name,)):
+                    if src.get(key) is not None:
+                        return src[key]
         return None
 
     def stated(self, name) -> bool:
@@ -211,54 +222,76 @@ def _periodic(n: int, period: int, last_is_global=True) -> list[bool]:
 
 
 def layer_kinds(f: Fields) -> list[str]:
-    """Per layer: 'full', 'window', 'chunked', 'linear', 'both' or 'none', from every way a config marks it."""
+    """Per layer: 'full', 'window', 'chunked', 'linear', 'both' or 'none', from every way a config marks it.
+
+    What the file states comes first (its ``layer_types``, then a pattern it states), then the defaults' own
+    ``layer_types`` (a class's default size: repeated by its period to the file's layer count), then a pattern
+    the defaults state; a ``sliding_window`` with no pattern windows every layer (Mistral-7B)."""
     for key, what in NOT_MODELLED.items():
         v = f.raw(key)
         if v not in (None, False, [], 0):
             raise InputError(f"{f.where}: {what} ('{key}'): not modelled")
     n = f.int("num_hidden_layers", lo=1, hi=512)
-    types = f.raw("layer_types") or f.raw("layers_block_type")
-    pattern = f.raw("hybrid_override_pattern")
-    if isinstance(pattern, str) and not f.file.get("layer_types") and not f.file.get("layers_block_type"):
-        types = list(pattern)                        # Nemotron-H: M (Mamba-2) * (attention) - (MLP) E (MoE)
-    if types is not None:
-        if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-            raise InputError(f"{f.where}: field 'layer_types' must be a list of names, got {validate.show(types)}")
-        bad = [t for t in types if t not in KINDS]
-        if bad:
-            raise InputError(f"{f.where}: layer type {validate.show(bad[0])} is a layer the calculator does not "
-                             f"model; known: {', '.join(k for k in KINDS if len(k) > 1)}")
-        kinds = [KINDS[t] for t in types]
-        if len(kinds) != n and not isinstance(pattern, str):
-            raise InputError(f"{f.where}: layer_types has {len(kinds)} entries for num_hidden_layers={n}")
+    kinds = _stated_kinds(f, f.file, n)
+    if kinds is None:
+        types = f.defaults.get("layer_types") or f.defaults.get("layers_block_type")
+        if isinstance(types, list) and types and len(types) != n:
+            period = next(p for p in range(1, len(types) + 1)
+                          if all(types[i] == types[i % p] for i in range(len(types))))
+            types = [types[i % period] for i in range(n)]
+        kinds = _named_kinds(f, types, n) if types else _stated_kinds(f, f.defaults, n)
+    if kinds is not None:
         return kinds
-    attn_types = f.raw("attn_type_list")                     # MiniMax: 1 softmax attention, 0 lightning attention
-    if isinstance(attn_types, list):
-        if len(attn_types) != n or set(attn_types) - {0, 1}:
+    if f.raw("sliding_window") and f.raw("use_sliding_window") is not False:
+        return ["window"] * n
+    return ["full"] * n
+
+
+def _named_kinds(f: Fields, types, n: int) -> list[str]:
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        raise InputError(f"{f.where}: field 'layer_types' must be a list of names, got {validate.show(types)}")
+    bad = [t for t in types if t not in KINDS]
+    if bad:
+        raise InputError(f"{f.where}: layer type {validate.show(bad[0])} is a layer the calculator does not "
+                         f"model; known: {', '.join(k for k in KINDS if len(k) > 1)}")
+    if len(types) != n:
+        raise InputError(f"{f.where}: layer_types has {len(types)} entries for num_hidden_layers={n}")
+    return [KINDS[t] for t in types]
+
+
+def _stated_kinds(f: Fields, src: dict, n: int) -> list[str] | None:
+    """The layer kinds a pattern in ``src`` (the file's fields, or the defaults') states; None when it states none.
+    Sizes a pattern needs are read from the file, else the defaults (``f``)."""
+    types = src.get("layer_types") or src.get("layers_block_type")
+    if types is not None and src is f.file:
+        return _named_kinds(f, types, n)
+    pattern = src.get("hybrid_override_pattern")
+    if isinstance(pattern, str):                           # Nemotron-H: M (Mamba-2) * (attention) - (MLP) E (MoE)
+        if len(pattern) != n:
+            raise InputError(f"{f.where}: hybrid_override_pattern has {len(pattern)} entries for "
+                             f"num_hidden_layers={n}")
+        return [KINDS[c] for c in pattern]
+    attn_types = src.get("attn_type_list")                 # MiniMax: 1 softmax attention, 0 lightning attention
+    if attn_types is not None:
+        if not isinstance(attn_types, list) or len(attn_types) != n or set(attn_types) - {0, 1}:
             raise InputError(f"{f.where}: field 'attn_type_list' must be {n} values of 0 (lightning) or 1 (softmax)")
         return ["full" if t else "linear" for t in attn_types]
-    if f.raw("attn_layer_period"):                           # Jamba: attention every period-th layer from offset
+    if src.get("attn_layer_period"):                       # Jamba: attention every period-th layer from the offset
         period, offset = f.int("attn_layer_period", lo=1, hi=512), f.int("attn_layer_offset", 0, hi=511)
         return ["full" if i % period == offset else "linear" for i in range(n)]
-    chunk = f.raw("attention_chunk_size")
-    nope = f.raw("no_rope_layers")
-    if chunk:                                               # Llama 4: RoPE layers chunked, NoPE layers global
+    if src.get("attention_chunk_size"):                    # Llama 4: RoPE layers chunked, NoPE layers global
+        nope = f.raw("no_rope_layers")
         if isinstance(nope, list) and len(nope) == n:
             return ["chunked" if x else "full" for x in nope]
         every = f.int("no_rope_layer_interval", 4, lo=1, hi=512)
         return ["chunked" if local else "full" for local in _periodic(n, every)]
-    every = f.raw("full_attention_interval")
-    if every and (f.raw("linear_num_key_heads") or f.raw("linear_key_head_dim")):
+    if src.get("full_attention_interval") and (f.raw("linear_num_key_heads") or f.raw("linear_key_head_dim")):
         return ["linear" if local else "full" for local in _periodic(n, f.int("full_attention_interval", lo=1))]
-    window = f.raw("sliding_window")
-    if window and f.raw("use_sliding_window") is not False:
-        p = f.raw("sliding_window_pattern") or f.raw("_sliding_window_pattern")
-        if p:
-            return ["window" if local else "full" for local in _periodic(n, f.int("sliding_window_pattern", lo=1)
-                                                                          if f.raw("sliding_window_pattern")
-                                                                          else int(p))]
-        return ["window"] * n
-    return ["full"] * n
+    p = src.get("sliding_window_pattern") or src.get("_sliding_window_pattern")
+    if p and f.raw("sliding_window") and f.raw("use_sliding_window") is not False:
+        p = validate.number(p, f"{f.where}: field 'sliding_window_pattern'", lo=1, hi=512, integer=True)
+        return ["window" if local else "full" for local in _periodic(n, p)]
+    return None
 
 
 def _ssm(f: Fields, n_layers: int) -> dict:
@@ -274,13 +307,15 @@ def _ssm(f: Fields, n_layers: int) -> dict:
             out["state_dtype"] = DTYPE_NAMES.get(str(f.raw("mamba_ssm_cache_dtype") or f.raw("mamba_ssm_dtype")),
                                                  "fp32")
         return out
-    heads = f.raw("mamba_n_heads") or f.raw("mamba_num_heads")
+    heads = f.first("mamba_n_heads", "mamba_num_heads")
     if heads is not None:
-        hn = "mamba_n_heads" if f.raw("mamba_n_heads") is not None else "mamba_num_heads"
-        hd = "mamba_d_head" if f.raw("mamba_d_head") is not None else "mamba_head_dim"
-        ds = "mamba_d_state" if f.raw("mamba_d_state") is not None else "ssm_state_size"
-        dc = "mamba_d_conv" if f.raw("mamba_d_conv") is not None else "conv_kernel"
-        ng = "mamba_n_groups" if f.raw("mamba_n_groups") is not None else "n_groups"
+        def pick(a, b):            # the name the file uses, else the one the defaults give
+            return a if (a in f.file or (b not in f.file and f.raw(a) is not None)) else b
+        hn = pick("mamba_n_heads", "mamba_num_heads")
+        hd = pick("mamba_d_head", "mamba_head_dim")
+        ds = pick("mamba_d_state", "ssm_state_size")
+        dc = pick("mamba_d_conv", "conv_kernel")
+        ng = pick("mamba_n_groups", "n_groups")
         if f.raw(hd) in (None, "auto") and f.raw("mamba_d_ssm"):
             head_dim = g("mamba_d_ssm", lo=1) // g(hn, lo=1)
         else:
@@ -317,12 +352,10 @@ def _head_dim(f: Fields, heads: int) -> int:
 
 def experts(f: Fields) -> tuple[int, int]:
     """(routed experts per MoE layer, experts each token uses): 0, 0 for a dense model."""
-    e = next((f.raw(k) for k in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
-              if f.raw(k)), 0)
+    e = f.first("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts") or 0
     if isinstance(e, list) or not e or e == 1:
         return 0, 0
-    k = next((f.raw(k) for k in ("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token")
-              if f.raw(k)), None)
+    k = f.first("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token")
     if isinstance(k, list):
         k = k[0] if len(set(k)) == 1 else None
     if k is None:
@@ -345,6 +378,9 @@ def check_config(config: dict, where: str) -> str:
     for key, what in NOT_MODELLED.items():
         if f.raw(key) not in (None, False, [], 0):
             raise InputError(f"{f.where}: {what} ('{key}'): not modelled")
+    types = f.file.get("layer_types")
+    if isinstance(types, list):
+        _named_kinds(f, types, len(types))          # a layer type not modelled is named before anything else
     missing = [k for k in SHAPE_FIELDS if not f.stated(k)]
     if missing:
         raise InputError(f"{f.where}: missing field '{missing[0]}' (with {', '.join(SHAPE_FIELDS)}, it defines "
@@ -511,7 +547,8 @@ def _attention(f: Fields, p: str, D: int, H: int, KV: int, hd: int, bias: bool):
               (f"{p}.self_attn.v_proj.bias", (KV * hd,))]
         if f.flag("attention_bias"):
             a.append((f"{p}.self_attn.o_proj.bias", (D,)))
-    if f.flag("use_qk_norm") or f.raw("model_type") in ("qwen3", "qwen3_moe"):
+    weightless = f.raw("attn_temperature_tuning") is not None      # Llama 4's QK norm is an L2 norm, no weights
+    if (f.flag("use_qk_norm") and not weightless) or f.raw("model_type") in ("qwen3", "qwen3_moe"):
         a += [(f"{p}.self_attn.q_norm.weight", (hd,)), (f"{p}.self_attn.k_norm.weight", (hd,))]
     return a
 
@@ -551,7 +588,10 @@ def _recurrent(f: Fields, p: str, D: int, s: dict, H: int, hd: int):
         return [(f"{p}.mamba.in_proj.weight", (2 * d_in, D)), (f"{p}.mamba.conv1d.weight", (d_in, 1, s["d_conv"])),
                 (f"{p}.mamba.conv1d.bias", (d_in,)), (f"{p}.mamba.x_proj.weight", (rank + 2 * ds, d_in)),
                 (f"{p}.mamba.dt_proj.weight", (d_in, rank)), (f"{p}.mamba.dt_proj.bias", (d_in,)),
-                (f"{p}.mamba.A_log", (d_in, ds)), (f"{p}.mamba.D", (d_in,)), (f"{p}.mamba.out_proj.weight", (D, d_in))]
+                (f"{p}.mamba.A_log", (d_in, ds)), (f"{p}.mamba.D", (d_in,)), (f"{p}.mamba.out_proj.weight", (D, d_in)),
+                # Jamba's Mamba-1 mixer normalises its time step, B and C
+                (f"{p}.mamba.dt_layernorm.weight", (rank,)), (f"{p}.mamba.b_layernorm.weight", (ds,)),
+                (f"{p}.mamba.c_layernorm.weight", (ds,))]
     # lightning attention: q, k, v, output gate and output projections, a norm
     inner = s["n_heads"] * s["head_dim"]
     return [(f"{p}.self_attn.qkv_proj.weight", (3 * inner, D)), (f"{p}.self_attn.output_gate.weight", (inner, D)),
@@ -607,6 +647,47 @@ _MULTIMODAL = re.compile(r"(^|\.)(vision_tower|vision_model|visual|multi_modal_p
                          r"embed_vision|embed_audio|audio_model|vision_embed)\.")
 
 
+# Model types whose parameters ``count_parameters`` counts exactly: the tests hold each to transformers' meta-device
+# build on a published config (tests/test_families.py). A text-only config of these types plans in pure Python
+# with the class defaults stored in data/config_defaults.json (no transformers, no torch); every other type, and
+# every multimodal checkpoint (its vision tower), goes through transformers.
+COUNTED = ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "deepseek_v32", "jamba")
+STORED_DEFAULTS = Path(__file__).resolve().parent / "data" / "config_defaults.json"
+
+
+@lru_cache(maxsize=1)
+def stored_defaults() -> dict:
+    """``{"model_types": {type: class defaults}, "architectures": {class: type}, "known_types": [every type
+    transformers has], "transformers": version}``."""
+    return json.loads(STORED_DEFAULTS.read_text())
+
+
+def stored_type(d: dict) -> str | None:
+    """The stored model type that reads this text-only config (its own, or the one its architecture names)."""
+    if isinstance(d.get("text_config"), dict) or isinstance(d.get("vision_config"), dict):
+        return None
+    table = stored_defaults()
+    mt = d.get("model_type")
+    if mt in table["model_types"]:
+        return mt
+    if mt in table["known_types"]:            # a type transformers has: its own class reads it, not another's
+        return None
+    archs = d.get("architectures") if isinstance(d.get("architectures"), list) else []
+    return next((table["architectures"][a] for a in archs if a in table["architectures"]), None)
+
+
+def write_stored_defaults(path=STORED_DEFAULTS) -> dict:
+    """Regenerate data/config_defaults.json from the installed transformers (run after changing its pin:
+    ``python -m part1_capacity.calculator.configs``)."""
+    from part1_capacity.calculator import hf_config
+
+    table = {"transformers": hf_config.version(), "model_types": {mt: hf_config.class_defaults(mt) for mt in COUNTED},
+             "architectures": {a: mt for mt in COUNTED for a in hf_config.architectures_of(mt)},
+             "known_types": hf_config.known_types()}
+    Path(path).write_text(json.dumps(table, indent=1, sort_keys=True, default=str) + "\n")
+    return table
+
+
 def profile_from_config(d: dict, where: str = "config.json", model_id: str = "config",
                         parameters=None) -> ModelProfile:
     """A config.json's profile: ``transformers`` supplies the defaults (``hf_config.defaults_for``) and the exact
@@ -625,9 +706,18 @@ def _profile(text: str, where: str, model_id: str, params_json) -> ModelProfile:
 
     d = json.loads(text)
     check_config(d, where)                          # the file's own checks first: before transformers sees it
+    given = [(n, tuple(s)) for n, s in json.loads(params_json)] if params_json else None
+    mt = stored_type(d)
+    if mt is not None:                              # pure Python: the stored class defaults, the exact count
+        return profile_from_fields(d, stored_defaults()["model_types"][mt], where, model_id, given)
+    if hf_config.known_model_type(d) is None:
+        # a repository that ships its own modelling code for a type transformers lacks (MiniMax-M1): read by
+        # structure from the file alone — every field it states — and counted from those fields
+        prof = profile_from_fields(d, {}, where, model_id, given)
+        return dataclasses.replace(prof, source=f"{prof.source}; read from its own fields (transformers has no "
+                                                f"class for this model_type)")
     defaults = hf_config.defaults_for(d, where)
-    params = ([(n, tuple(s)) for n, s in json.loads(params_json)] if params_json
-              else hf_config.meta_parameters(d, where))
+    params = given if given is not None else hf_config.meta_parameters(d, where)
     return profile_from_fields(d, defaults, where, model_id, params)
 
 
@@ -636,3 +726,7 @@ def profile_from_config_path(path) -> ModelProfile:
     p = Path(path).resolve()
     model_id = p.name if p.is_dir() else (p.parent.name if p.stem == "config" else p.stem)
     return profile_from_config(d, where, model_id=model_id)
+
+
+if __name__ == "__main__":
+    print(f"wrote {STORED_DEFAULTS} for {len(write_stored_defaults()['model_types'])} model types")

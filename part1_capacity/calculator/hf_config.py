@@ -9,7 +9,7 @@ class's defaults and derived fields (``layer_types`` from ``sliding_window_patte
 code. ``attribute_map`` aliases (GPT-2's ``n_layer``) are written under both names.
 
 ``transformers`` is imported only when a function here is called; ``torch`` only by ``meta_parameters``.
-Nothing is downloaded (``HF_HUB_OFFLINE`` is set before the import).
+Nothing is downloaded (``for_model`` and ``from_config`` build from the fields given; the Hub is ``hub.py``'s).
 """
 from __future__ import annotations
 
@@ -17,9 +17,7 @@ from part1_capacity.calculator.errors import InputError
 
 
 def _transformers():
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")          # nothing is downloaded, ever
+    # nothing here downloads: AutoConfig.for_model and from_config build from the fields given
     import transformers
 
     transformers.logging.set_verbosity_error()            # a config's harmless notices are not our output
@@ -86,11 +84,27 @@ def class_defaults(model_type: str) -> dict:
     """The defaults of ``model_type``'s config class alone (no file): what a stored table for a Python without
     ``transformers`` (the browser) holds. Derived fields are those of the class's default size."""
     cfg = _transformers().AutoConfig.for_model(model_type)
-    out = _as_dict(cfg)
+    out = _undrived(cfg, _as_dict(cfg))
     text = cfg.get_text_config()
     if text is not cfg:
-        out["text_config"] = _as_dict(text)
+        out["text_config"] = _undrived(text, _as_dict(text))
     return out
+
+
+# sizes a class derives from other sizes when left out (Llama's head_dim = hidden_size / heads): a default
+# instance's value would be that of the default size, so the class's own default (None) is kept instead
+_DERIVED = ("head_dim", "num_key_value_heads")
+
+
+def _undrived(cfg, d: dict) -> dict:
+    import dataclasses
+
+    if dataclasses.is_dataclass(type(cfg)):
+        defaults = {f.name: f.default for f in dataclasses.fields(type(cfg))}
+        for k in _DERIVED:
+            if k in defaults and defaults[k] is None:
+                d[k] = None
+    return d
 
 
 def meta_parameters(config: dict, where: str = "config.json") -> list[tuple[str, tuple[int, ...]]]:
@@ -115,3 +129,22 @@ def meta_parameters(config: dict, where: str = "config.json") -> list[tuple[str,
         msg = (str(first).strip().splitlines() or [type(first).__name__])[0][:200]
         raise InputError(f"{where}: transformers cannot build this model: {msg}") from None
     return [(n, tuple(p.shape)) for n, p in model.named_parameters()]
+
+
+def version() -> str:
+    return _transformers().__version__
+
+
+def architectures_of(model_type: str) -> list[str]:
+    """The causal-LM class names ``transformers`` maps to ``model_type`` (what a config's ``architectures`` names)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    cls = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
+    return [] if cls is None else ([cls] if isinstance(cls, str) else list(cls))
+
+
+def known_types() -> list[str]:
+    """Every model_type ``transformers`` has a config class for."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return sorted(CONFIG_MAPPING_NAMES)

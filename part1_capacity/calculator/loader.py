@@ -1,5 +1,6 @@
 """``load_model(name_or_path)``: a model profile from whatever the user names — a bundled id, a config.json, a
-Hugging Face model folder (config.json + safetensors: exact weight bytes from their headers) or a GGUF file.
+Hugging Face model folder (config.json + safetensors: exact weight bytes from their headers), a GGUF file, or a
+Hub repository id (``org/name``, ``org/name@revision``, ``org/name/file.gguf``: ``hub.py``, read over HTTP).
 
 The one entry point the CLI, the plan and the site use. A bundled id needs only ``profiles`` (no transformers, no
 llama_cpp, no safetensors or gguf); a path goes through ``configs``/``checkpoints``, imported only then.
@@ -24,6 +25,10 @@ def load_model(name_or_path) -> ModelProfile:
         # filesystem is asked, so the message is ours and one short line
         raise InputError(f"model: {show(s)} is not a model id or a path (at most {MAX_NAME} characters, "
                          f"255 per file name)")
+    from part1_capacity.calculator import hub       # the Hub's rule for ids: no third-party import
+
+    if "/" in s and hub.looks_like_repo(s):
+        return hub.profile_from_hub(s)
     if s.lower().endswith(".gguf"):
         from part1_capacity.calculator.checkpoints import profile_from_gguf
 

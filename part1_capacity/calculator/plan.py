@@ -34,7 +34,7 @@ class Workload:
     batch: int = 1
     weights_dtype: str | None = None      # None: the model's native precision
     kv_dtype: str = "bf16"
-    state_dtype: str | None = None        # recurrent state; None: the model's own (SSM.state_dtype), else kv_dtype
+    state_dtype: str | None = None        # recurrent state; None: what the engine keeps (engine_rules.default_state_dtype)
     usable_fraction: float = DEFAULT_USABLE_FRACTION
     overhead_bytes: float = DEFAULT_OVERHEAD_BYTES
     prompt: int | None = None             # prefill length; None: the whole context
@@ -70,8 +70,8 @@ class Workload:
         engine_rules.check_engine(self.engine)
         self.weights_dtype = get_dtype(self.weights_dtype or model.native_dtype, "weights_dtype").name
         self.kv_dtype = get_dtype(self.kv_dtype, "kv_dtype", KV_DTYPES).name
-        # Servers keep some hybrids' state wider than the KV cache (vLLM: Nemotron-H SSM state in float32).
-        default_state = (model.ssm.state_dtype if model.ssm else "") or self.kv_dtype
+        # The recurrent state stays in the dtype the engine keeps it in, whatever --kv-dtype says
+        default_state = engine_rules.default_state_dtype(model, self.engine) if model.ssm else self.kv_dtype
         self.state_dtype = get_dtype(self.state_dtype or default_state, "state_dtype", KV_DTYPES).name
         return self
 

@@ -71,6 +71,15 @@ class ModelProfile:
         return self.kv_lora_rank > 0
 
     @property
+    def compute_dtype(self) -> str:
+        """The dtype the model computes in (activations, and what engines size "auto" caches and state by): the
+        checkpoint's torch_dtype, else its native precision when that is a float type, else bf16 (an FP8 or
+        4-bit checkpoint computes in bf16)."""
+        if self.model_dtype:
+            return self.model_dtype
+        return self.native_dtype if self.native_dtype in ("fp32", "bf16", "fp16") else "bf16"
+
+    @property
     def is_moe(self) -> bool:
         return self.params_active < self.params_total
 

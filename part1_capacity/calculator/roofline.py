@@ -14,9 +14,9 @@ point (peak FLOP/s ÷ bandwidth), compute-bound above it; its time is at least `
   ``2 × n_heads × (qk_nope_head_dim + qk_rope_head_dim) + 2 × n_heads × v_head_dim`` (the decompression itself
   is a weight matmul, counted with the parameters). Window layers attend to at most ``window`` tokens;
   recurrent layers cost ``2 × state`` per token;
-- bytes: the weights read once per pass (MoE: the experts any token of the pass routes to — expected fraction
-  ``1 − (1 − active/total)^tokens``, an independence approximation), plus the cache read (decode) or written
-  (prefill).
+- bytes: the weights read once per pass (MoE: the dense part in full and the routed experts any token of the
+  pass routes to — expected share ``1 − (1 − k/E)^tokens``, an independence approximation), plus the cache read
+  (decode) or written (prefill).
 
 Prefill is one prompt of ``T`` tokens processed at once; decode is one step of ``batch`` sequences each holding
 ``T`` tokens. Scalar arithmetic in plain Python (no numpy: the page's Python runs it too). Units: FLOPs, bytes,
@@ -70,9 +70,21 @@ def _causal_pairs(T, window=None):
 
 
 def weights_read_fraction(p: ModelProfile, tokens):
-    """Expected fraction of the weights one pass over ``tokens`` tokens reads (1 for a dense model)."""
-    r = p.params_active / p.params_total
-    return 1.0 - (1.0 - r) ** float(tokens)
+    """Expected fraction of the weights one pass over ``tokens`` tokens reads (1 for a dense model).
+
+    The dense part (attention, embeddings, shared experts, dense-first layers, routers) is read in full; each
+    routed expert is read when any of the pass's tokens routes to it, with probability ``1 − (1 − k/E)^n`` for
+    ``k`` of ``E`` experts per token and ``n`` tokens (independent routing): bytes = dense + routed × that share.
+    ``k/E`` is the routed parameters a token uses over all routed parameters,
+    ``(params_active − dense) / params_routed``. A profile that does not give its routed parameters falls back
+    to the whole model read at the active share."""
+    n = float(tokens)
+    if p.params_routed <= 0 or p.params_active >= p.params_total:
+        r = p.params_active / p.params_total
+        return 1.0 - (1.0 - r) ** n
+    dense = p.params_total - p.params_routed
+    used = min(max((p.params_active - dense) / p.params_routed, 0.0), 1.0)      # k / E
+    return (dense + p.params_routed * (1.0 - (1.0 - used) ** n)) / p.params_total
 
 
 def prefill_flops(p: ModelProfile, T):

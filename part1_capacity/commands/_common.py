@@ -51,6 +51,21 @@ def non_negative(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
 
 
+def add_revision_flag(p: argparse.ArgumentParser):
+    p.add_argument("--revision", default=None, metavar="REV",
+                   help="with a Hub repository id as --model: the branch, tag or commit to read (default main)")
+
+
+def model_name(a, attr: str = "model"):
+    """--model with --revision folded in (``org/name@rev``: what the loader reads)."""
+    name, rev = getattr(a, attr), getattr(a, "revision", None)
+    if rev is None or name is None:
+        return name
+    if "/" not in str(name) or "@" in str(name):
+        raise InputError(f"--revision: only with a Hub repository id as --model (org/name), got {name!r}")
+    return f"{name}@{rev}"
+
+
 def add_workload_flags(p: argparse.ArgumentParser, context_default=None, batch_default=1, dtype_flags=True,
                        grid=False):
     """The workload flags; ``grid=True`` leaves out --context/--batch (a sweep takes lists instead)."""
@@ -62,7 +77,8 @@ def add_workload_flags(p: argparse.ArgumentParser, context_default=None, batch_d
         p.add_argument("--weights-dtype", default=None,
                        help="fp32 bf16 fp16 fp8 int8 int4 mxfp4 q8_0 q5_0 q4_k_m (default: the model's native)")
         p.add_argument("--kv-dtype", default="bf16", help="fp32 bf16 fp16 fp8 int8 q8_0 (default bf16)")
-        p.add_argument("--state-dtype", default=None, help="recurrent-state dtype of SSM hybrids (default: kv)")
+        p.add_argument("--state-dtype", default=None, help="recurrent-state dtype of SSM hybrids (default: what the engine keeps — the checkpoint's "
+                                "dtype for it, else the model dtype; llama.cpp f32 — never the KV dtype)")
     p.add_argument("--usable-fraction", type=fraction, default=DEFAULT_USABLE_FRACTION,
                    help=f"share of accelerator memory the engine may use (default {DEFAULT_USABLE_FRACTION})")
     p.add_argument("--overhead-gib", type=non_negative, default=DEFAULT_OVERHEAD_BYTES / GIB,

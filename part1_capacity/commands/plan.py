@@ -3,7 +3,8 @@ from __future__ import annotations
 
 
 from part1_capacity.calculator import validate
-from part1_capacity.commands._common import add_workload_flags, positive_int, workload_from_args
+from part1_capacity.commands._common import (add_revision_flag, add_workload_flags, model_name, positive_int,
+                                             workload_from_args)
 from part1_capacity.calculator import emit, engine_rules
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time, table
@@ -12,7 +13,9 @@ from part1_capacity.calculator.plan import Plan, for_plan, make_plan
 
 def register(sub):
     p = sub.add_parser("plan", help="memory, accelerators and bottleneck for one model × accelerator × workload")
-    p.add_argument("--model", required=True, help="bundled model id (see `capacity list models`) or a config.json")
+    p.add_argument("--model", required=True, help="bundled model id (see `capacity list models`), a config.json, a "
+                                                    "model folder, a .gguf file or a Hub repository id (org/name)")
+    add_revision_flag(p)
     p.add_argument("--accelerator", required=True, help="bundled accelerator id or an accelerator JSON file")
     add_workload_flags(p)
     p.add_argument("--tensor-parallel", type=positive_int, default=None, metavar="N",
@@ -42,7 +45,7 @@ def run(a) -> int:
         # vLLM's flag: silently ignored under another engine, it would let a reader believe the plan used it
         raise InputError(f"--disable-hybrid-kv-cache-manager: a vLLM flag, only with --engine vllm "
                          f"(got --engine {a.engine})")
-    plan = make_plan(a.model, a.accelerator, workload_from_args(a))
+    plan = make_plan(model_name(a), a.accelerator, workload_from_args(a))
     alloc = for_plan(plan, a.engine, not a.disable_hybrid_kv_cache_manager)
     if a.emit and a.json:       # the plan and the command together, for a script
         print(validate.dumps_json({**plan.to_dict(), **alloc.to_fields(),

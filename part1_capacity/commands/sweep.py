@@ -7,7 +7,8 @@ import argparse
 import numpy as np
 
 from part1_capacity.calculator import validate
-from part1_capacity.commands._common import add_workload_flags, positive_int, workload_from_args
+from part1_capacity.commands._common import (add_revision_flag, add_workload_flags, model_name, positive_int,
+                                             workload_from_args)
 from part1_capacity.calculator.fmt import fmt_k, table
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.loader import load_model
@@ -27,6 +28,7 @@ def _int_list(text: str) -> list[int]:
 def register(sub):
     p = sub.add_parser("sweep", help="a context × batch grid: accelerators needed and added by KV (heatmaps)")
     p.add_argument("--model", required=True)
+    add_revision_flag(p)
     p.add_argument("--accelerator", required=True)
     p.add_argument("--contexts", type=_int_list, default=None,
                    help="comma-separated contexts (default: powers of two from 1K to the model's maximum)")
@@ -38,7 +40,7 @@ def register(sub):
 
 
 def run(a) -> int:
-    model = load_model(a.model)
+    model = load_model(model_name(a))
     contexts = a.contexts or pow2_grid(min(1024, model.max_context), model.max_context).tolist()
     batches = a.batches or pow2_grid(1, 256).tolist()
     if max(contexts) > model.max_context:

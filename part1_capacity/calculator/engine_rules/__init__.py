@@ -24,6 +24,15 @@ LLAMA_CPP_KV = ("fp32", "fp16", "bf16", "q8_0")       # ggml cache types the cal
 VLLM_KV = ("fp16", "bf16", "fp8", "fp32")              # --kv-cache-dtype auto (model dtype) or fp8
 
 
+def default_state_dtype(profile, engine: str) -> str:
+    """The dtype an engine keeps a hybrid's recurrent state in when not told otherwise — never the K/V cache's
+    dtype: llama.cpp keeps it in f32 (src/llama-model.cpp, create_memory: the recurrent memory's r and s types are
+    GGML_TYPE_F32); vLLM in the checkpoint's mamba_ssm_cache_dtype or the model dtype (``vllm.py``,
+    ``default_ssm_state_dtype``). The textbook law follows vLLM."""
+    check_engine(engine)
+    return "fp32" if engine == "llama.cpp" else vllm.default_ssm_state_dtype(profile)
+
+
 @dataclass
 class EngineAllocation:
     engine: str

@@ -164,7 +164,7 @@ def default_ssm_state_dtype(profile) -> str:
     ``mamba_ssm_cache_dtype`` or the family's default — float32 for Nemotron-H
     (vllm/model_executor/models/config.py, NemotronHForCausalLMConfig) — recorded as ``SSM.state_dtype``; else
     the model dtype (mamba_utils.py ``_mamba_state_dtype``: "auto" follows the conv state, the model dtype)."""
-    return profile.ssm.state_dtype or profile.native_dtype
+    return profile.ssm.state_dtype or profile.compute_dtype
 
 
 def mamba_ssm_cache_dtype_args(profile, state_dtype: str) -> list[str]:

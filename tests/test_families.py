@@ -1,0 +1,290 @@
+"""Families read by structure: the cache of each published config worked by hand under lesson 03's laws, the pure
+reader against the transformers-backed one, the pure parameter count against transformers' meta-device build, and
+the two corrections (MoE decode bytes, the recurrent state's default dtype) against their old values.
+
+The configs are the published files (tests/data/configs/README.md names each repository and the copy read):
+``mixtral-8x7b`` mistralai/Mixtral-8x7B-v0.1, ``qwen3-235b-a22b`` Qwen/Qwen3-235B-A22B, ``qwen3-coder-480b-a35b``
+Qwen/Qwen3-Coder-480B-A35B-Instruct, ``qwen3-vl-30b-a3b`` Qwen/Qwen3-VL-30B-A3B-Instruct, ``qwen3.5-35b-a3b``
+Qwen/Qwen3.5-35B-A3B, ``llama-4-scout`` meta-llama/Llama-4-Scout-17B-16E-Instruct, ``kimi-k2``
+moonshotai/Kimi-K2-Instruct, ``deepseek-v3.2`` deepseek-ai/DeepSeek-V3.2 (all as vendored by NVIDIA's aiconfigurator,
+``aic-core/src/aiconfigurator_core/model_configs/<org>--<name>_config.json``), ``minimax-m1`` MiniMaxAI/MiniMax-M1
+(the config.json of a dump of that repository's files).
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from part0_foundations.l03_kv_cache import laws
+from part1_capacity.calculator import configs, hf_config, roofline
+from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.plan import Workload, make_plan
+from part1_capacity.cli import main
+
+CONFIGS = Path(__file__).resolve().parent / "data" / "configs"
+
+
+def path(name):
+    return str(CONFIGS / name / "config.json")
+
+
+def cfg(name):
+    return json.loads((CONFIGS / name / "config.json").read_text())
+
+
+# --- attention cache per sequence, to the byte, worked by hand -------------------------------------------------
+# (config, T, bytes per element) → bytes of one sequence's attention cache
+HAND = [
+    # Mixtral-8x7B: 32 layers × 8 K/V heads × 128 × 2 (K and V) × 2 bytes = 131,072 per token
+    ("mixtral-8x7b", 32768, 2, 32768 * 131_072),
+    # Qwen3-235B-A22B: 94 × 4 × 128 × 2 × 2 = 192,512 per token
+    ("qwen3-235b-a22b", 40960, 2, 40960 * 192_512),
+    # Qwen3-Coder-480B: 62 × 8 × 128 × 2 × 2 = 253,952 per token
+    ("qwen3-coder-480b-a35b", 100_000, 2, 100_000 * 253_952),
+    # Qwen3-VL-30B-A3B (text_config): 48 × 4 × 128 × 2 × 2 = 98,304 per token
+    ("qwen3-vl-30b-a3b", 8192, 2, 8192 * 98_304),
+    # Llama 4 Scout, chunked attention: 48 layers, every 4th global (NoPE): 12 global hold T, 36 chunked hold
+    # min(T, 8192); per layer per token 8 × 128 × 2 × 2 = 4,096 bytes
+    ("llama-4-scout", 4096, 2, 4096 * 48 * 4096),
+    ("llama-4-scout", 100_000, 2, 4096 * (12 * 100_000 + 36 * 8192)),
+    # DeepSeek-V3.2: MLA latent 512 + RoPE key 64 + indexer key 128 per layer per token, 61 layers, no factor 2
+    ("deepseek-v3.2", 1000, 2, 1000 * 61 * (512 + 64 + 128) * 2),
+    # Kimi-K2: MLA, 61 × (512 + 64) × 2 = 70,272 per token (fp8: half)
+    ("kimi-k2", 131072, 1, 131072 * 61 * 576),
+    # Qwen3.5-35B-A3B: 10 of 40 layers full attention (every 4th), 2 K/V heads × 256 × 2 × 2 = 2,048 each
+    ("qwen3.5-35b-a3b", 262144, 2, 262144 * 10 * 2048),
+    # MiniMax-M1: 10 of 80 layers softmax attention (attn_type_list 1), 8 × 128 × 2 × 2 = 4,096 each
+    ("minimax-m1", 1_000_000, 2, 1_000_000 * 10 * 4096),
+]
+
+
+@pytest.mark.parametrize("name, T, b, expected", HAND)
+def test_attention_cache_per_sequence_to_the_byte(name, T, b, expected):
+    assert load_model(path(name)).attention_cache_bytes(T, b) == expected
+
+
+def test_chunked_layers_hold_the_current_chunk_and_reserve_a_whole_one():
+    # 10,000 tokens with chunks of 8,192: the second chunk holds 1,808; room for 8,192 is kept
+    assert laws.chunk_tokens(10_000, 8192) == 1808
+    assert laws.chunk_tokens(8192, 8192) == 8192 and laws.chunk_tokens(8193, 8192) == 1
+    assert laws.chunk_room_tokens(10_000, 8192) == 8192 and laws.chunk_room_tokens(100, 8192) == 100
+    m = load_model(path("llama-4-scout"))
+    assert (m.structure, m.window_kind, m.n_full_layers, m.n_window_layers, m.window) == (
+        "chunked_attention", "chunked", 12, 36, 8192)
+
+
+# --- recurrent state, in the dtype the engines keep it ---------------------------------------------------------
+def test_recurrent_state_by_structure_and_dtype():
+    # MiniMax-M1 lightning attention: 70 layers × 64 heads × 128 × 128 (a key-value matrix per head), kept in the
+    # model dtype (bf16) by vLLM
+    m = load_model(path("minimax-m1"))
+    assert (m.ssm.kind, m.ssm.n_layers) == ("lightning", 70)
+    assert m.state_bytes(2) == 70 * 64 * 128 * 128 * 2
+    # Qwen3.5-35B-A3B gated DeltaNet: 30 layers × (conv 3 × (2 × 16 × 128 + 32 × 128) + 32 × 128 × 128); the
+    # checkpoint asks for a float32 state ("mamba_ssm_dtype": "float32")
+    q = load_model(path("qwen3.5-35b-a3b"))
+    assert q.ssm.state_elements * q.ssm.n_layers == 30 * (3 * (2 * 16 * 128 + 32 * 128) + 32 * 128 * 128)
+    assert q.ssm.state_dtype == "fp32"
+    plan = make_plan(path("qwen3.5-35b-a3b"), "h100", context=4096, kv_dtype="fp8")
+    assert plan.state_bytes_per_sequence == 30 * 548_864 * 4
+
+
+def test_the_state_dtype_never_follows_the_kv_dtype(capsys):
+    """Granite-4.0-H-Small: 36 Mamba-2 layers × (conv 3 × (128 × 64 + 2 × 128) + SSM 128 × 64 × 128) = 38,661,120
+    elements. With --kv-dtype fp8 the state stays in the model dtype (bf16) for vLLM and the law: 77,322,240
+    bytes (the old default followed the KV dtype: 38,661,120), and in f32 for llama.cpp."""
+    elements = 36 * (3 * (128 * 64 + 2 * 128) + 128 * 64 * 128)
+    assert elements == 38_661_120
+    for engine, width in (("law", 2), ("vllm", 2), ("llama.cpp", 4)):
+        assert main(["plan", "--model", "granite-4.0-h-small", "--accelerator", "h100", "--context", "4096",
+                     "--kv-dtype", "fp8" if engine != "llama.cpp" else "q8_0", "--engine", engine, "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        assert d["state_bytes_per_sequence"] == elements * width, engine
+        assert d["state_bytes_per_sequence"] != elements * 1
+    # a dtype asked for explicitly still wins
+    p = make_plan("granite-4.0-h-small", "h100", context=4096, kv_dtype="fp8", state_dtype="fp8")
+    assert p.state_bytes_per_sequence == elements
+
+
+# --- the MoE decode bytes ---------------------------------------------------------------------------------------
+def test_moe_decode_reads_dense_weights_in_full_and_routed_experts_by_their_share():
+    """DeepSeek-V3 (bundled: 671B total, 37B active, routed 58 × 256 × 3 × 7168 × 2048 = 653,908,770,816):
+    dense = 17,091,229,184; a token uses (37e9 − dense) / routed = 0.030446 of the routed experts. Two tokens:
+    (dense + routed × (1 − (1 − 0.030446)²)) / 671e9 = 0.08391; the old law read the whole model at the active share,
+    1 − (1 − 37/671)² = 0.10724 (27.8 % more)."""
+    m = load_model("deepseek-v3")
+    assert m.params_routed == 653_908_770_816
+    share = (37e9 - 17_091_229_184) / 653_908_770_816
+    assert share == pytest.approx(0.030446, abs=1e-6)
+    two = (17_091_229_184 + 653_908_770_816 * (1 - (1 - share) ** 2)) / 671e9
+    assert two == pytest.approx(0.08391, abs=1e-5)
+    assert float(roofline.weights_read_fraction(m, 2)) == pytest.approx(two, rel=1e-12)
+    old = 1 - (1 - 37 / 671) ** 2
+    assert old == pytest.approx(0.10724, abs=1e-5)
+    assert float(roofline.weights_read_fraction(m, 2)) < old / 1.25
+    # one token reads exactly the active parameters; a dense model always reads everything
+    assert float(roofline.weights_read_fraction(m, 1)) * 671e9 == pytest.approx(37e9, rel=1e-12)
+    assert float(roofline.weights_read_fraction(load_model("llama-3.1-8b"), 32)) == 1.0
+
+
+def test_a_plan_decode_step_uses_the_corrected_bytes():
+    plan = make_plan("deepseek-v3", "h200", context=4096, batch=2)
+    step = plan.decode_split
+    assert step is not None
+    frac = float(roofline.weights_read_fraction(plan.model, 2))
+    assert frac < 1 - (1 - 37 / 671) ** 2
+
+
+# --- the seam: pure reader and count against the transformers-backed ones ------------------------------------------
+ALL = sorted(p.parent.name for p in CONFIGS.glob("*/config.json"))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_pure_reader_with_class_defaults_agrees_with_transformers(name):
+    """profile_from_fields with only the model type's class defaults (what a Python without transformers holds)
+    gives the same cache as the file resolved by transformers."""
+    d = cfg(name)
+    mt = hf_config.known_model_type(d)
+    resolved = hf_config.defaults_for(d) if mt else {}
+    table = hf_config.class_defaults(mt) if mt else {}
+    params = [("p", (1,))]
+    a = configs.profile_from_fields(d, resolved, parameters=params)
+    b = configs.profile_from_fields(d, table, parameters=params)
+    for T in (1, 5000, 200_000):
+        assert a.cache_bytes(T, 2) == b.cache_bytes(T, 2), T
+    assert (a.structure, a.n_full_layers, a.n_window_layers, a.window) == (
+        b.structure, b.n_full_layers, b.n_window_layers, b.window)
+
+
+# the pure count equals transformers' meta-device build (text model) for these structures
+EXACT = ["deepseek-r1", "deepseek-v2.5", "deepseek-v3.2", "jamba-1.5-mini", "kimi-k2", "llama-3.1-70b",
+         "llama-4-scout", "mistral-7b-v0.1", "mistral-nemo-12b", "mixtral-8x7b", "qwen3-235b-a22b", "qwen3-8b",
+         "qwen3-coder-480b-a35b"]
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_pure_parameter_count_equals_the_meta_device_count(name):
+    d = cfg(name)
+    pure = sum(configs._numel(s) for _, s in configs.count_parameters(d, hf_config.defaults_for(d)))
+    meta = sum(configs._numel(s) for n, s in hf_config.meta_parameters(d) if not configs._MULTIMODAL.search(n))
+    assert pure == meta
+
+
+def test_the_pure_layer_imports_nothing_heavy():
+    code = ("import json, sys; from part1_capacity.calculator import configs; "
+            f"d = json.load(open({path('mixtral-8x7b')!r})); "
+            "p = configs.profile_from_fields(d, {}); "
+            "assert p.params_total == 46_702_792_704, p.params_total; "
+            "heavy = [m for m in ('transformers', 'torch', 'numpy') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-800:]
+
+
+# --- parameters within 1 % of the model cards, vision towers counted in the total only ---------------------------
+@pytest.mark.parametrize("name, total, active", [
+    ("minimax-m1", 456e9, None),              # model card: 456B total
+    ("mixtral-8x7b", 46.7e9, 12.9e9),         # 46.7B total, 12.9B active
+    ("llama-4-scout", 109e9, None),           # 109B total with the vision encoder ("17B active" is rounded)
+])
+def test_parameters_within_one_percent_of_the_card(name, total, active):
+    m = load_model(path(name))
+    assert m.params_total == pytest.approx(total, rel=0.01)
+    if active:
+        assert m.params_active == pytest.approx(active, rel=0.01)
+
+
+def test_a_vision_tower_counts_in_the_total_not_in_the_active_parameters():
+    m = load_model(path("llama-4-scout"))
+    text = sum(configs._numel(s) for _, s in configs.count_parameters(cfg("llama-4-scout"),
+                                                                      hf_config.defaults_for(cfg("llama-4-scout"))))
+    assert m.params_total > text                     # the vision encoder is loaded
+    routed_unused = m.params_routed * (1 - 1 / 16)   # 1 of 16 experts per token
+    assert m.params_active == pytest.approx(text - routed_unused, rel=1e-9)
+
+
+# --- refusals name the structure ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("change, fragment", [
+    ({"layer_types": ["full_attention"] * 31 + ["cross_attention"]},
+     "layer type 'cross_attention' is a layer the calculator does not model"),
+    ({"global_head_dim": 256}, "K/V head dims that differ by layer type ('global_head_dim'): not modelled"),
+    ({"num_kv_shared_layers": 40}, "num_kv_shared_layers (40) must be fewer than the layers (32)"),
+])
+def test_refusals_name_what_is_not_modelled(tmp_path, change, fragment):
+    d = {**cfg("mixtral-8x7b"), **change}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(InputError) as e:
+        load_model(str(p))
+    assert fragment in str(e.value)
+
+
+def test_layers_that_reuse_k_v_cache_nothing(tmp_path):
+    """Gemma 3n's num_kv_shared_layers: the last layers reuse an earlier layer's K/V (no cache of their own).
+    Mixtral with the last 8 of 32 layers sharing: 24 layers × 131,072 / 32 bytes per token."""
+    d = {**cfg("mixtral-8x7b"), "num_kv_shared_layers": 8}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    assert load_model(str(p)).kv_bytes_per_token(2) == 24 * 8 * 128 * 2 * 2
+
+
+def test_a_config_that_leaves_out_its_shape_is_refused(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({"model_type": "llama"}))
+    with pytest.raises(InputError, match="missing field 'num_hidden_layers'"):
+        load_model(str(p))
+
+
+def test_a_model_type_transformers_lacks_plans_from_the_fields_it_states(tmp_path):
+    """Kimi-K2 names its own code (model_type kimi_k2) but the DeepseekV3ForCausalLM class: read through that
+    class. MiniMax-M1 names neither a type nor a class transformers has: read from its own fields, and said so."""
+    assert hf_config.known_model_type(cfg("kimi-k2")) == "deepseek_v3"
+    m = load_model(path("minimax-m1"))
+    assert "read from its own fields" in m.source
+    # a config with no known type or class still needs its shape
+    d = {k: v for k, v in cfg("minimax-m1").items() if k != "hidden_size"}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(InputError, match="missing field 'hidden_size'"):
+        load_model(str(p))
+
+
+# --- the pure path the CLI takes for counted types, against the transformers path --------------------------------
+def test_the_stored_defaults_are_transformers_own():
+    """data/config_defaults.json holds each counted type's class defaults as the pinned transformers gives them
+    (regenerate with `python -m part1_capacity.calculator.configs` after changing the pin)."""
+    table = configs.stored_defaults()
+    assert table["transformers"] == hf_config.version()
+    assert set(table["model_types"]) == set(configs.COUNTED)
+    for mt in configs.COUNTED:
+        assert table["model_types"][mt] == json.loads(json.dumps(hf_config.class_defaults(mt), default=str)), mt
+
+
+STORED = [n for n in ALL if configs.stored_type(cfg(n))]
+
+
+def test_every_counted_type_has_a_published_config_counted_exactly():
+    types = {configs.stored_type(cfg(n)) for n in STORED}
+    assert types == set(configs.COUNTED)
+    assert set(STORED) <= set(EXACT)
+
+
+@pytest.mark.parametrize("name", STORED)
+def test_the_pure_path_plans_exactly_as_the_transformers_path(name):
+    d = cfg(name)
+    pure = configs.profile_from_config(d, "config.json", model_id=name)          # stored defaults, pure count
+    full = configs.profile_from_fields(d, hf_config.defaults_for(d), "config.json", name,
+                                       hf_config.meta_parameters(d))
+    assert pure == full
+
+
+def test_a_counted_config_plans_without_transformers_or_torch():
+    code = ("import sys; from part1_capacity.cli import main; "
+            f"assert main(['plan', '--model', {path('mixtral-8x7b')!r}, '--accelerator', 'h100', '--context', '4096', "
+            "'--json']) == 0; "
+            "heavy = [m for m in ('transformers', 'torch') if m in sys.modules]; assert not heavy, heavy")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-800:]
