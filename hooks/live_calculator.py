@@ -7,12 +7,8 @@
   roofline, weights, ...) and their data files. Found by importing it, so a module added to the light path comes
   along by itself; there is no second copy of any of them in git, and nothing is fetched from elsewhere at
   read time.
-- The defaults ``transformers`` gives each causal-LM model type, for a pasted config.json, into
-  assets/calculator/defaults.json (``browser.defaults_table``): generated here from ``transformers`` itself, the
-  one source the CLI reads too.
 """
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -38,7 +34,7 @@ browser.choices()
 browser.plan("llama-3.1-8b", "h100", "8K", 4)
 browser.plan("", "h100", 8192, 4, config=json.dumps({"model_type": "llama", "num_hidden_layers": 2,
              "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 64, "max_position_embeddings": 8192,
-             "vocab_size": 100, "intermediate_size": 128}), table={"model_types": {"llama": {}}, "architectures": {}})
+             "vocab_size": 100, "intermediate_size": 128}))
 assert "numpy" not in sys.modules, "the page's Python imported numpy"
 names = sys.argv[2].split(",")
 print(json.dumps(sorted(m.__file__ for n, m in list(sys.modules.items())
@@ -63,32 +59,6 @@ def light_path_files() -> dict[str, str]:
     return files
 
 
-_DEFAULTS = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from part1_capacity.calculator import browser, hf_config
-hf_config._transformers()
-from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as LM,
-                                                    MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES as VLM)
-architectures = {}
-for mapping in (LM, VLM):
-    for mt, cls in mapping.items():
-        for c in cls if isinstance(cls, (list, tuple)) else [cls]:
-            architectures.setdefault(c, mt)
-print(json.dumps(browser.defaults_table(sorted(set(LM) | set(VLM)), hf_config.class_defaults, architectures),
-                 separators=(",", ":")))
-"""
-
-
-def defaults_table() -> str:
-    """The JSON of ``browser.defaults_table`` over transformers' causal (and image-text) language models."""
-    out = subprocess.run([sys.executable, "-c", _DEFAULTS, str(REPO)], cwd=REPO, capture_output=True, text=True,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    if out.returncode != 0:
-        raise PluginError("the defaults table for pasted configs: " + out.stderr.strip().splitlines()[-1])
-    return out.stdout
-
-
 def on_post_build(config, **kwargs):
     missing = [f for f in PYODIDE_FILES if not (PYODIDE / f).exists()]
     if missing:
@@ -100,4 +70,3 @@ def on_post_build(config, **kwargs):
         shutil.copy2(PYODIDE / f, site / "pyodide" / f)
     (site / "calculator").mkdir(parents=True, exist_ok=True)
     (site / "calculator" / "python.json").write_text(json.dumps(light_path_files()))
-    (site / "calculator" / "defaults.json").write_text(defaults_table())

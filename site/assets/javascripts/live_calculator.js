@@ -9,12 +9,11 @@
   const ASSETS = new URL("../", script.src);                 // the site's assets/ folder
   const PYODIDE = new URL("pyodide/", ASSETS).href;
   const BUNDLE = new URL("calculator/python.json", ASSETS).href;
-  const DEFAULTS = new URL("calculator/defaults.json", ASSETS).href;
   const BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
   const MIN_CONTEXT = 256;
 
   const $ = (id) => document.getElementById(id);
-  let py = null, choices = null, tableLoaded = null;
+  let py = null, choices = null;
   const fetched = new Map();       // url → {name, loaded, total}: what the status line shows while loading
 
   // --- loading, with what is fetched and how much ----------------------------------------------------------------
@@ -148,23 +147,13 @@
     set("lc-context-text", q.get("context"));
     set("lc-batch-text", q.get("batch"));
     if (q.get("config")) {
+      $("lc-config").closest("details").open = true;
       try { $("lc-config").value = JSON.stringify(JSON.parse(unb64url(q.get("config"))), null, 1); }
       catch (e) { $("lc-config").value = ""; }
     }
   }
 
   // --- a pasted or dropped config.json -----------------------------------------------------------------------------
-  async function loadTable() {          // transformers' defaults per model type: fetched on the first config
-    if (!tableLoaded) {
-      tableLoaded = (async () => {
-        const text = await (await fetch(DEFAULTS)).text();
-        py.FS.writeFile("/calculator/defaults.json", text);
-        py.runPython("_table = json.load(open('/calculator/defaults.json'))");
-      })();
-    }
-    return tableLoaded;
-  }
-
   async function readFiles(files) {
     for (const f of files) {
       const text = await f.text();
@@ -186,16 +175,15 @@
   async function run() {
     const args = inputs();
     $("lc-model").disabled = !!args.config;
-    if (args.config) await loadTable();
     syncSliders();
     writeAddress(args);
-    const call = "browser.plan(**json.loads(" + pyString(args) + ")" + (args.config ? ", table=_table" : "") + ")";
+    const call = "browser.plan(**json.loads(" + pyString(args) + "))";
     const res = JSON.parse(py.runPython(call));
     const out = $("lc-out");
     out.dataset.inputs = JSON.stringify(args);      // what the numbers are for (read by the site's test)
     if (res.error) {
       $("lc-error").textContent = res.error; $("lc-error").hidden = false; out.hidden = true;
-      $("lc-implication").textContent = ""; $("lc-notes").textContent = "";
+      $("lc-implication").textContent = "";
       out.dataset.plan = ""; out.dataset.error = res.error;
       return;
     }
@@ -209,7 +197,6 @@
       cell.dataset.value = v === null || v === undefined ? "" : typeof v === "object" ? JSON.stringify(v) : String(v);
     }
     $("lc-implication").textContent = res.text.implication;
-    $("lc-notes").textContent = res.notes.join("; ");
     out.dataset.plan = JSON.stringify(res.plan);    // the whole `capacity plan --json` (read by the site's test)
   }
 
