@@ -17,16 +17,19 @@ GGML_FLAGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGM
 # Tools spawned by nbgrader/jupyter (alembic, kernels) come from the venv without activating it.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup setup-core run test site notebooks llama llama-bench matmul-bench clean
+.PHONY: setup setup-core run test site notebooks doctor clean
 
-# Everything the tests need: the Python stack, Chromium, Pyodide for the calculator page, llama.cpp.
+# Everything the tests need: the Python stack, Chromium, bubblewrap, CJK fonts, Pyodide for the calculator page,
+# llama.cpp (compiled once per machine: see `llama`), matmul-bench.
+# (Again after the stamp: the cached build it links to may have been cleared since.)
 setup: $(STAMP)
+	@$(MAKE) --no-print-directory llama matmul-bench
 
 $(STAMP): $(CORE) requirements-llama.txt
-	$(MAKE) --no-print-directory browser
+	$(MAKE) --no-print-directory system-packages
 	$(MAKE) --no-print-directory pyodide
 	$(MAKE) --no-print-directory llama
-	$(MAKE) --no-print-directory matmul-bench || echo "warning: matmul-bench did not build; E2 uses the saved kernel constants"
+	$(MAKE) --no-print-directory matmul-bench
 	touch $@
 
 # The calculator alone: numpy at the version requirements.txt pins, and the package itself (seconds).
@@ -47,12 +50,20 @@ $(CORE): requirements.txt pyproject.toml
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
-# Debian's chromium for the site check (headless). Skipped when already on PATH.
-.PHONY: browser
-browser:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else echo "chromium is missing: install Debian's 'chromium' package (sudo apt-get install chromium)"; exit 1; fi; }
+# Debian packages the tests use, installed when missing: chromium (the site check, headless), bubblewrap (bwrap:
+# the grader's sandbox), fonts-noto-cjk (CJK text in the site's figures). As root through apt; otherwise it names
+# what to install. A package counts as there when its command is on PATH or dpkg lists it installed.
+SYSTEM_PACKAGES := chromium:chromium bubblewrap:bwrap fonts-noto-cjk:
+.PHONY: system-packages browser
+system-packages:
+	@missing=; for pc in $(SYSTEM_PACKAGES); do p=$${pc%%:*}; c=$${pc#*:}; \
+	  { [ -n "$$c" ] && command -v $$c >/dev/null 2>&1; } || \
+	  dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null | grep -qx installed || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "missing Debian packages:$$missing -- install them (sudo apt-get install$$missing)"; exit 1; fi; fi
+browser: system-packages
 
 # The calculator's answer first (it needs only numpy), then the rest of the stack and the site.
 run: $(LIGHT)
@@ -63,56 +74,112 @@ run: $(LIGHT)
 site: $(CORE) pyodide
 	$(BIN)/python tools/build_site.py
 
+# The slowest ten tests are listed at the end: the suite is kept under 5 minutes on 2 cores.
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=10
+
+# What is installed and what is not, and which commands need which (seconds; needs no .venv).
+doctor:
+	@$(or $(wildcard $(BIN)/python),$(PYTHON)) -m course.doctor
 
 # Regenerate solutions/ from the package source and exercises/ with real nbgrader.
 notebooks: $(CORE)
 	$(BIN)/python tools/make_notebooks.py
 
-# llama.cpp, built ONCE for both of its users: one CMake build of the source vendored in the pinned
-# llama-cpp-python sdist (PyPI), in a gitignored folder. pip builds and installs the Python package from that
-# unpacked source with its CMake build folder kept at build/llama.cpp (scikit-build-core's build-dir); llama-bench
-# (the E2 check) is then one more target of the same configured build, so nothing is compiled twice.
+# llama.cpp, compiled ONCE PER MACHINE, not per clone: one CMake build of the source vendored in the pinned
+# llama-cpp-python sdist (PyPI) serves the Python package, llama-bench and matmul-bench's libraries. It lives in a
+# cache outside the clone, one entry per key: the sdist's sha256, the CMake arguments and the C/C++ compilers'
+# versions (everything that changes the binaries). An entry holds the unpacked source (src/), the CMake build
+# folder (build/: scikit-build-core's build-dir, then llama-bench as one more target of it), the llama-cpp-python
+# wheel pip built from it (wheel/) and matmul-bench per version of its source (build/matmul-bench/<sha>/). A clone
+# links build/llama.cpp-src and build/llama.cpp to the entry and installs the wheel: a second clone compiles nothing.
+# Entries are built under a lock (two clones at once build it once); `make clean-llama-cache` removes the cache.
 # LLAVA_BUILD=OFF: the course uses no multimodal model (llama_cpp loads libmtmd only for those), and llama.cpp's
 # tools folder defines the same mtmd target. The UI and OpenSSL switches keep the build from downloading anything.
-# Another llama.cpp tool or test: `$(MAKE) llama-target TARGET=name` (tests need LLAMA_CMAKE=-DLLAMA_BUILD_TESTS=ON).
+# No llama-server: the emitted llama-server flags are checked against llama.cpp's own argument table
+# (common/arg.cpp, the table `llama-server --help` prints), read from the vendored source; the server itself would
+# add mtmd, cpp-httplib and the web UI (about 50k lines of C++) to the build.
+# Another llama.cpp tool or test: `$(MAKE) llama-target TARGET=name` (tests need LLAMA_CMAKE=-DLLAMA_BUILD_TESTS=ON);
+# it adds the target to the cached build, shared by every clone of this machine.
 # The libraries are shared ones, as llama_cpp loads them: $(LLAMA_BUILD)/bin/libggml*.so and libllama.so.
+LLAMA_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/inference-memory-course/llama
+export LLAMA_CACHE
+LLAMA_VERSION := $(shell sed -n 's/^llama-cpp-python==//p' requirements-llama.txt)
+LLAMA_SDIST := $(LLAMA_CACHE)/sdist/llama_cpp_python-$(LLAMA_VERSION).tar.gz
 LLAMA_SRC   := build/llama.cpp-src
 LLAMA_BUILD := build/llama.cpp
 LLAMA_DONE  := $(VENV)/.llama-done
 LLAMA_OFF   := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
                -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF
-llama: $(LLAMA_DONE)
-llama-bench: $(LLAMA_BUILD)/bin/llama-bench
+LLAMA_CMAKE_ARGS := $(GGML_FLAGS) $(LLAMA_OFF)
+# The entry of this clone's settings: prints its folder (the sdist must be in the cache first).
+LLAMA_KEY_SH = { echo "sdist sha256 $$(sha256sum $(LLAMA_SDIST) | cut -d' ' -f1)"; echo "cmake $(LLAMA_CMAKE_ARGS)"; \
+                 echo "cc $$($(CC) --version | head -1)"; echo "c++ $$($(CXX) --version | head -1)"; }
+LLAMA_ENTRY_SH = echo "$(LLAMA_CACHE)/$$($(LLAMA_KEY_SH) | sha256sum | cut -c1-16)"
+# How long the one compile takes, measured (README): said before it starts.
+LLAMA_BUILD_TIME := 8 min on 2 cores at load average 3, up to 40 min on a busy machine
 
+.PHONY: llama llama-bench llama-entry llama-sdist clean-llama-cache print-llama-cache
+llama-bench: llama
+
+# The stamp stays only while the cached build it links to is there (`make clean-llama-cache` removes it).
+llama:
+	@test -x $(LLAMA_BUILD)/bin/llama-bench || rm -f $(LLAMA_DONE)
+	@$(MAKE) --no-print-directory -s $(LLAMA_DONE)
+
+# A clone set up before the cache existed has its own build folder with both: it is kept rather than compiled again.
+# (Only the lines that call $(MAKE) run under `make -n`: the one that replaces build/ folders has none.)
+LLAMA_OWN_SH = { [ -d $(LLAMA_BUILD) ] && [ ! -L $(LLAMA_BUILD) ] && test -x $(LLAMA_BUILD)/bin/llama-bench \
+                 && $(BIN)/python -c "import llama_cpp" 2>/dev/null; }
 $(LLAMA_DONE): requirements-llama.txt $(CORE)
-	# A machine set up before this target existed already has both: keep them rather than compile again.
-	if $(BIN)/python -c "import llama_cpp" 2>/dev/null && test -x $(LLAMA_BUILD)/bin/llama-bench; then touch $@; exit 0; fi; \
-	$(MAKE) --no-print-directory llama-build
-	touch $@
+	@$(LLAMA_OWN_SH) || $(MAKE) --no-print-directory llama-sdist
+	@$(LLAMA_OWN_SH) || { entry=$$($(LLAMA_ENTRY_SH)) && mkdir -p $(LLAMA_CACHE) && \
+	  flock $$entry.lock $(MAKE) --no-print-directory llama-entry ENTRY=$$entry; }
+	@$(LLAMA_OWN_SH) || { \
+	  if [ -L build ]; then echo "build/ is a link to $$(readlink -f build), another clone's: not relinking its llama.cpp"; \
+	    exit 1; fi; \
+	  entry=$$($(LLAMA_ENTRY_SH)) && rm -rf $(LLAMA_BUILD) $(LLAMA_SRC) && mkdir -p build && \
+	  ln -s $$entry/build $(LLAMA_BUILD) && ln -s $$entry/src $(LLAMA_SRC) && \
+	  $(BIN)/pip install -q $$entry/wheel/llama_cpp_python-$(LLAMA_VERSION)-*.whl && \
+	  echo "llama.cpp: using the build in $$entry"; }
+	@touch $@
 
-.PHONY: llama-build
-llama-build:
-	rm -rf $(LLAMA_SRC) $(LLAMA_BUILD) && mkdir -p $(LLAMA_SRC)
-	$(BIN)/pip download -q --no-binary :all: --no-deps -d $(LLAMA_SRC) -r requirements-llama.txt
-	tar -xzf $(LLAMA_SRC)/llama_cpp_python-*.tar.gz -C $(LLAMA_SRC)
-	# The generator is fixed here (Ninja if on PATH): a build tool pip fetched for the build would be gone later.
-	CMAKE_GENERATOR="$$(command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")" \
-	CMAKE_ARGS="$(GGML_FLAGS) $(LLAMA_OFF)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/pip install -q \
-	  --config-settings=build-dir=$(CURDIR)/$(LLAMA_BUILD) $$(ls -d $(LLAMA_SRC)/llama_cpp_python-*/)
-	# llama-bench for the E2 check: without it E2 falls back to the Python-API method.
-	$(MAKE) --no-print-directory llama-bench || echo "warning: llama-bench did not build; E2 uses the Python-API method"
+# The pinned sdist, downloaded once into the cache (through a scratch folder: never a half-written file there).
+llama-sdist:
+	@test -f $(LLAMA_SDIST) || { tmp=$$(mktemp -d) && \
+	  $(BIN)/pip download -q --no-binary :all: --no-deps -d $$tmp -r requirements-llama.txt && \
+	  mkdir -p $(dir $(LLAMA_SDIST)) && mv $$tmp/$(notdir $(LLAMA_SDIST)) $(LLAMA_SDIST) && rm -rf $$tmp; }
 
-$(LLAMA_BUILD)/bin/llama-bench:
-	test -f $(LLAMA_BUILD)/CMakeCache.txt || $(MAKE) --no-print-directory llama-build
-	$(MAKE) --no-print-directory llama-target TARGET=llama-bench LLAMA_CMAKE=-DLLAMA_BUILD_TOOLS=ON
+# One cache entry, built when missing (run under its lock). `done` is written last: an entry without it is rebuilt.
+# The generator is fixed (Ninja if on PATH): a build tool pip fetched for the build would be gone later.
+llama-entry:
+	@test -f $(ENTRY)/done || { \
+	  echo "Compiling llama.cpp once for this machine (expected: $(LLAMA_BUILD_TIME)) into $(ENTRY)"; \
+	  rm -rf $(ENTRY) && mkdir -p $(ENTRY)/src && $(LLAMA_KEY_SH) > $(ENTRY)/key.txt && \
+	  tar -xzf $(LLAMA_SDIST) -C $(ENTRY)/src && \
+	  CMAKE_GENERATOR="$$(command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")" \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/pip wheel -q --no-deps \
+	    -w $(ENTRY)/wheel --config-settings=build-dir=$(ENTRY)/build $(ENTRY)/src/llama_cpp_python-$(LLAMA_VERSION) && \
+	  if { cmake -S $(ENTRY)/src/llama_cpp_python-$(LLAMA_VERSION) -B $(ENTRY)/build -Wno-dev -DLLAMA_BUILD_TOOLS=ON && \
+	       cmake --build $(ENTRY)/build --target llama-bench -j2; } > $(ENTRY)/llama-bench.log 2>&1; \
+	  then touch $(ENTRY)/done; \
+	  else tail -n 40 $(ENTRY)/llama-bench.log; echo "llama-bench did not build: $(ENTRY)/llama-bench.log"; false; fi; }
 
-# One more target of the same build (the libraries are already compiled: only the target's own files are).
+# One more target of the same (cached) build: only the target's own files are compiled. CMake is given the cache's
+# real paths, never this clone's links: the build folder must not name a clone that may be deleted.
 .PHONY: llama-target
-llama-target:
-	cmake -S $$(ls -d $(LLAMA_SRC)/llama_cpp_python-*/) -B $(LLAMA_BUILD) -Wno-dev $(LLAMA_CMAKE) >/dev/null
-	cmake --build $(LLAMA_BUILD) --target $(TARGET) -j2 >/dev/null
+llama-target: llama
+	@b=$$(readlink -f $(LLAMA_BUILD)) && log=$$b/target-$(TARGET).log && flock $$(dirname $$b).lock sh -c "\
+	  cmake -S $$(readlink -f $(LLAMA_SRC))/llama_cpp_python-$(LLAMA_VERSION) -B $$b -Wno-dev $(LLAMA_CMAKE) && \
+	  cmake --build $$b --target $(TARGET) -j2" > $$log 2>&1 || { tail -n 40 $$log; false; }
+
+# Every cached llama.cpp build of this machine, and this clone's links to it.
+clean-llama-cache:
+	rm -rf $(LLAMA_CACHE) $(MATMUL_BENCH) $(LLAMA_DONE)
+	for d in $(LLAMA_BUILD) $(LLAMA_SRC); do if [ -L $$d ]; then rm $$d; fi; done
+
+print-llama-cache:
+	@echo $(LLAMA_CACHE)
 
 # Pyodide (CPython compiled to WebAssembly), for the calculator page: the official `pyodide` package from the npm
 # registry (Python 3.14), sha512-pinned, unpacked into a gitignored folder; the site build copies it into the site
@@ -136,16 +203,18 @@ $(PYODIDE_DIR)/.done-$(PYODIDE_PKG):
 # matmul-bench: the speed model's kernel microbenchmark (part1_capacity/experiments/engine/matmul_bench.c, the project's own
 # code) linked against the ggml libraries of the one llama.cpp build above (the shared ones llama_cpp and
 # llama-bench load, same vendored source and flags), so it times exactly the kernels llama-bench runs.
-# (test-backend-ops cannot: it pins half the CPUs' threads and never uses the repacking buffer.) Seconds to build
-# once llama-bench is there. (A build from before the one-build set-up has static libraries: linked the same way.)
-MATMUL_BENCH := $(LLAMA_BUILD)/bin/matmul-bench
-matmul-bench: $(MATMUL_BENCH)
-
-$(MATMUL_BENCH): part1_capacity/experiments/engine/matmul_bench.c $(LLAMA_BUILD)/bin/llama-bench
-	$(CC) -O2 -std=gnu11 -I$$(ls -d $(LLAMA_SRC)/llama_cpp_python-*/vendor/llama.cpp)/ggml/include $< -o $@ \
-	  $$(if [ -e $(LLAMA_BUILD)/bin/libggml.so ]; then echo '-L$(LLAMA_BUILD)/bin -lggml -lggml-cpu -lggml-base -Wl,-rpath,$$ORIGIN'; \
-	     else echo '$(addprefix $(LLAMA_BUILD)/ggml/src/,libggml.a libggml-cpu.a libggml-base.a) -lstdc++ -fopenmp'; fi) \
-	  -lm -lpthread
+# (test-backend-ops cannot: it pins half the CPUs' threads and never uses the repacking buffer.) Seconds to build;
+# kept in the llama.cpp build folder (the cache's) per sha256 of its source, so clones with different versions of
+# it never share one; build/matmul-bench links to it.
+MATMUL_BENCH := build/matmul-bench
+.PHONY: matmul-bench
+matmul-bench: llama
+	@lib=$$(readlink -f $(LLAMA_BUILD)) && out=$$lib/matmul-bench/$$(sha256sum part1_capacity/experiments/engine/matmul_bench.c | cut -c1-16) && \
+	{ test -x $$out/matmul-bench || { mkdir -p $$out && \
+	  $(CC) -O2 -std=gnu11 -I$$(readlink -f $(LLAMA_SRC))/llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp/ggml/include \
+	    part1_capacity/experiments/engine/matmul_bench.c -o $$out/matmul-bench.$$$$ -L$$lib/bin \
+	    -lggml -lggml-cpu -lggml-base -Wl,-rpath,$$lib/bin -lm -lpthread && \
+	  mv $$out/matmul-bench.$$$$ $$out/matmul-bench; }; } && ln -sfn $$out/matmul-bench $(MATMUL_BENCH)
 
 clean:
 	rm -rf _build site/generated nbgrader_root

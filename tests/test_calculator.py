@@ -153,7 +153,7 @@ def test_heads_not_divisible_by_kv_heads_is_refused(tmp_path):
 
 def test_cli_is_a_real_console_script():
     r = subprocess.run([sys.executable, "-m", "part1_capacity.cli", "plan", "--model", "deepseek-v3",
-                        "--accelerator", "h201", "--context", "8"], capture_output=True, text=True)
+                        "--accelerator", "h2000", "--context", "8"], capture_output=True, text=True)
     assert r.returncode == 2 and "did you mean 'h200'" in r.stderr and "Traceback" not in r.stderr
 
 

@@ -152,3 +152,15 @@ def test_capacity_e1_structure_json_is_strict(monkeypatch):
     last = out.stderr.strip().splitlines()[-1]           # the lines before it are the progress bar
     assert last.startswith("capacity: error: output: 'structures[0].predicted.K[0]'"), out.stderr[-300:]
     assert "Traceback" not in out.stderr
+
+
+def test_every_structure_reports_its_other_buffers_beside_the_rules(ggufs):
+    # model (get_mapping_range) and output (output_reserve) buffers exact to the log's two decimals; the compute
+    # buffer (the largest live set of one micro-batch's graph) within 10 %
+    for spec, path in ggufs.values():
+        row = structures.check(path, spec.selector, CONTEXTS, N_SEQ)
+        for case in row["details"]:
+            b = case["buffers"]
+            assert b["model"]["within"] and b["output"]["within"], (spec.architecture, case["context"], b)
+            assert b["compute"]["reported"] and b["compute"]["within"], (spec.architecture, case["context"], b)
+        assert row["buffers_match"]

@@ -41,6 +41,9 @@ class Accelerator:
     status: str = "vendor"
     source: str = ""
     kernels: object = field(default=None, compare=False)   # Kernels (below): measured per-type kernel costs (hosts)
+    engine_memory_bytes: float = 0.0   # total memory as the runtime reports it to the engine (0: not recorded)
+    engine_memory_source: str = ""     # where that figure was read (a start-up log, a runtime query)
+    unified_memory: bool = False       # CPU and GPU share one memory: the weights sit in it once
 
     def peak_flops(self, weights_dtype: str) -> float:
         """Dense peak for matmuls with weights of this dtype, by the dtype's compute class (``DType.compute``,
@@ -67,6 +70,11 @@ class Accelerator:
             d["int8_tflops"] = self.flops_int8 / 1e12
         if self.kernels is not None:
             d["kernels"] = asdict(self.kernels)
+        if self.engine_memory_bytes:
+            d["engine_memory_gib"] = self.engine_memory_bytes / GIB
+            d["engine_memory_source"] = self.engine_memory_source
+        if self.unified_memory:
+            d["unified_memory"] = True
         return d
 
 
@@ -102,9 +110,17 @@ def kernels_from_dict(d: dict, where: str = "kernels") -> Kernels:
 
 # What a real device can be, with room on both sides (the smallest phone NPU to beyond today's largest
 # accelerator): a figure outside gives times of 10^300 s or a device that holds nothing, never a useful plan.
-PHYSICAL = {"memory_gb": (0.01, 1e5), "memory_gib": (0.01, 1e5), "bandwidth_gb_s": (0.1, 1e5),
+PHYSICAL = {"memory_gb": (0.01, 1e5), "memory_gib": (0.01, 1e5), "engine_memory_gib": (0.01, 1e5),
+            "bandwidth_gb_s": (0.1, 1e5),
             "bf16_tflops": (1e-3, 1e5), "fp8_tflops": (1e-3, 1e5), "int8_tflops": (1e-3, 1e5),
             "interconnect_gb_s": (0.01, 1e5), "peer_link_gb_s": (0.01, 1e5)}
+
+def eight_bit_cell(acc) -> str:
+    """"fp8 / int8" dense TFLOP/s for a table; a type without its own units runs at the 16-bit rate
+    (``Accelerator.peak_flops``) and says so — an A100's FP8 weights multiply at its BF16 rate."""
+    fp8 = f"{acc.flops_fp8 / 1e12:,.0f}" if acc.flops_fp8 else "16-bit rate"
+    int8 = f"{acc.flops_int8 / 1e12:,.0f}" if acc.flops_int8 else "16-bit rate"
+    return f"{fp8} / {int8}"
 
 
 def _num(d, key, where, required=True, positive=True):
@@ -158,6 +174,9 @@ def accelerator_from_dict(d: dict, where: str = "accelerator") -> Accelerator:
         engines=tuple(engines), status=str(d.get("status", "vendor")),
         source=str(d.get("source", "")),
         kernels=kernels_from_dict(d["kernels"], f"{w}.kernels") if d.get("kernels") else None,
+        engine_memory_bytes=_num(d, "engine_memory_gib", w, required=False) * GIB,
+        engine_memory_source=str(d.get("engine_memory_source", "")),
+        unified_memory=d.get("unified_memory") is True,
     )
 
 

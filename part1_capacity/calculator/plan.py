@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from numbers import Integral   # numpy's integers count too (registered), without importing numpy
 
 from part1_capacity.calculator import deploy, engine_rules, roofline, speed, weights
+from part1_capacity.calculator.engine_rules import vllm_memory
 from part1_capacity.calculator.deploy import tp_degrees
 from part1_capacity.calculator.sharding import (  # noqa: F401  (kv_fraction_per_rank re-exported for old callers)
     kv_fraction_per_rank, splits_heads, state_fraction_per_rank)
@@ -197,11 +198,13 @@ class Plan:
             "nodes_without_kv": self.deployment_without_kv.nodes if self.deployment_without_kv else None,
             "parallelism": self.parallelism,
             "parallelism_without_kv": self.parallelism_without_kv,
-            "prefill": ({**self.prefill.to_dict(), "communication_s": self.prefill_split.communication_s}
+            "prefill": ({**self.prefill.to_dict(), "communication_s": self.prefill_split.communication_s,
+                         "time_kind": speed.time_kind(self.accelerator, wl.weights_dtype)}
                         if self.prefill else None),
             "decode": ({**self.decode.to_dict(), "tokens_per_s": wl.batch / self.decode.time_s,
                         "communication_s": dec.communication_s, "pipeline_microbatches": dec.microbatches,
-                        "pipeline_bubble_fraction": dec.bubble_fraction}
+                        "pipeline_bubble_fraction": dec.bubble_fraction,
+                        "time_kind": speed.time_kind(self.accelerator, wl.weights_dtype)}
                        if self.decode else None),
             "bottleneck": self.bottleneck,
             "implication": self.verdict if self.accelerators_added_by_kv == 0 else IMPLICATIONS[self.bottleneck],
@@ -317,3 +320,17 @@ def for_plan(plan: Plan, engine: str, hybrid_manager: bool = True) -> engine_rul
           or plan.parallelism_without_kv.get("tensor") or 1)
     pipeline = plan.parallelism.get("pipeline") or plan.parallelism_without_kv.get("pipeline") or 1
     return engine_rules.allocate(plan.model, plan.workload, tp, engine, plan.accelerator, hybrid_manager, pipeline)
+
+
+def startup_for_plan(plan, flags=None, hybrid_manager: bool = True):
+    """What vLLM logs at start-up for the plan's deployment (``vllm_memory.startup``): one instance of its
+    tensor × pipeline ranks, ``max_model_len`` = the workload's context, the weights at the plan's precision."""
+    par = plan.parallelism or plan.parallelism_without_kv
+    tp = plan.workload.tensor_parallel or par.get("tensor") or 1
+    pp = plan.workload.pipeline_parallel or par.get("pipeline") or 1
+    wl = plan.workload
+    dep = plan.deployment or plan.deployment_without_kv
+    per_rank = dep.weights_per_rank if dep is not None and getattr(dep, "expert", 1) > 1 else None
+    return vllm_memory.startup(plan.model, plan.accelerator, wl.context, plan.weights_bytes, tp, pp,
+                               get_dtype(wl.kv_dtype).bytes, get_dtype(plan.model.native_dtype).bytes,
+                               get_dtype(wl.state_dtype).bytes, hybrid_manager, flags, per_rank)

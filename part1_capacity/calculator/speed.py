@@ -148,3 +148,19 @@ def measured_times(model, acc, weights_dtype: str, prompt: int, context: int, se
     cache = seqs * float(model.cache_bytes(context, kv_bytes_per_element, state_bytes_per_element))
     return (host_prefill(mix, prompt, model.n_layers, attn_pre, k).total,
             host_decode(mix, model.n_layers, attn_dec, cache, k, seqs).total)
+
+
+LOWER_BOUND = "roofline lower bound"
+
+
+def time_kind(acc, weights_dtype: str) -> str:
+    """What a plan's phase time is: "measured-kernel estimate" (a host with measured kernels for this type),
+    ``LOWER_BOUND`` (a datasheet accelerator whose assumed efficiencies are all 1.0: the time the peak and the
+    bandwidth allow, which no engine beats) or "roofline with assumed efficiencies"."""
+    name = get_dtype(weights_dtype, "weights_dtype").name
+    if getattr(acc, "kernels", None) is not None and name in speed_data()["gguf_types"]:
+        return "measured-kernel estimate"
+    a = datasheet_assumption(name)
+    if a["decode_bandwidth_efficiency"] >= 1.0 and a["prefill_peak_efficiency"] >= 1.0:
+        return LOWER_BOUND
+    return "roofline with assumed efficiencies"

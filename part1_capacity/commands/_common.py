@@ -96,3 +96,47 @@ def workload_from_args(a, **over) -> Workload:
               hybrid_kv_cache_manager=not getattr(a, "disable_hybrid_kv_cache_manager", False))
     kw.update(over)
     return Workload(**kw)
+
+
+def size_bytes(text: str) -> float:
+    """argparse type of a memory size: ``12.22GiB``, ``512MiB``, ``13e9``, ``13GB`` or bytes."""
+    from part1_capacity.calculator.engine_rules.vllm_memory import parse_size
+
+    try:
+        return parse_size(text, "value")
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
+
+
+def add_vllm_startup_flags(p: argparse.ArgumentParser):
+    """vLLM's start-up flags (``vllm serve``'s own names), used with ``--engine vllm``; unset, vLLM's defaults for
+    the accelerator (part1_capacity/calculator/engine_rules/vllm_memory.py)."""
+    g = p.add_argument_group("vLLM start-up (with --engine vllm)")
+    g.add_argument("--kv-cache-memory", type=size_bytes, default=None, metavar="SIZE",
+                   help="vLLM's --kv-cache-memory-bytes: the KV memory per worker (12.22GiB, 13e9, bytes); "
+                        "nothing is estimated")
+    g.add_argument("--gpu-memory-utilization", type=fraction, default=None, metavar="F",
+                   help="vLLM's share of the device memory (default 0.9, vLLM v0.19's)")
+    g.add_argument("--max-num-seqs", type=positive_int, default=None, metavar="N",
+                   help="vLLM's scheduler limit (default: 1024 on GPUs of >= 70 GiB other than the A100, else 256)")
+    g.add_argument("--max-num-batched-tokens", type=positive_int, default=None, metavar="N",
+                   help="tokens per chunked-prefill step (default: vLLM's per accelerator: 8192, 2048, TPU 256–1024)")
+    g.add_argument("--block-size", type=lambda t: positive_int(t, 2 ** 16), default=None, metavar="N",
+                   help="tokens per KV block (default: vLLM's — 16; MLA 64 on Hopper, 128 on Blackwell)")
+
+
+VLLM_STARTUP_FLAGS = ("kv_cache_memory", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+                      "block_size")
+
+
+def startup_flags_from_args(a):
+    """The ``StartupFlags`` of the parsed vLLM start-up flags; refused (exit 2) without ``--engine vllm``."""
+    from part1_capacity.calculator.engine_rules.vllm_memory import StartupFlags
+
+    given = [n for n in VLLM_STARTUP_FLAGS if getattr(a, n, None) is not None]
+    if given and getattr(a, "engine", "law") != "vllm":
+        raise InputError(f"--{given[0].replace('_', '-')}: a vLLM start-up flag, only with --engine vllm "
+                         f"(got --engine {getattr(a, 'engine', 'law')})")
+    return StartupFlags(gpu_memory_utilization=a.gpu_memory_utilization, kv_cache_memory_bytes=a.kv_cache_memory,
+                        max_num_seqs=a.max_num_seqs, max_num_batched_tokens=a.max_num_batched_tokens,
+                        block_size=a.block_size)

@@ -107,5 +107,11 @@ def render_structures(result) -> str:
                              fmt_bytes(r["law"][comp][i]), fmt_bytes(r["predicted"][comp][i]),
                              fmt_bytes(reported[i]) if reported[i] is not None else "—",
                              "yes" if r["details"][i]["match"] else "NO"])
+            for name, b in r["details"][i].get("buffers", {}).items():
+                bound = "±10%" if name == "compute" else "as printed, ±0.005 MiB"
+                rows.append([r["architecture"], f"{case['context']:,} × {case['n_seq']}"
+                             + (" swa_full" if case.get("swa_full") else ""), f"{name} buffer", "—",
+                             fmt_bytes(b["predicted"]), fmt_bytes(b["reported"]) if b["reported"] is not None else "—",
+                             ("yes" if b["within"] else "NO") + f" ({bound})"])
     return table(rows, ["model", "context × seqs", "buffer", "law", "llama.cpp rule", "llama.cpp log", "match"],
                  left=(0, 1, 2))

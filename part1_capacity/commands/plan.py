@@ -3,12 +3,12 @@ from __future__ import annotations
 
 
 from part1_capacity.calculator import validate
-from part1_capacity.commands._common import (add_revision_flag, add_workload_flags, model_name, positive_int,
-                                             workload_from_args)
+from part1_capacity.commands._common import (add_revision_flag, add_vllm_startup_flags, add_workload_flags,
+                                             model_name, positive_int, startup_flags_from_args, workload_from_args)
 from part1_capacity.calculator import emit, engine_rules
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time, table
-from part1_capacity.calculator.plan import Plan, for_plan, make_plan
+from part1_capacity.calculator.plan import Plan, for_plan, make_plan, startup_for_plan
 
 
 def register(sub):
@@ -32,6 +32,7 @@ def register(sub):
                         "vllm (block rounding, head replication, window and hybrid rules; part1_capacity/calculator/engine_rules)")
     p.add_argument("--disable-hybrid-kv-cache-manager", action="store_true",
                    help="with --engine vllm: every sliding-window layer at full length, as vLLM's flag of that name")
+    add_vllm_startup_flags(p)
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--emit", choices=list(emit.ENGINES),
                    help="print the command that serves the plan instead: `vllm serve` (accelerators vLLM runs on) "
@@ -45,21 +46,51 @@ def run(a) -> int:
         # vLLM's flag: silently ignored under another engine, it would let a reader believe the plan used it
         raise InputError(f"--disable-hybrid-kv-cache-manager: a vLLM flag, only with --engine vllm "
                          f"(got --engine {a.engine})")
+    flags = startup_flags_from_args(a)
     plan = make_plan(model_name(a), a.accelerator, workload_from_args(a))
     alloc = for_plan(plan, a.engine, not a.disable_hybrid_kv_cache_manager)
+    start = None
+    if (a.engine == "vllm" and (plan.parallelism or plan.parallelism_without_kv)
+            and "vllm" in plan.accelerator.engines):
+        start = startup_for_plan(plan, flags, not a.disable_hybrid_kv_cache_manager)
     if a.emit and a.json:       # the plan and the command together, for a script
-        print(validate.dumps_json({**plan.to_dict(), **alloc.to_fields(),
-                                   "emit": {"engine": a.emit, "command": emit.command(plan, a.emit, a.hf_repo)}},
+        print(validate.dumps_json({**plan.to_dict(), **alloc.to_fields(), **(start.to_fields() if start else {}),
+                                   "emit": {"engine": a.emit,
+                                            "command": emit.command(plan, a.emit, a.hf_repo, startup=start)}},
                                   indent=2))
     elif a.emit:
-        print(emit.command(plan, a.emit, a.hf_repo))
+        print(emit.command(plan, a.emit, a.hf_repo, startup=start))
     elif a.json:
-        print(validate.dumps_json({**plan.to_dict(), **alloc.to_fields()}, indent=2))
+        print(validate.dumps_json({**plan.to_dict(), **alloc.to_fields(), **(start.to_fields() if start else {})},
+                                  indent=2))
     else:
         print(render(plan))
         if a.engine != "law":
             print("\n" + render_engine(alloc))
+        if start is not None:
+            print("\n" + render_startup(start, plan.workload.context))
     return 0
+
+
+def render_startup(s, max_model_len: int) -> str:
+    """The lines vLLM logs at start-up, predicted, and the budget they come from (per worker)."""
+    b = s.budget
+    gib = lambda x: f"{x / 2 ** 30:.2f} GiB"
+    rows = [["total memory (as the engine sees it)", gib(b["total_bytes"])],
+            [f"  × gpu_memory_utilization {b['utilization']:g}", gib(b["total_bytes"] * b["utilization"])],
+            ["  − weights (this rank)", gib(b["weights_bytes"])],
+            ["  − profile-run activation peak", gib(b["activation_bytes"])],
+            ["  − non-torch memory", gib(b["non_torch_bytes"])],
+            ["  − CUDA graphs (captured after the cache)", gib(b["cuda_graph_bytes"])]]
+    head = ("what vLLM will log at start-up (per worker; --kv-cache-memory given)"
+            if s.flags["kv_cache_memory_bytes"] is not None else "what vLLM will log at start-up (per worker)")
+    out = [head, table(rows, ["budget", "value"], left=(0, 1)) if s.flags["kv_cache_memory_bytes"] is None else "",
+           f"  Available KV cache memory: {s.kv_cache_memory_bytes / 2 ** 30:.2f} GiB",
+           f"  GPU KV cache size: {s.kv_cache_tokens:,} tokens",
+           f"  Maximum concurrency for {max_model_len:,} tokens per request: {s.max_concurrency:.2f}x"]
+    if s.error:
+        out.append(f"verdict: vLLM refuses to start — {s.error}")
+    return "\n".join([o for o in out if o] + [f"  - {n}" for n in s.notes])
 
 
 def render_engine(alloc) -> str:
@@ -114,8 +145,13 @@ def render(plan: Plan) -> str:
             phases.append([name, f"{ph['arithmetic_intensity']:,.1f}", f"{ph['ridge_point']:,.0f}", ph["bound"],
                            fmt_time(ph["time_s"]), rate])
     if phases:
-        out += ["", table(phases, ["phase", "FLOP/byte", "ridge", "bound", "time", ""], left=(0, 3, 5))]
-        out.append(f"times from: {(d['decode'] or d['prefill'])['basis']}")
+        kind = (d["decode"] or d["prefill"])["time_kind"]
+        lower = kind == "roofline lower bound"
+        out += ["", table(phases, ["phase", "FLOP/byte", "ridge", "bound", "time ≥" if lower else "time",
+                                   "at most" if lower else ""], left=(0, 3, 5))]
+        out.append(f"times from: {(d['decode'] or d['prefill'])['basis']}"
+                   + (" — roofline lower bounds: every efficiency is 1.0, so a real engine takes longer and "
+                      "serves fewer tokens per second" if lower else ""))
     dec = d["decode"]
     if dec and (dec["communication_s"] > 0 or dec["pipeline_microbatches"] < (par or d["parallelism_without_kv"])
                 .get("pipeline", 1)):

@@ -15,7 +15,7 @@ from part1_capacity.calculator.compare import DEFAULT_ACCELERATOR, DEFAULT_BATCH
 from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.experiments.engine.sitegen import e1_confirmations
 from part1_capacity.calculator import deploy, weights
-from part1_capacity.calculator.hardware import bundled_accelerators
+from part1_capacity.calculator.hardware import bundled_accelerators, eight_bit_cell
 from part1_capacity.calculator.plan import IMPLICATIONS, Workload, make_plan
 from part1_capacity.calculator.loader import load_model
 from part1_capacity.calculator.profiles import bundled_models
@@ -303,12 +303,11 @@ def data_tables() -> tuple[str, str, str]:
         params = f"{m.params_total / 1e9:,.4g}B" + (f" / {m.params_active / 1e9:,.3g}B" if m.is_moe else "")
         models.append(f"| `{m.id}` | {m.structure} | {layers} | {params} | {m.native_dtype} | "
                       f"{fmt_bytes(m.kv_bytes_per_token(2))} | {m.max_context:,} | {_cell(m.source)} |")
-    accs = ["| id | memory | bandwidth | 16-bit TFLOP/s | 8-bit | interconnect | per node / scale-up domain | status "
-            "| source |", "|---|---|---|---|---|---|---|---|---|"]
+    accs = ["| id | memory | bandwidth | 16-bit TFLOP/s | fp8 / int8 | interconnect | per node / scale-up domain | "
+            "status | source |", "|---|---|---|---|---|---|---|---|---|"]
     for a in bundled_accelerators().values():
-        eight = max(a.flops_fp8, a.flops_int8)
         accs.append(f"| `{a.id}` | {a.memory_bytes / 1e9:,.0f} GB | {a.bandwidth / 1e9:,.0f} GB/s | "
-                    f"{a.flops_16 / 1e12:,.1f} | {f'{eight / 1e12:,.0f}' if eight else '—'} | "
+                    f"{a.flops_16 / 1e12:,.1f} | {eight_bit_cell(a)} | "
                     f"{_cell(a.interconnect_name) or '—'} | {a.node_size} / {a.max_tp} | {a.status} | {_cell(a.source)} |")
     tiers = ["| tier | capacity per accelerator | bandwidth (one way) | latency from the accelerator | as published | "
              "source |", "|---|---|---|---|---|---|"]

@@ -101,8 +101,9 @@ def _allocate(profile, workload, tensor_parallel, engine, accelerator, hybrid_ma
         raise InputError(f"kv_dtype: vLLM's --kv-cache-dtype takes auto ({', '.join(VLLM_KV[:2])}, fp32) or fp8, "
                          f"not {workload.kv_dtype}")
     conv = get_dtype(profile.native_dtype).bytes
-    memory = accelerator.memory_bytes if accelerator is not None else 80 * GIB
-    batched = vllm.max_num_batched_tokens(memory, getattr(accelerator, "name", ""))
+    memory = (getattr(accelerator, "engine_memory_bytes", 0) or accelerator.memory_bytes
+              if accelerator is not None else 80 * GIB)
+    batched = vllm.max_num_batched_tokens(memory, getattr(accelerator, "name", ""), getattr(accelerator, "id", ""))
     r = vllm.reservation(profile, T, tp, kvb, conv, sb, batched, hybrid_manager)
     notes = list(r.notes)
     if accelerator is not None and "vllm" not in getattr(accelerator, "engines", ("vllm",)):

@@ -144,3 +144,91 @@ def notes(profile, n_ctx: int, n_seq: int, swa_full: bool = False) -> list[str]:
         out.append(f"recurrent state kept in fp32, one row per sequence ({recurrent_cells(n_seq)}) "
                    "(llama-model.cpp create_memory, llama-memory-recurrent.cpp)")
     return out
+
+
+# --- the other buffers a context reports: model, output (logits), compute --------------------------------------------
+F32 = 4                   # logits, activations and the flash-attention-free KQ are float32
+F16 = 2                   # the KQ mask with flash attention (llama-graph.cpp build_attn_inp_kq_mask)
+GGUF_ALIGNMENT = 32       # gguf.h GGUF_DEFAULT_ALIGNMENT: each tensor's data starts on a multiple of it
+
+
+def model_buffer_bytes(tensor_nbytes, alignment: int = GGUF_ALIGNMENT) -> int:
+    """The mmap'd model buffer one backend reports (``load_tensors: CPU_Mapped model buffer size``): the file range
+    from the first tensor's data to the end of the last (llama-model-loader.cpp ``get_mapping_range``); in the file
+    every tensor but the last is followed by padding up to ``alignment`` bytes (gguf.cpp). ``tensor_nbytes``: the
+    bytes of each tensor the backend holds, in file order."""
+    sizes = [int(n) for n in tensor_nbytes]
+    if not sizes:
+        return 0
+    return sum(pad(n, alignment) for n in sizes[:-1]) + sizes[-1]
+
+
+def output_buffer_bytes(n_vocab: int, n_seq: int = 1, n_embd: int = 0, embeddings: bool = False) -> int:
+    """The output buffer (``llama_context: CPU  output buffer size``), llama-context.cpp ``output_reserve(n_seq_max)``:
+    float32 logits for ``max(n_outputs, n_seq_max)`` rows of the vocabulary, plus as many embedding rows when the
+    context returns embeddings."""
+    rows = max(1, int(n_seq))
+    return (int(n_vocab) + (int(n_embd) if embeddings else 0)) * rows * F32
+
+
+@dataclass(frozen=True)
+class GraphShape:
+    """What the compute graph of one micro-batch allocates per token: widths in elements."""
+    n_vocab: int
+    n_embd: int
+    n_head: int
+    q_width: int              # n_head × the query head dimension (MLA: its absorbed width)
+    n_ff: int                 # the widest feed-forward (dense, or routed experts × used experts)
+    post_norms: bool = False  # gemma2/3: post-attention and post-feed-forward norms keep one more activation
+    recurrent_width: int = 0  # a recurrent layer's live activations per token: input projection + convolution
+    #                           input and output + scan output and its gated norm (0: no recurrent layers)
+
+
+def recurrent_width(in_proj: int, conv: int, d_inner: int, x_proj: int = 0, d_state: int = 0, n_group: int = 0,
+                    n_v_heads: int = 0, delta_net: bool = False) -> int:
+    """Float32 activations per token a recurrent layer keeps alive at once (``GraphShape.recurrent_width``): its
+    input projection (``in_proj`` wide, kept until the gate applies), the convolution's input and output (``conv``
+    channels each) and the scan's output and gated norm (``d_inner`` each) — ``src/models/mamba-base.cpp``
+    ``build_mamba2_layer``; Mamba-1 (``build_mamba_layer``) also keeps ``x_db`` (``x_proj`` wide) and ``dt``
+    (``d_inner``) for the scan; the delta-net (``src/models/qwen3next.cpp``) repeats queries and keys to the value
+    heads when it has fewer key heads (``n_group``) than value heads."""
+    width = in_proj + 2 * conv + 2 * d_inner
+    if x_proj:
+        width += x_proj + d_inner
+    if delta_net and n_group and n_group != n_v_heads:
+        width += 2 * d_state * n_v_heads
+    return width
+
+
+def compute_buffer_bytes(shape: GraphShape, n_kv: int, n_kv_swa: int = 0, n_ubatch: int = DEFAULT_N_UBATCH,
+                         n_outputs: int | None = None, flash_attn: bool = True) -> dict:
+    """An estimate of the compute buffer (``llama_context: CPU compute buffer size``). llama-context.cpp
+    ``sched_reserve`` reserves the graph of one micro-batch of ``n_ubatch`` tokens with ``min(n_ubatch,
+    n_outputs_max)`` outputs (``n_outputs_max`` = ``n_batch`` by default) against the whole cache
+    (``memory->init_full()``); ggml-alloc.c reuses a tensor's memory once its last consumer has run, so the buffer
+    is the largest set of tensors alive together. Three candidates, each the tensors one stage keeps:
+
+    - **output**: the normalised hidden states and the logits, ``n_ubatch × (n_embd + n_outputs/n_ubatch ×
+      n_vocab)`` float32;
+    - **attention**: the KQ mask of every cache (``n_kv × n_ubatch``, float16 with flash attention, float32
+      without; llama-graph.cpp ``build_attn_inp_kq_mask``) — and without flash attention the scores
+      ``n_kv × n_ubatch × n_head`` float32 (``build_attn_mha``: ``kq``, soft-max in place) — beside four
+      ``n_ubatch × width`` float32 activations (residual, normalised input, query, attention output);
+    - **feed-forward**: the masks (alive until the last attention layer) beside gate and up projections and four
+      ``n_embd`` activations (residual, feed-forward input, its norm, the output; five with gemma's post-norms);
+    - **recurrent** (Mamba / gated delta-net layers, ``src/models/mamba-base.cpp``, ``delta-net-base.cpp``): the
+      masks beside ``recurrent_width`` float32 activations per token — the input projection (kept until its gate is
+      applied), the convolution's input (state + tokens) and output, the scan's output and its gated norm.
+
+    Not modelled: any backend's own scratch. Returns the stages and ``total`` (their maximum), in bytes."""
+    out_rows = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
+    width = max(shape.n_embd, shape.q_width)
+    mask_bytes = F16 if flash_attn else F32
+    masks = (n_kv + n_kv_swa) * n_ubatch * mask_bytes
+    scores = 0 if flash_attn else max(n_kv, n_kv_swa) * n_ubatch * shape.n_head * F32
+    residual = (5 if shape.post_norms else 4) * shape.n_embd
+    stages = {"output": n_ubatch * shape.n_embd * F32 + out_rows * shape.n_vocab * F32,
+              "attention": masks + scores + 4 * n_ubatch * width * F32,
+              "feed_forward": masks + n_ubatch * (2 * shape.n_ff + residual) * F32,
+              "recurrent": masks + n_ubatch * shape.recurrent_width * F32}
+    return {**{k: float(v) for k, v in stages.items()}, "total": float(max(stages.values()))}

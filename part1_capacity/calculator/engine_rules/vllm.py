@@ -50,9 +50,13 @@ SOURCE = "vLLM v1 (vllm-project/vllm main)"
 cdiv = ceil_div   # vLLM's name (vllm/utils: cdiv)
 
 
-def max_num_batched_tokens(memory_bytes: float, name: str = "") -> int:
-    """vllm/engine/arg_utils.py (``get_batch_defaults``, ``vllm serve``): 8192 on GPUs of ≥ 70 GiB other than the
-    A100, 2048 otherwise."""
+def max_num_batched_tokens(memory_bytes: float, name: str = "", acc_id: str = "") -> int:
+    """``vllm serve``'s default (vllm/engine/arg_utils.py, ``EngineArgs.get_batch_defaults``, usage context
+    OPENAI_API_SERVER): TPU v6e 1024, v5e 512, v5p 256; GPUs with >= 70 GiB (as the runtime reports them) other
+    than the A100, 8192; every other GPU 2048."""
+    tpu = {"tpu-v6e": 1024, "tpu-v5e": 512, "tpu-v5p": 256}
+    if acc_id in tpu:
+        return tpu[acc_id]
     return 8192 if memory_bytes >= 70 * GIB and "a100" not in name.lower() else 2048
 
 
@@ -93,7 +97,8 @@ def _group_size(counts: dict) -> int:
 
 
 def reservation(profile, max_model_len: int, tp: int = 1, kv_bytes: float = 2, conv_bytes: float = 2,
-                ssm_bytes: float = 4, batched_tokens: int = 8192, hybrid_manager: bool = True) -> Reservation:
+                ssm_bytes: float = 4, batched_tokens: int = 8192, hybrid_manager: bool = True,
+                block_size: int = BLOCK_SIZE) -> Reservation:
     """What vLLM reserves per request on one of ``tp`` ranks (see the module docstring for each rule)."""
     notes = []
     page_tok = attention_page_per_token(profile, tp, kv_bytes)
@@ -112,7 +117,7 @@ def reservation(profile, max_model_len: int, tp: int = 1, kv_bytes: float = 2, c
             counts["full"] = counts.get("full", 0) + profile.n_window_layers
             notes.append("--disable-hybrid-kv-cache-manager: sliding-window layers allocated at full length "
                          "(vllm/v1/core/kv_cache_utils.py unify_hybrid_kv_cache_specs)")
-    block = BLOCK_SIZE
+    block = block_size
     state = 0.0
     if profile.ssm is not None:
         if not hybrid_manager:
@@ -145,9 +150,14 @@ def reservation(profile, max_model_len: int, tp: int = 1, kv_bytes: float = 2, c
              "sliding": cdiv(min(profile.window - 1 + batched_tokens, max_model_len), block) + 1,
              "state": 1}
     if "sliding" in counts:
+        steady = cdiv(min(profile.window, max_model_len), block) + 1
         notes.append(f"sliding-window layers budget {pages['sliding']} blocks of {block} per request: window − 1 + "
                      f"{batched_tokens:,} tokens of a chunked-prefill step, capped at the context, + 1 "
-                     "(kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes)")
+                     "(kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes) — the start-up worst case "
+                     "vLLM's 'Maximum concurrency' log divides by, not what a running server holds: in steady "
+                     f"decode a request keeps about {steady} blocks per sliding layer (its window + the block being "
+                     "filled; older blocks are freed, vllm/v1/core/single_type_kv_cache_manager.py "
+                     "SlidingWindowManager.remove_skipped_blocks)")
     total = group_size * page * sum(groups[k] * pages[k] for k in groups)
     slope = group_size * groups.get("full", 0) * page_tok
     if cdiv(max_model_len, block) * block != max_model_len:

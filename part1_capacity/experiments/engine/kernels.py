@@ -32,7 +32,7 @@ from pathlib import Path
 from part1_capacity.experiments.engine.common import REPO, load_result, save_result
 from part1_capacity.calculator.errors import InputError
 
-BUILT = REPO / "build" / "llama.cpp" / "bin" / "matmul-bench"
+BUILT = REPO / "build" / "matmul-bench"       # make matmul-bench: a link into the llama.cpp cache
 RESULT = "e2_kernels"
 TYPES = ("f32", "f16", "q8_0", "q5_0", "q4_K", "q6_K")   # every type in the ladder's files (Q4_K_M: Q4_K + Q6_K)
 BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "q8_0": 34 / 32, "q5_0": 22 / 32, "q4_K": 144 / 256, "q6_K": 210 / 256}

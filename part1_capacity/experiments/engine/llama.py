@@ -98,6 +98,7 @@ class Model:
         params.n_gpu_layers = 0
         with captured_log() as log:
             self.ptr = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        self.load_log = log             # the model buffer lines (load_tensors: ... model buffer size)
         if not self.ptr:
             tail = " | ".join(line for line in log if "error" in line.lower())[-300:]
             raise InputError(f"--gguf: llama.cpp could not load {path} ({tail or 'see its log'})")

@@ -513,6 +513,7 @@ def build(out):
     ladders = ql.saved_ladders()
     e2r = ladders.get("e2")
     kern = load_result(KERNELS)
+    build_vllm_startup(out)
     (out / "e2_validation.md").write_text(e2_validation(ladders))
     (out / "e2_study.md").write_text(e2_study(ladders))
     (out / "e2_misses.md").write_text(e2_misses(ladders))
@@ -548,6 +549,17 @@ def build(out):
         _missing(out, ("e2_table.md", "e2_model.md", "e2_findings.md", "e2_run.md", "host_table.md"), "e2")
         for name in ("e2_prefill.png", "e2_decode.png"):
             _placeholder(out / name)
+
+
+def build_vllm_startup(out):
+    """vLLM's start-up lines predicted beside published logs (``vllm_startup.py``), and llama.cpp's other buffers:
+    published logs and E1's saved run on this machine (``buffers.py``)."""
+    from part1_capacity.experiments.engine import buffers, vllm_startup
+
+    (out / "vllm_startup.md").write_text(vllm_startup.table())
+    (out / "vllm_startup_terms.md").write_text(vllm_startup.terms())
+    (out / "llama_cpp_buffers_published.md").write_text(buffers.published_table())
+    (out / "e1_buffers.md").write_text(buffers.e1_table(load_result("e1_structures")))
 
 
 def _placeholder(path):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from part1_capacity.experiments.engine import llama
+from part1_capacity.experiments.engine import buffers, llama
 from part1_capacity.experiments.engine.gguf_profile import calculator_profile
 from part1_capacity.calculator.engine_rules import llama_cpp as rules
 
@@ -91,9 +91,15 @@ def check(gguf_path, selector, contexts=CONTEXTS, n_seqs=N_SEQ, threads=2, progr
     if profile.n_window_layers:     # --swa-full: every window layer at the whole context, one sequence
         runs += [(n_ctx, 1, True) for n_ctx in contexts]
     cases = []
+    shape, tensor_nbytes = buffers.gguf_shapes(gguf_path)
     with llama.Model(gguf_path) as model:
         for n_ctx, n_seq, swa_full in runs:
             log = open_context(model, n_ctx, n_seq, threads, swa_full)
+            ctx = rules.context(n_ctx, n_seq)
+            swa = rules.swa_cells(ctx, profile.window, swa_full) if profile.n_window_layers else 0
+            fa = buffers.flash_attention_on(log)
+            bufs = buffers.compare(buffers.parse(model.load_log + log),
+                                   buffers.predict(shape, tensor_nbytes, ctx, swa, fa))
             sizes, cells = parse_buffers(log)
             pred = rules.components(profile, n_ctx, n_seq, KV_BYTES["f16"], swa_full=swa_full)
             law = rules.law_components(profile, n_ctx, n_seq, KV_BYTES["f16"], KV_BYTES["f16"])
@@ -102,7 +108,8 @@ def check(gguf_path, selector, contexts=CONTEXTS, n_seqs=N_SEQ, threads=2, progr
                   and all(abs(sizes[k] - pred[k]) <= PRINT_HALF_STEP_BYTES + 1 for k in pred))
             cases.append({"context": n_ctx, "n_seq": n_seq, "swa_full": swa_full, "reported": sizes,
                           "predicted": pred, "law": law, "reported_cells": cells, "predicted_cells": pcells,
-                          "match": bool(ok),
+                          "match": bool(ok), "buffers": bufs, "flash_attn": fa,
+                          "buffers_match": all(b["within"] for b in bufs.values()),
                           "log_lines": [ln.strip() for ln in log if "size =" in ln and "MiB (" in ln]})
             if progress:
                 progress.step(f"{arch}: {n_ctx} tokens, {n_seq} seq{', swa_full' if swa_full else ''}")
@@ -116,6 +123,7 @@ def check(gguf_path, selector, contexts=CONTEXTS, n_seqs=N_SEQ, threads=2, progr
             "cases": [{"context": c["context"], "n_seq": c["n_seq"], "swa_full": c["swa_full"]} for c in cases],
             "reported": by_component("reported"), "predicted": by_component("predicted"), "law": by_component("law"),
             "match": all(c["match"] for c in cases), "details": cases,
+            "buffers_match": all(c["buffers_match"] for c in cases),
             "profile": {"n_layers": profile.n_layers, "n_full_layers": profile.n_full_layers,
                         "n_window_layers": profile.n_window_layers, "window": profile.window,
                         "n_kv_heads": profile.n_kv_heads, "head_dim": profile.head_dim,
@@ -140,5 +148,7 @@ def run(selector="all", contexts=CONTEXTS, n_seqs=N_SEQ, threads=2, progress=Non
             path = tiny_models.write(spec, folder / f"{spec.architecture}-{spec.selector}.gguf")
             rows.append(check(path, spec.selector, contexts, n_seqs, threads, progress))
     return {"selector": selector, "structures": rows, "match": all(r["match"] for r in rows),
+            "buffers_match": all(r["buffers_match"] for r in rows),
+            "compute_tolerance": buffers.COMPUTE_TOLERANCE,
             "rules": "part1_capacity/calculator/engine_rules/llama_cpp.py", "kv_type": "f16",
             "print_precision_bytes": PRINT_HALF_STEP_BYTES}

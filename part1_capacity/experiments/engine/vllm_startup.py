@@ -1,0 +1,116 @@
+"""vLLM's start-up lines, predicted beside what published runs logged (``data/vllm_startup_logs.json``).
+
+Each point names its model, accelerator, flags, vLLM version and source. Three kinds (see the file's ``_about``):
+the logged "Available KV cache memory" against the calculator's budget; the KV memory vLLM's own formula gives
+from the terms a run logged; and the "GPU KV cache size" a logged KV memory yields (what ``--kv-cache-memory``
+reproduces: only the log's rounding to 0.01 GiB remains). Units: GiB (2^30 bytes), tokens.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from part1_capacity.calculator import weights
+from part1_capacity.calculator.dtypes import get_dtype
+from part1_capacity.calculator.engine_rules import vllm_memory as vm
+from part1_capacity.calculator.hardware import load_accelerator
+from part1_capacity.calculator.loader import load_model
+
+DATA = Path(__file__).resolve().parent / "data" / "vllm_startup_logs.json"
+GiB = vm.GiB
+KV_BOUND = 0.05          # predicted KV memory within 5 % of the logged one
+TOKENS_BOUND = 0.003     # token capacity within 0.3 % when the KV memory is given
+
+
+@dataclass
+class Check:
+    point: dict
+    quantity: str        # "KV memory (GiB)" or "KV cache size (tokens)"
+    logged: float
+    predicted: float
+    bound: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.logged - 1
+
+    @property
+    def within(self) -> bool:
+        return abs(self.error) <= self.bound
+
+
+def load_points() -> list[dict]:
+    return json.loads(DATA.read_text())["points"]
+
+
+def predict(p: dict) -> vm.Startup:
+    m, acc, f = load_model(p["model"]), load_accelerator(p["accelerator"]), p["flags"]
+    kvb = get_dtype(f.get("kv_cache_dtype", "bf16")).bytes
+    given = p["logged"]["kv_gib"] * GiB if p["kind"] == "tokens_given_kv" else None
+    flags = vm.StartupFlags(gpu_memory_utilization=f.get("gpu_memory_utilization"), kv_cache_memory_bytes=given)
+    return vm.startup(m, acc, f["max_model_len"], weights.weights_bytes(m, m.native_dtype),
+                      f.get("tensor_parallel", 1), f.get("pipeline_parallel", 1), kv_bytes=kvb, flags=flags)
+
+
+def checks(points: list[dict] | None = None) -> list[Check]:
+    out = []
+    for p in points or load_points():
+        s, lg = predict(p), p["logged"]
+        if p["kind"] == "kv_memory":
+            out.append(Check(p, "KV memory (GiB)", lg["kv_gib"], s.kv_cache_memory_bytes / GiB, KV_BOUND))
+        elif p["kind"] == "kv_terms":
+            kv = lg["requested_gib"] - lg["weights_gib"] - lg["activation_gib"] - lg["non_torch_gib"]
+            out.append(Check(p, "KV memory (GiB)", kv, s.kv_cache_memory_bytes / GiB, KV_BOUND))
+        else:
+            out.append(Check(p, "KV cache size (tokens)", lg["tokens"], s.kv_cache_tokens, TOKENS_BOUND))
+            if "concurrency" in lg:
+                out.append(Check(p, "maximum concurrency (×)", lg["concurrency"], s.max_concurrency, TOKENS_BOUND))
+    return out
+
+
+def _flags(p: dict) -> str:
+    f = p["flags"]
+    parts = [f"--max-model-len {f['max_model_len']}"]
+    if f.get("tensor_parallel", 1) > 1:
+        parts.append(f"-tp {f['tensor_parallel']}")
+    if f.get("pipeline_parallel", 1) > 1:
+        parts.append(f"-pp {f['pipeline_parallel']}")
+    if "gpu_memory_utilization" in f:
+        parts.append(f"--gpu-memory-utilization {f['gpu_memory_utilization']}")
+    if p["kind"] == "tokens_given_kv":
+        parts.append(f"KV {p['logged']['kv_gib']} GiB given")
+    if f.get("kv_cache_dtype") == "fp8":
+        parts.append("--kv-cache-dtype fp8")
+    return ", ".join(parts)
+
+
+def table(cs: list[Check] | None = None) -> str:
+    """The engine-checks page's table: model, accelerator, flags, logged, predicted, error, source."""
+    cs = cs if cs is not None else checks()
+    rows = ["| model | accelerator | vLLM | flags | quantity | logged | predicted | error | source |",
+            "|---|---|---|---|---|---:|---:|---:|---|"]
+    for c in cs:
+        p = c.point
+        fmt = (lambda v: f"{v:,.0f}") if "tokens" in c.quantity else (lambda v: f"{v:,.2f}")
+        what = c.quantity + (" from the logged terms" if p["kind"] == "kv_terms" else "")
+        rows.append(f"| {p['model']} | {p['accelerator']} | {p['vllm']} | {_flags(p)} | {what} | {fmt(c.logged)} | "
+                    f"{fmt(c.predicted)} | {c.error:+.2%} | {p['source']} |")
+    worst_kv = max((abs(c.error) for c in cs if "GiB" in c.quantity), default=0.0)
+    worst_tok = max((abs(c.error) for c in cs if "GiB" not in c.quantity), default=0.0)
+    rows += ["", f"Largest error: KV memory {worst_kv:.2%} (bound {KV_BOUND:.0%}), token capacity and concurrency with the KV "
+                 f"memory given {worst_tok:.3%} (bound {TOKENS_BOUND:.1%})."]
+    return "\n".join(rows) + "\n"
+
+
+def terms() -> str:
+    """The figures the page's prose relies on, from the data and the rules: an H100's memory as its runtime
+    reports it against the datasheet's, the non-PyTorch memory assumed, the default utilization."""
+    h100 = load_accelerator("h100")
+    nt = vm.NON_TORCH
+    return (f"An {h100.name} reports {h100.engine_memory_bytes / GiB:.2f} GiB to the runtime; counted as the "
+            f"datasheet's {h100.memory_bytes / 1e9:.0f} × 10⁹ bytes it would be {h100.memory_bytes / GiB:.1f} GiB, "
+            f"{1 - h100.memory_bytes / h100.engine_memory_bytes:.0%} short before anything else. Non-PyTorch "
+            f"memory assumed per worker: {nt['single'] / GiB:.2f} GiB alone, {nt['tensor'] / GiB:.1f} GiB with "
+            f"tensor parallelism, {nt['pipeline'] / GiB:.2f} GiB with pipeline stages only. Default "
+            f"`gpu_memory_utilization`: {vm.DEFAULT_GPU_MEMORY_UTILIZATION:g}.\n")
