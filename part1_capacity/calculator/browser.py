@@ -16,7 +16,7 @@ from part1_capacity.calculator.engine_rules import ENGINES
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count
 from part1_capacity.calculator.hardware import bundled_accelerators
-from part1_capacity.calculator.plan import Workload, for_plan, make_plan
+from part1_capacity.calculator.plan import Workload, for_plan, make_plan, startup_for_plan
 from part1_capacity.calculator.profiles import bundled_models
 
 def choices() -> str:
@@ -72,8 +72,12 @@ def plan(model: str, accelerator: str, context, batch, weights_dtype: str | None
             m = profile_from_text(config, model_id=model_id)
         p = make_plan(m, accelerator, Workload(context=T, batch=B, weights_dtype=weights_dtype or None,
                                                kv_dtype=kv_dtype, engine=engine))
-        # what `capacity plan --json` prints: the plan and the engine's allocation for it, strict JSON
-        d = json.loads(validate.dumps_json({**p.to_dict(), **for_plan(p, engine, True).to_fields()}))
+        # what `capacity plan --json` prints: the plan, the engine's allocation for it and, under vLLM on an
+        # accelerator it runs on, its start-up figures with the default flags; strict JSON
+        start = (startup_for_plan(p, None, True) if engine == "vllm" and (p.parallelism or p.parallelism_without_kv)
+                 and "vllm" in p.accelerator.engines else None)
+        d = json.loads(validate.dumps_json({**p.to_dict(), **for_plan(p, engine, True).to_fields(),
+                                            **(start.to_fields() if start else {})}))
     except InputError as exc:
         return json.dumps({"error": str(exc)})
     par = d["parallelism"]
@@ -89,5 +93,10 @@ def plan(model: str, accelerator: str, context, batch, weights_dtype: str | None
         "parallelism": (f"tensor {par['tensor']} × pipeline {par['pipeline']} × data {par['data']}" if par else ""),
         "bottleneck": d["bottleneck"].replace("_", " "),
         "implication": d["implication"],
+        "engine_kv_cache_tokens": (fmt_count(d["engine_kv_cache_tokens"]) + " tokens"
+                                   if d.get("engine_kv_cache_tokens") is not None else ""),
+        "engine_max_concurrency": (f"{d['engine_max_concurrency']:.2f}× the context"
+                                   if d.get("engine_max_concurrency") is not None else ""),
+        "engine_startup_error": d.get("engine_startup_error") or "",
     }
     return json.dumps({"plan": d, "text": text, "inputs": {"context": T, "batch": B}})

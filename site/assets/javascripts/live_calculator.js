@@ -196,6 +196,9 @@
       const v = res.plan[key];
       cell.dataset.value = v === null || v === undefined ? "" : typeof v === "object" ? JSON.stringify(v) : String(v);
     }
+    for (const row of out.querySelectorAll("tr.lc-vllm")) {   // vLLM's start-up figures: only when it has them
+      row.hidden = !row.querySelector("td").dataset.value;
+    }
     $("lc-implication").textContent = res.text.implication;
     out.dataset.plan = JSON.stringify(res.plan);    // the whole `capacity plan --json` (read by the site's test)
   }
