@@ -2,7 +2,9 @@
 
 Every page is opened from a local HTTP server at 1280 × 900: no console errors, every image loads, the pages that
 contain math have it typeset by the MathJax copy shipped with the site (no CDN), and nothing is wider than the
-window or its own box (no cut-off equation or code line). Previous/next links walk the nav in order.
+window or its own box (no cut-off equation or code line, no table wider than its column). At a phone's 390 px a
+display formula fits or scrolls inside its own block; the 404 page links relatively. Previous/next links walk the
+nav in order. The calculator page is checked against the CLI, a pasted published config included.
 """
 import functools
 import json
@@ -82,9 +84,28 @@ _OVERFLOW_JS = """() => {
     if (el.scrollWidth > el.clientWidth + 1) wide.push(`${el.tagName} ${el.scrollWidth} > ${el.clientWidth} px: `
                                                        + (el.textContent || '').trim().slice(0, 50));
   }
+  // A table fits its column: it may not lean on the theme's scroll wrapper at this width.
+  for (const t of document.querySelectorAll('.md-typeset table')) {
+    const column = t.closest('.md-typeset__scrollwrap') || t.parentElement;
+    if (t.scrollWidth > column.clientWidth + 1) wide.push(`table ${t.scrollWidth} > ${column.clientWidth} px: `
+                                                           + (t.rows[0] ? t.rows[0].textContent : '').trim().slice(0, 50));
+  }
   const d = document.documentElement;
   if (d.scrollWidth > d.clientWidth) wide.push(`page ${d.scrollWidth} > ${d.clientWidth} px`);
   return wide;
+}"""
+
+# At a phone's width a display formula either fits or scrolls inside its own block, which stays inside the page.
+_PHONE_MATH_JS = """() => {
+  const bad = [], page = document.documentElement.clientWidth;
+  for (const el of document.querySelectorAll('.md-typeset div.arithmatex')) {
+    const scrolls = ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+    const box = el.getBoundingClientRect();
+    if ((el.scrollWidth > el.clientWidth + 1 && !scrolls) || box.right > page + 1 || box.left < -1)
+      bad.push(`${el.scrollWidth} px in a ${el.clientWidth} px block (overflow-x ${getComputedStyle(el).overflowX}): `
+               + (el.textContent || '').trim().slice(0, 40));
+  }
+  return bad;
 }"""
 
 
@@ -108,6 +129,32 @@ def test_page_renders(browser, server, page_path):
     assert external == [], f"requests outside the site (no CDN allowed): {external}"
     assert page.evaluate(_OVERFLOW_JS) == [], "cut off at 1280 px"
     page.close()
+
+
+def test_display_formulas_fit_or_scroll_in_their_block_on_a_phone(browser, server):
+    """390 × 844 (a phone): every display formula of every page with math fits, or scrolls inside its block."""
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    checked = 0
+    for path in PAGES:
+        page.goto(f"{server}/{path}", wait_until="networkidle")
+        if page.locator("div.arithmatex").count() == 0:
+            continue
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20000)
+        page.evaluate("() => MathJax.startup.promise")
+        assert page.evaluate(_PHONE_MATH_JS) == [], path
+        checked += 1
+    assert checked >= 3
+    page.close()
+
+
+def test_404_page_links_are_relative(built_site):
+    """The 404 page works wherever the site is served from (a project page, a folder): no root-absolute links."""
+    import re
+
+    html = (built_site / "404.html").read_text(encoding="utf-8")
+    absolute = re.findall(r'\b(?:href|src)="/(?!/)[^"]*"', html)
+    assert absolute == [], absolute[:5]
+    assert re.search(r'href="\./assets/stylesheets/', html), "the theme's stylesheet link is gone"
 
 
 def test_previous_next_follow_the_nav(built_site):
