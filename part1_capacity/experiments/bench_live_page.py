@@ -53,10 +53,12 @@ def one_run(browser, url: str, mbit: float | None = None) -> dict:
                            " || /could not/.test(document.getElementById('lc-status').textContent)", timeout=600000)
     usable = time.perf_counter() - t0
     own = page.evaluate("() => document.getElementById('live-calculator').dataset.usableMs")
+    marks = page.evaluate("() => performance.getEntriesByType('mark').filter(m => m.name.startsWith('lc-'))"
+                          ".map(m => [m.name.slice(3), Math.round(m.startTime)])")
     page.wait_for_load_state("networkidle")
     sizes = {r.url: r.sizes()["responseBodySize"] for r in finished}     # asked after the run: not timed
     ctx.close()
-    return {"bytes": sum(sizes.values()), "usable_s": usable, "page_ms": own, "files": len(sizes),
+    return {"bytes": sum(sizes.values()), "usable_s": usable, "page_ms": own, "files": len(sizes), "marks": marks,
             "largest": sorted(sizes.items(), key=lambda kv: -kv[1])[:4]}
 
 
@@ -76,7 +78,8 @@ def main(argv=None) -> int:
         runs = [one_run(browser, url) for _ in range(a.runs)]
         for i, r in enumerate(runs, 1):
             print(f"run {i}: {r['bytes'] / 1e6:.2f} MB in {r['files']} files, usable after {r['usable_s']:.2f} s "
-                  f"(page's own clock {r['page_ms']} ms)")
+                  f"(page's own clock {r['page_ms']} ms; ms since navigation: "
+                  f"{', '.join(f'{n} {t}' for n, t in r['marks'])})")
         print("largest files: " + ", ".join(f"{u.rsplit('/', 1)[-1]} {n / 1e6:.2f} MB" for u, n in runs[0]["largest"]))
         print(f"best of {a.runs}: usable after {min(r['usable_s'] for r in runs):.2f} s")
         if a.mbit:

@@ -212,6 +212,7 @@
       await loadScript(PYODIDE + "pyodide.js");
       const bundle = fetch(BUNDLE).then((r) => r.json());
       py = await loadPyodide({ indexURL: PYODIDE });
+      performance.mark("lc-python-started");
       stage = "Starting the calculator";
       showProgress(stage);
       const files = await bundle;
@@ -221,6 +222,7 @@
       }
       py.runPython("import json, sys\nsys.path.insert(0, '/calculator')\nfrom part1_capacity.calculator import browser");
       choices = JSON.parse(py.runPython("browser.choices()"));
+      performance.mark("lc-calculator-imported");
     } catch (err) {
       status.textContent = "The calculator could not start in this browser: " + err.message;
       restore();
@@ -258,6 +260,7 @@
     status.hidden = true;
     $("lc-form").hidden = false;
     await update();
+    performance.mark("lc-first-plan");
     const root = $("live-calculator");
     root.dataset.loadedBytes = String(loadedBytes);                       // read by the load benchmark
     root.dataset.usableMs = String(Math.round(performance.now() - t0));
