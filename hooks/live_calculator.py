@@ -1,7 +1,7 @@
 """mkdocs hook: give the calculator page (part1/live.md) its Python and the Python to run it, served by the site.
 
-- Pyodide (CPython compiled to WebAssembly) and its numpy, unpacked from the npm registry by `make pyodide` into
-  build/pyodide/, are copied to assets/pyodide/.
+- Pyodide (CPython 3.14 compiled to WebAssembly), unpacked from the npm registry by `make pyodide` into
+  build/pyodide/, is copied to assets/pyodide/ (no numpy: the plan path is plain Python).
 - The calculator's light path is copied from the package into assets/calculator/python.json ({path: text}): the
   modules that ``part1_capacity.calculator.browser`` imports (plan, profiles, the cache laws, dtypes, hardware, tiers,
   roofline, weights, ...) and their data files. Found by importing it, so a module added to the light path comes
@@ -18,9 +18,9 @@ from mkdocs.exceptions import PluginError
 
 REPO = Path(__file__).resolve().parent.parent
 PYODIDE = REPO / "build" / "pyodide"
-# What the page loads (Pyodide 0.17.1 with its numpy package); see the Makefile's `pyodide` target.
-PYODIDE_FILES = ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "pyodide.asm.data", "packages.json",
-                 "numpy.js", "numpy.data", "LICENSE")
+# What the page loads of Pyodide, and its package.json (version, MPL-2.0 licence); see the Makefile's `pyodide`.
+PYODIDE_FILES = ("pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json",
+                 "package.json")
 PACKAGES = ("part0_foundations", "part1_capacity", "course")
 DATA_SUFFIXES = (".json", ".toml", ".csv")
 
@@ -31,7 +31,11 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from part1_capacity.calculator import browser
 browser.choices()
-browser.plan("llama-3.1-8b", "h100", 8192, 4)
+browser.plan("llama-3.1-8b", "h100", "8K", 4)
+browser.plan("", "h100", 8192, 4, config=json.dumps({"model_type": "llama", "num_hidden_layers": 2,
+             "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 64, "max_position_embeddings": 8192,
+             "vocab_size": 100, "intermediate_size": 128}))
+assert "numpy" not in sys.modules, "the page's Python imported numpy"
 names = sys.argv[2].split(",")
 print(json.dumps(sorted(m.__file__ for n, m in list(sys.modules.items())
                         if n.split(".")[0] in names and getattr(m, "__file__", None))))

@@ -2,7 +2,9 @@
 
 Every page is opened from a local HTTP server at 1280 × 900: no console errors, every image loads, the pages that
 contain math have it typeset by the MathJax copy shipped with the site (no CDN), and nothing is wider than the
-window or its own box (no cut-off equation or code line). Previous/next links walk the nav in order.
+window or its own box (no cut-off equation or code line, no table wider than its column). At a phone's 390 px a
+display formula fits or scrolls inside its own block; the 404 page links relatively. Previous/next links walk the
+nav in order. The calculator page is checked against the CLI, a pasted published config included.
 """
 import functools
 import json
@@ -82,9 +84,28 @@ _OVERFLOW_JS = """() => {
     if (el.scrollWidth > el.clientWidth + 1) wide.push(`${el.tagName} ${el.scrollWidth} > ${el.clientWidth} px: `
                                                        + (el.textContent || '').trim().slice(0, 50));
   }
+  // A table fits its column: it may not lean on the theme's scroll wrapper at this width.
+  for (const t of document.querySelectorAll('.md-typeset table')) {
+    const column = t.closest('.md-typeset__scrollwrap') || t.parentElement;
+    if (t.scrollWidth > column.clientWidth + 1) wide.push(`table ${t.scrollWidth} > ${column.clientWidth} px: `
+                                                           + (t.rows[0] ? t.rows[0].textContent : '').trim().slice(0, 50));
+  }
   const d = document.documentElement;
   if (d.scrollWidth > d.clientWidth) wide.push(`page ${d.scrollWidth} > ${d.clientWidth} px`);
   return wide;
+}"""
+
+# At a phone's width a display formula either fits or scrolls inside its own block, which stays inside the page.
+_PHONE_MATH_JS = """() => {
+  const bad = [], page = document.documentElement.clientWidth;
+  for (const el of document.querySelectorAll('.md-typeset div.arithmatex')) {
+    const scrolls = ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+    const box = el.getBoundingClientRect();
+    if ((el.scrollWidth > el.clientWidth + 1 && !scrolls) || box.right > page + 1 || box.left < -1)
+      bad.push(`${el.scrollWidth} px in a ${el.clientWidth} px block (overflow-x ${getComputedStyle(el).overflowX}): `
+               + (el.textContent || '').trim().slice(0, 40));
+  }
+  return bad;
 }"""
 
 
@@ -108,6 +129,32 @@ def test_page_renders(browser, server, page_path):
     assert external == [], f"requests outside the site (no CDN allowed): {external}"
     assert page.evaluate(_OVERFLOW_JS) == [], "cut off at 1280 px"
     page.close()
+
+
+def test_display_formulas_fit_or_scroll_in_their_block_on_a_phone(browser, server):
+    """390 × 844 (a phone): every display formula of every page with math fits, or scrolls inside its block."""
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    checked = 0
+    for path in PAGES:
+        page.goto(f"{server}/{path}", wait_until="networkidle")
+        if page.locator("div.arithmatex").count() == 0:
+            continue
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20000)
+        page.evaluate("() => MathJax.startup.promise")
+        assert page.evaluate(_PHONE_MATH_JS) == [], path
+        checked += 1
+    assert checked >= 3
+    page.close()
+
+
+def test_404_page_links_are_relative(built_site):
+    """The 404 page works wherever the site is served from (a project page, a folder): no root-absolute links."""
+    import re
+
+    html = (built_site / "404.html").read_text(encoding="utf-8")
+    absolute = re.findall(r'\b(?:href|src)="/(?!/)[^"]*"', html)
+    assert absolute == [], absolute[:5]
+    assert re.search(r'href="\./assets/stylesheets/', html), "the theme's stylesheet link is gone"
 
 
 def test_previous_next_follow_the_nav(built_site):
@@ -165,12 +212,16 @@ def _shown(page):
 
 
 def _cli_plan(inputs):
-    cmd = [sys.executable, "-m", "part1_capacity.cli", "plan", "--model", inputs["model"], "--accelerator",
-           inputs["accelerator"], "--context", str(inputs["context"]), "--batch", str(inputs["batch"]),
-           "--kv-dtype", inputs["kv_dtype"], "--json"]
+    from tests.in_process import capacity
+
+    cmd = ["plan", "--model", inputs["model"], "--accelerator", inputs["accelerator"], "--context",
+           str(inputs["context"]), "--batch", str(inputs["batch"]), "--kv-dtype", inputs["kv_dtype"],
+           "--engine", inputs["engine"], "--json"]
     if inputs["weights_dtype"]:
         cmd += ["--weights-dtype", inputs["weights_dtype"]]
-    return json.loads(subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True).stdout)
+    res = capacity(*cmd)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
 
 
 def _assert_same_as_cli(shown):
@@ -183,17 +234,36 @@ def _assert_same_as_cli(shown):
             assert float(got) == pytest.approx(exp, rel=1e-12), (key, shown["inputs"], got, exp)
 
 
-def test_live_calculator_moves_with_its_slider_and_agrees_with_the_cli(browser, server):
+def _ready(page):
+    page.wait_for_function("() => document.getElementById('live-calculator').dataset.ready === 'true'"
+                           " || /could not/.test(document.getElementById('lc-status').textContent)", timeout=90000)
+    assert page.locator("#live-calculator").get_attribute("data-ready") == "true", page.inner_text("#lc-status")
+
+
+def _settled(page, **want):
+    """Wait until the page has planned these inputs (its data-inputs say so)."""
+    page.wait_for_function("(w) => { const s = document.getElementById('lc-out').dataset.inputs; if (!s) return false;"
+                           " const i = JSON.parse(s); return Object.keys(w).every(k => i[k] === w[k]); }", arg=want)
+
+
+@pytest.fixture(scope="module")
+def live(browser, server):
+    """One load of the calculator page, shared by the tests below (they only change its inputs)."""
     page = browser.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{server}/part1/live.html")
-    page.wait_for_function("() => document.getElementById('live-calculator').dataset.ready === 'true'"
-                           " || /could not/.test(document.getElementById('lc-status').textContent)", timeout=90000)
-    assert page.locator("#live-calculator").get_attribute("data-ready") == "true", page.inner_text("#lc-status")
+    _ready(page)
+    yield page, errors
+    page.close()
+
+
+def test_live_calculator_moves_with_its_slider_and_agrees_with_the_cli(live):
+    page, errors = live
     page.select_option("#lc-model", "llama-3.1-70b")
     page.select_option("#lc-accelerator", "h100")
     page.select_option("#lc-kv", "fp8")
+    _settled(page, model="llama-3.1-70b", kv_dtype="fp8")
     before = _shown(page)
     assert before["inputs"]["kv_dtype"] == "fp8"
     _assert_same_as_cli(before)
@@ -202,9 +272,8 @@ def test_live_calculator_moves_with_its_slider_and_agrees_with_the_cli(browser, 
     page.focus("#lc-context")
     page.keyboard.press("ArrowRight")
     page.wait_for_function(f"() => JSON.parse(document.getElementById('lc-out').dataset.inputs).context "
-                           f"!== {before['inputs']['context']}")
+                           f"!== {json.dumps(before['inputs']['context'])}")
     after = _shown(page)
-    assert after["inputs"]["context"] == 2 * before["inputs"]["context"]
     assert float(after["values"]["kv_bytes_total"]) == 2 * float(before["values"]["kv_bytes_total"])
     _assert_same_as_cli(after)
 
@@ -212,22 +281,101 @@ def test_live_calculator_moves_with_its_slider_and_agrees_with_the_cli(browser, 
     page.select_option("#lc-weights", "int4")
     page.focus("#lc-batch")
     page.keyboard.press("End")
-    page.wait_for_function("() => JSON.parse(document.getElementById('lc-out').dataset.inputs).batch === 1024")
+    _settled(page, batch="1024", weights_dtype="int4")
     _assert_same_as_cli(_shown(page))
     assert errors == []
-    page.close()
 
 
-def test_live_calculator_python_keeps_to_the_browsers_python(built_site):
-    """The page runs the package's own files under Pyodide 0.17 (Python 3.8): none may use newer syntax."""
+def test_live_calculator_takes_typed_sizes_an_engine_and_keeps_them_in_its_address(live, browser):
+    page, errors = live
+    page.select_option("#lc-model", "llama-3.1-8b")
+    page.select_option("#lc-engine", "vllm")
+    page.fill("#lc-context-text", "100K")
+    page.fill("#lc-batch-text", "3")
+    _settled(page, model="llama-3.1-8b", engine="vllm", context="100K", batch="3")
+    shown = _shown(page)
+    want = _cli_plan(shown["inputs"])
+    assert want["workload"]["context"] == 102400 and want["workload"]["engine"] == "vllm"
+    assert json.loads(page.get_attribute("#lc-out", "data-plan")) == want
+
+    # The address holds the inputs: opening it in a new page gives the same plan.
+    link = page.get_attribute("#lc-link", "href")
+    assert "context=100K" in link and "engine=vllm" in link
+    other = browser.new_page()
+    other.goto(link)
+    _ready(other)
+    assert json.loads(other.get_attribute("#lc-out", "data-plan")) == want
+    other.close()
+
+    page.fill("#lc-context-text", "12Q")
+    _settled(page, context="12Q")
+    assert page.inner_text("#lc-error").startswith("context: expected an integer")
+    page.select_option("#lc-engine", "law")
+    page.fill("#lc-batch-text", "8")
+    page.fill("#lc-context-text", "32K")
+    assert errors == []
+
+
+CONFIGS = sorted(p for p in (REPO / "tests" / "data" / "configs").glob("*/config.json"))
+
+
+def test_live_calculator_plans_every_published_config_as_the_cli_does(live):
+    """Each verbatim published config pasted into the page: the whole `capacity plan --json` for the types the
+    page reads (every field; the model id is the pasted file's, "config"), the CLI's way named for the others."""
+    from part1_capacity.calculator import configs
+    from tests.in_process import capacity
+
+    page, errors = live
+    page.select_option("#lc-accelerator", "h100")
+    page.select_option("#lc-weights", "")
+    page.select_option("#lc-kv", "bf16")
+    page.select_option("#lc-engine", "law")
+    page.fill("#lc-context-text", "8K")
+    page.fill("#lc-batch-text", "4")
+    page.click(".lc-own summary")          # the learner opens "Your own model"
+    planned = refused = 0
+    for path in CONFIGS:
+        text = path.read_text()
+        page.fill("#lc-config", text)
+        _settled(page, config=text.strip())
+        d = json.loads(text)
+        if configs.stored_type(d) is None and d.get("model_type") in configs.stored_defaults()["known_types"]:
+            error = page.inner_text("#lc-error")
+            assert f"model_type {d['model_type']!r}" in error and "capacity plan --model config.json" in error, path
+            refused += 1
+            continue
+        got = page.get_attribute("#lc-out", "data-plan")
+        assert got, (path.parent.name, page.inner_text("#lc-error"))
+        res = capacity("plan", "--model", str(path), "--accelerator", "h100", "--context", "8K", "--batch", "4",
+                       "--json")
+        assert res.returncode == 0, res.stderr
+        want = json.loads(res.stdout)
+        got = json.loads(got)
+        assert got["model"] == "config" and want["model"] == path.parent.name
+        got["model"] = want["model"]
+        assert got == want, path.parent.name
+        planned += 1
+    assert planned >= 8 and refused >= 1, (planned, refused)
+    page.click("#lc-clear")
+    assert errors == []
+
+
+def test_live_calculator_python_is_the_package_and_needs_no_numpy(built_site):
+    """The page runs the package's own files (no second copy), and none of them imports numpy: the page's
+    Python (Pyodide, from the npm registry) has none."""
     import ast
 
     files = json.loads((built_site / "assets" / "calculator" / "python.json").read_text())
-    assert "part1_capacity/calculator/plan.py" in files and "part0_foundations/l03_kv_cache/laws.py" in files
+    for needed in ("part1_capacity/calculator/plan.py", "part0_foundations/l03_kv_cache/laws.py",
+                   "part1_capacity/calculator/configs.py", "part1_capacity/calculator/data/config_defaults.json"):
+        assert needed in files
     for path, text in files.items():
+        assert text == (REPO / path).read_text(), f"{path}: the site's copy differs from the package"
         if path.endswith(".py"):
-            assert text == (REPO / path).read_text(), f"{path}: the site's copy differs from the package"
-            ast.parse(text, filename=path, feature_version=(3, 8))
+            for node in ast.walk(ast.parse(text, filename=path)):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                         [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                assert not any(n.split(".")[0] == "numpy" for n in names), f"{path} imports numpy"
 
 
 LESSONS = [p for p in PAGES if p.startswith("part0/")]

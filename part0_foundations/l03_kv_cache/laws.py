@@ -29,12 +29,10 @@ STRUCTURES = {
 
 
 def _min(t, w):
-    """min(T, W) for an int or a numpy array T."""
-    if hasattr(t, "__array__") and not isinstance(t, (int, float)):
-        import numpy as np
-
-        return np.minimum(t, w)
-    return min(t, w)
+    """min(T, W) for a number or an array T (numpy's, through the array API's ``__array_namespace__``: this module
+    imports no numpy, so the calculator page's Python runs it without one)."""
+    namespace = getattr(t, "__array_namespace__", None)
+    return namespace().minimum(t, w) if namespace is not None else min(t, w)
 
 
 # --- MHA / GQA / MQA ------------------------------------------------------------------------------------------

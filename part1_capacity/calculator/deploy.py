@@ -36,8 +36,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from part1_capacity.calculator import roofline, speed, weights
 from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.calculator.errors import InputError
@@ -133,49 +131,79 @@ def shapes(model, acc, wl) -> list[Shape]:
 
 
 def replicas_needed(model, acc, wl, T, B, shape: Shape, with_cache: bool = True):
-    """Fewest data-parallel replicas ``d`` that hold ``B`` sequences of ``T`` tokens in ``shape`` (numpy arrays
-    broadcast together; ``inf`` where none does).
+    """Fewest data-parallel replicas ``d`` that hold ``B`` sequences of ``T`` tokens in ``shape`` (``inf`` where
+    none does). Python numbers for a plan; the sweep passes numpy arrays, broadcast together (``_ops``).
 
     Without expert parallelism a replica of ``t·p`` ranks holds ``g = ⌊(U − W/(t·p)) / (s/p)⌋`` sequences
     (``U`` usable bytes per rank, ``W`` weights, ``s`` one sequence's cache on a tensor rank), so ``d = ⌈B/g⌉``.
     With it, a rank holds ``W_dense/t + W_experts/(t·d)`` of weights and ``⌈B/d⌉·s``: the fewest ``d``, a power of
     two (so the experts divide evenly over the group), with ``t·d`` at most ``MAX_EXPERT_GROUP`` (ranks beyond
     the batch still hold their share of the experts and run empty steps, as vLLM's data-parallel ranks do)."""
-    T = np.asarray(T, dtype=np.float64)
-    B = np.asarray(B, dtype=np.float64)
-    shape_ = np.broadcast(T, B).shape
+    xp = _ops(T, B)
+    if xp is _Scalars:
+        T, B = float(T), float(B)
     U = usable_bytes(acc, wl)
     W = weights.weights_bytes(model, wl.weights_dtype)
     t, p = shape.tensor, shape.pipeline
-    s = np.broadcast_to(cache_per_rank(model, wl, T, t) if with_cache else np.zeros(()), shape_) / p
-    Bb = np.broadcast_to(B, shape_)
+    s = (cache_per_rank(model, wl, T, t) if with_cache else 0.0) / p
     if not shape.expert:
         room = U - W / (t * p)
         if room <= 0:
-            return np.full(shape_, np.inf)
-        g = np.floor(room / np.where(s > 0, s, 1.0))
-        d = np.where(s > 0, np.ceil(Bb / np.maximum(g, 1)), 1.0)
-        return np.where((s > 0) & (g < 1), np.inf, d)
+            return math.inf
+        g = xp.floor(room / xp.where(s > 0, s, 1.0))
+        d = xp.where(s > 0, xp.ceil(B / xp.maximum(g, 1)), 1.0)
+        return xp.where((s > 0) & (g < 1), math.inf, d)
     We, _ = expert_bytes(model, wl)
     Wd = W - We
-    d = np.full(shape_, np.inf)
+    d = math.inf
     dk = 1
     while t * dk <= MAX_EXPERT_GROUP:  # expert groups in powers of two (how the experts divide evenly)
-        ok = np.isinf(d) & (Wd / t + We / (t * dk) + np.ceil(Bb / dk) * s <= U)
-        d = np.where(ok, float(dk), d)
-        if not np.isinf(d).any():
+        ok = xp.isinf(d) & (Wd / t + We / (t * dk) + xp.ceil(B / dk) * s <= U)
+        d = xp.where(ok, float(dk), d)
+        if not xp.any(xp.isinf(d)):
             break
         dk *= 2
     return d
 
 
 def fewest_accelerators(model, acc, wl, T, B, with_cache: bool = True):
-    """Fewest accelerators over every allowed shape (numpy arrays; ``inf`` where nothing fits) — the count a sweep
-    shows; equal to the chosen plan's count (the plan breaks ties among shapes by decode time)."""
-    best = np.full(np.broadcast(np.asarray(T), np.asarray(B)).shape, np.inf)
+    """Fewest accelerators over every allowed shape (``inf`` where nothing fits) — the count a sweep shows (numpy
+    arrays in, an array out that the caller broadcasts to its grid); equal to the chosen plan's count (the plan
+    breaks ties among shapes by decode time)."""
+    xp = _ops(T, B)
+    best = math.inf
     for sh in shapes(model, acc, wl):
-        best = np.minimum(best, sh.tensor * sh.pipeline * replicas_needed(model, acc, wl, T, B, sh, with_cache))
+        best = xp.minimum(best, sh.tensor * sh.pipeline * replicas_needed(model, acc, wl, T, B, sh, with_cache))
     return best
+
+
+def _ops(*xs):
+    """The elementwise functions for these inputs: the arrays' own namespace (numpy's, through the array API's
+    ``__array_namespace__``) when the sweep passes its grid, else ``_Scalars``. The plan path is scalar
+    arithmetic and this module imports no numpy, so the same code runs in the page's Python, which has none."""
+    for x in xs:
+        namespace = getattr(x, "__array_namespace__", None)
+        if namespace is not None:
+            return namespace()
+    return _Scalars
+
+
+def _whole(f):
+    return lambda x: float(f(x)) if math.isfinite(x) else x   # numpy's floor/ceil: inf and nan pass through
+
+
+class _Scalars:
+    """numpy's names and meaning for the few functions the search uses, on Python floats."""
+    floor = staticmethod(_whole(math.floor))
+    ceil = staticmethod(_whole(math.ceil))
+    maximum = staticmethod(max)
+    minimum = staticmethod(min)
+    isinf = staticmethod(math.isinf)
+    any = staticmethod(bool)
+
+    @staticmethod
+    def where(condition, if_true, if_false):
+        return if_true if condition else if_false
 
 
 # --- time of a step on a deployment --------------------------------------------------------------------------------

@@ -9,8 +9,7 @@ This module only assembles them. Units: bytes, seconds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-
-import numpy as np
+from numbers import Integral   # numpy's integers count too (registered), without importing numpy
 
 from part1_capacity.calculator import deploy, engine_rules, roofline, speed, weights
 from part1_capacity.calculator.engine_rules import vllm_memory
@@ -49,7 +48,7 @@ class Workload:
     def validate(self, model: ModelProfile) -> "Workload":
         for name in ("context", "batch"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+            if isinstance(v, bool) or not isinstance(v, Integral) or v <= 0:
                 raise InputError(f"{name}: must be a positive integer, got {v!r}")
         if self.context > model.max_context:
             raise InputError(f"context: {self.context} exceeds {model.id}'s maximum context of "
@@ -62,7 +61,7 @@ class Workload:
             raise InputError(f"overhead: must be >= 0, got {self.overhead_bytes}")
         for name in ("tensor_parallel", "pipeline_parallel", "nodes"):
             v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, Integral) or v <= 0):
                 raise InputError(f"{name}: must be a positive integer, got {v!r}")
         t = self.tensor_parallel
         if t is not None and not splits_heads(model, t):

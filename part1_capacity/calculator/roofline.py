@@ -19,14 +19,13 @@ point (peak FLOP/s ÷ bandwidth), compute-bound above it; its time is at least `
   (decode) or written (prefill).
 
 Prefill is one prompt of ``T`` tokens processed at once; decode is one step of ``batch`` sequences each holding
-``T`` tokens. All functions accept numpy arrays for ``T`` and ``batch``. Units: FLOPs, bytes, seconds.
+``T`` tokens. Scalar arithmetic in plain Python (no numpy: the page's Python runs it too). Units: FLOPs, bytes,
+seconds.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from part0_foundations.l03_kv_cache import laws
 
@@ -46,8 +45,7 @@ def step_time(flops, nbytes, peak_flops: float, bandwidth: float, extra_seconds:
     """The roofline time of one pass: ``max(flops / peak, bytes / bandwidth + extra_seconds)`` seconds — the
     arithmetic and the memory traffic overlap, so the slower of the two sets the time. ``extra_seconds``: bytes
     read from a slower tier, added to the memory side (serially: a conservative bound)."""
-    return np.maximum(np.asarray(flops, dtype=np.float64) / peak_flops,
-                      np.asarray(nbytes, dtype=np.float64) / bandwidth + extra_seconds)
+    return max(float(flops) / peak_flops, float(nbytes) / bandwidth + extra_seconds)
 
 
 def attention_flops_per_pair(p: ModelProfile, phase: str = "decode") -> float:
@@ -64,12 +62,11 @@ def attention_flops_per_pair(p: ModelProfile, phase: str = "decode") -> float:
 
 def _causal_pairs(T, window=None):
     """(query, key) pairs of a causal prompt of T tokens: Σ_{i=1..T} min(i, W)."""
-    T = np.asarray(T, dtype=np.float64)
+    T = float(T)
     if not window:
         return T * (T + 1) / 2
     W = float(window)
-    capped = W * (W + 1) / 2 + (T - W) * W
-    return np.where(T <= W, T * (T + 1) / 2, capped)
+    return T * (T + 1) / 2 if T <= W else W * (W + 1) / 2 + (T - W) * W
 
 
 def weights_read_fraction(p: ModelProfile, tokens):
@@ -81,7 +78,7 @@ def weights_read_fraction(p: ModelProfile, tokens):
     ``k/E`` is the routed parameters a token uses over all routed parameters,
     ``(params_active − dense) / params_routed``. A profile that does not give its routed parameters falls back
     to the whole model read at the active share."""
-    n = np.asarray(tokens, dtype=np.float64)
+    n = float(tokens)
     if p.params_routed <= 0 or p.params_active >= p.params_total:
         r = p.params_active / p.params_total
         return 1.0 - (1.0 - r) ** n
@@ -94,17 +91,17 @@ def prefill_flops(p: ModelProfile, T):
     """FLOPs to prefill one prompt of ``T`` tokens."""
     pair = attention_flops_per_pair(p, "prefill")
     attn = pair * (p.n_full_layers * _causal_pairs(T) + p.n_window_layers * _causal_pairs(T, p.window))
-    ssm = 2 * p.ssm.state_elements * p.ssm.n_layers * np.asarray(T) if p.ssm else 0
-    return 2 * p.params_active * np.asarray(T, dtype=np.float64) + attn + ssm
+    ssm = 2 * p.ssm.state_elements * p.ssm.n_layers * T if p.ssm else 0
+    return 2 * p.params_active * float(T) + attn + ssm
 
 
 def decode_flops(p: ModelProfile, T, batch):
     """FLOPs of one decode step: ``batch`` new tokens, each attending to its sequence's ``T`` cached tokens."""
-    T = np.asarray(T, dtype=np.float64)
+    T = float(T)
     pair = attention_flops_per_pair(p, "decode")
     seen = p.n_full_layers * T + p.n_window_layers * laws.window_tokens(T, p.window or 1)   # the cache law's min(T, W)
     ssm = 2 * p.ssm.state_elements * p.ssm.n_layers if p.ssm else 0
-    return np.asarray(batch, dtype=np.float64) * (2 * p.params_active + pair * seen + ssm)
+    return float(batch) * (2 * p.params_active + pair * seen + ssm)
 
 
 @dataclass

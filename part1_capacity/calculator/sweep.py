@@ -78,11 +78,12 @@ def sweep(model, accelerator, contexts, batches, workload: Workload | None = Non
         raise InputError("sweep: contexts and batches must be positive integers")
     T = contexts[:, None].astype(np.float64)
     B = batches[None, :].astype(np.float64)
-    n = fewest_accelerators(model, acc, wl, T, B)
+    grid = (len(contexts), len(batches))
+    n = np.array(np.broadcast_to(fewest_accelerators(model, acc, wl, T, B), grid), dtype=np.float64)
     n0 = fewest_accelerators(model, acc, wl, T, B, with_cache=False)
     kvb, sb = get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes
     kv_total = B * model.cache_bytes(T, kvb, sb)
-    return Sweep(model, acc, wl, contexts, batches, n, np.broadcast_to(n0, n.shape), kv_total,
+    return Sweep(model, acc, wl, contexts, batches, n, np.broadcast_to(n0, grid), kv_total,
                  weights_bytes(model, wl))
 
 

@@ -58,17 +58,21 @@ def engine_check(structure: str, confirmed: dict, tr=EN) -> str:
 
 
 def structures_table(plans, confirmed: dict | None = None, tr=EN) -> str:
+    """The four structures side by side. The columns the page's text explains come first (the accelerators, those
+    the cache adds, the bottleneck), the sizes after; the engine check is a short link (the paragraph below the
+    table says what it means), so the table fits its column."""
     confirmed = e1_confirmations() if confirmed is None else confirmed
-    out = [tr("| structure | model | weights | KV per token (growing) | KV per sequence | KV total | weights size | "
-              "KV / weights | accelerators | for the weights | added by KV | bottleneck | checked in an engine |"),
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = [tr("| structure | model | accelerators | for the weights | added by KV | bottleneck | KV / weights | "
+              "KV total | weights size | KV per token | KV per sequence | weights | engine check |"),
+           "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|"]
     for d in plans:
-        out.append(f"| {d['structure']} | `{d['model']}` | {d['workload']['weights_dtype']} | "
-                   f"{fmt_bytes(d['kv_bytes_per_token'])} | {fmt_bytes(d['kv_bytes_per_sequence'])} | "
-                   f"{fmt_bytes(d['kv_bytes_total'])} | {fmt_bytes(d['weights_bytes'])} | "
-                   f"{d['kv_to_weights_ratio']:.2f} | {fmt_count(d['accelerators_needed'])} | "
+        rows = confirmed.get(d["structure"])
+        check = ", ".join(f"[E1 `{arch}`](engine_checks.md#{anchor})" for arch, anchor in rows) if rows else "—"
+        out.append(f"| {d['structure']} | `{d['model']}` | {fmt_count(d['accelerators_needed'])} | "
                    f"{fmt_count(d['accelerators_without_kv'])} | {fmt_count(d['accelerators_added_by_kv'])} | "
-                   f"**{d['bottleneck']}** | {engine_check(d['structure'], confirmed, tr)} |")
+                   f"**{d['bottleneck']}** | {d['kv_to_weights_ratio']:.2f} | {fmt_bytes(d['kv_bytes_total'])} | "
+                   f"{fmt_bytes(d['weights_bytes'])} | {fmt_bytes(d['kv_bytes_per_token'])} | "
+                   f"{fmt_bytes(d['kv_bytes_per_sequence'])} | {d['workload']['weights_dtype']} | {check} |")
     return "\n".join(out) + "\n"
 
 

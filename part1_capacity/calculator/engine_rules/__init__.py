@@ -119,10 +119,8 @@ def _allocate(profile, workload, tensor_parallel, engine, accelerator, hybrid_ma
 def sequence_bytes_per_rank(profile, workload, T, tp: int):
     """Bytes of ONE sequence of ``T`` tokens on one of ``tp`` tensor-parallel ranks (all layers) as
     ``workload.engine`` allocates it — what the deployment search sizes ranks with under ``--engine``. ``T`` may be
-    a numpy array. llama.cpp: one sequence's padded cells and fp32 state, its layers split over the ranks; vLLM:
+    an array (the sweep's). llama.cpp: one sequence's padded cells and fp32 state, its layers split over the ranks; vLLM:
     one request's reservation on one rank."""
-    import numpy as np
-
     kvb = get_dtype(workload.kv_dtype).bytes
     sb = get_dtype(workload.state_dtype).bytes
     if workload.engine == "llama.cpp":
@@ -134,7 +132,8 @@ def sequence_bytes_per_rank(profile, workload, T, tp: int):
         def one(t):
             return vllm.reservation(profile, int(t), tp, kvb, conv, sb,
                                     hybrid_manager=workload.hybrid_kv_cache_manager).bytes_per_request
-    T = np.asarray(T)
-    if T.ndim == 0:
+    namespace = getattr(T, "__array_namespace__", None)   # the sweep's grid (numpy, never imported here)
+    if namespace is None or T.ndim == 0:
         return float(one(T))
-    return np.vectorize(one, otypes=[float])(T)
+    xp = namespace()
+    return xp.reshape(xp.asarray([one(t) for t in T.reshape(-1)], dtype=xp.float64), T.shape)
