@@ -16,7 +16,7 @@ from part1_capacity.calculator.engine_rules import ENGINES
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count
 from part1_capacity.calculator.hardware import bundled_accelerators
-from part1_capacity.calculator.plan import Workload, for_plan, make_plan, startup_for_plan
+from part1_capacity.calculator.plan import Workload, make_plan, plan_report
 from part1_capacity.calculator.profiles import bundled_models
 
 def choices() -> str:
@@ -74,10 +74,7 @@ def plan(model: str, accelerator: str, context, batch, weights_dtype: str | None
                                                kv_dtype=kv_dtype, engine=engine))
         # what `capacity plan --json` prints: the plan, the engine's allocation for it and, under vLLM on an
         # accelerator it runs on, its start-up figures with the default flags; strict JSON
-        start = (startup_for_plan(p, None, True) if engine == "vllm" and (p.parallelism or p.parallelism_without_kv)
-                 and "vllm" in p.accelerator.engines else None)
-        d = json.loads(validate.dumps_json({**p.to_dict(), **for_plan(p, engine, True).to_fields(),
-                                            **(start.to_fields() if start else {})}))
+        d = json.loads(validate.dumps_json(plan_report(p, engine)[0]))
     except InputError as exc:
         return json.dumps({"error": str(exc)})
     par = d["parallelism"]

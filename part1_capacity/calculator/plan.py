@@ -356,3 +356,14 @@ def startup_for_plan(plan, flags=None, hybrid_manager: bool = True):
     return vllm_memory.startup(plan.model, plan.accelerator, wl.context, plan.weights_bytes, tp, pp,
                                get_dtype(wl.kv_dtype).bytes, get_dtype(plan.model.native_dtype).bytes,
                                get_dtype(wl.state_dtype).bytes, hybrid_manager, flags, per_rank)
+
+
+def plan_report(plan: Plan, engine: str = "law", flags=None, hybrid_manager: bool = True):
+    """What ``capacity plan --json`` prints for ``plan``, once for the CLI and the calculator page: the plan's fields,
+    ``engine``'s allocation for it and, under vLLM on an accelerator it runs on, what vLLM logs at start-up. Returns
+    (fields, the start-up figures or None — ``--emit vllm`` writes its flags from them)."""
+    alloc = for_plan(plan, engine, hybrid_manager)
+    start = None
+    if engine == "vllm" and (plan.parallelism or plan.parallelism_without_kv) and "vllm" in plan.accelerator.engines:
+        start = startup_for_plan(plan, flags, hybrid_manager)
+    return {**plan.to_dict(), **alloc.to_fields(), **(start.to_fields() if start else {})}, start

@@ -8,7 +8,7 @@ from part1_capacity.commands._common import (add_revision_flag, add_vllm_startup
 from part1_capacity.calculator import emit, engine_rules
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time, table
-from part1_capacity.calculator.plan import Plan, for_plan, make_plan, startup_for_plan
+from part1_capacity.calculator.plan import Plan, for_plan, make_plan, plan_report
 from part1_capacity.calculator.tiers import load_tiers
 
 
@@ -54,25 +54,19 @@ def run(a) -> int:
     flags = startup_flags_from_args(a)
     rows = load_tiers(a.tiers) if a.tiers else None     # checked before any sizing, like an accelerator file
     plan = make_plan(model_name(a), a.accelerator, workload_from_args(a), tiers=rows)
-    alloc = for_plan(plan, a.engine, not a.disable_hybrid_kv_cache_manager)
-    start = None
-    if (a.engine == "vllm" and (plan.parallelism or plan.parallelism_without_kv)
-            and "vllm" in plan.accelerator.engines):
-        start = startup_for_plan(plan, flags, not a.disable_hybrid_kv_cache_manager)
+    fields, start = plan_report(plan, a.engine, flags, not a.disable_hybrid_kv_cache_manager)
     if a.emit and a.json:       # the plan and the command together, for a script
-        print(validate.dumps_json({**plan.to_dict(), **alloc.to_fields(), **(start.to_fields() if start else {}),
-                                   "emit": {"engine": a.emit,
-                                            "command": emit.command(plan, a.emit, a.hf_repo, startup=start)}},
-                                  indent=2))
+        print(validate.dumps_json({**fields, "emit": {"engine": a.emit,
+                                                      "command": emit.command(plan, a.emit, a.hf_repo,
+                                                                              startup=start)}}, indent=2))
     elif a.emit:
         print(emit.command(plan, a.emit, a.hf_repo, startup=start))
     elif a.json:
-        print(validate.dumps_json({**plan.to_dict(), **alloc.to_fields(), **(start.to_fields() if start else {})},
-                                  indent=2))
+        print(validate.dumps_json(fields, indent=2))
     else:
         print(render(plan))
         if a.engine != "law":
-            print("\n" + render_engine(alloc))
+            print("\n" + render_engine(for_plan(plan, a.engine, not a.disable_hybrid_kv_cache_manager)))
         if start is not None:
             print("\n" + render_startup(start, plan.workload.context))
     return 0
