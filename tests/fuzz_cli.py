@@ -1,4 +1,4 @@
-"""Property-based fuzz of ``capacity`` (Hypothesis): hostile files and flags, each case exit 0 with strict JSON or
+"""Property-based fuzz of ``capacity`` plan, compare, sweep and index (Hypothesis): hostile files and flags, each case exit 0 with strict JSON or
 exit 2 with one line — never a traceback, a hang or an unbounded allocation.
 
 Run by ``tests/test_fuzz.py`` in a child process held to a memory and CPU limit (a case that allocates without
@@ -102,14 +102,54 @@ FLAG_VALUES = {
 }
 
 
+INDEX_VALUES = {
+    "--vectors": mostly(["1000", "1000000", "1e6"], st.sampled_from(["0", "-1", "1e30", "nan", "x", "9" * 50])),
+    "--dim": mostly(["384", "768"], st.sampled_from(["0", "-3", "1e9", "inf"])),
+    "--nlist": mostly(["100", "1000"], st.sampled_from(["0", "1e12", "-1"])),
+    "--hnsw-m": mostly(["16", "32"], st.sampled_from(["0", "1e9"])),
+    "--host-memory-gb": mostly(["16", "0.5"], st.sampled_from(["0", "-1", "nan", "1e300"])),
+    "--hot-cache-gb": mostly(["1", "0"], st.sampled_from(["-1", "inf", "1e300"])),
+}
+
+
 @st.composite
-def argvs(draw):
+def plan_argv(draw):
     argv = ["plan", "--model", draw(models()), "--accelerator", draw(accelerators()),
             "--context", draw(FLAG_VALUES["--context"])]
     for flag in draw(st.lists(st.sampled_from([f for f in FLAG_VALUES if f != "--context"]), max_size=4,
                               unique=True)):
         argv += [flag, draw(FLAG_VALUES[flag])]
     return argv + ["--json"]
+
+
+@st.composite
+def compare_argv(draw):
+    names = draw(st.lists(st.one_of(st.sampled_from(BUNDLED), models()), min_size=1, max_size=3))
+    argv = ["compare", "--models", ",".join(names), "--accelerator", draw(accelerators()),
+            "--context", draw(FLAG_VALUES["--context"]), "--batch", draw(FLAG_VALUES["--batch"])]
+    return argv + (["--engines"] if draw(st.booleans()) else []) + ["--json"]
+
+
+@st.composite
+def sweep_argv(draw):
+    grid = lambda vals: st.lists(st.sampled_from(vals), min_size=1, max_size=4).map(",".join)
+    return ["sweep", "--model", draw(models()), "--accelerator", draw(accelerators()),
+            "--contexts", draw(grid(["1024", "4096", "8K", "0", "-1", "1e9", "x"])),
+            "--batches", draw(grid(["1", "8", "64", "0", "1e12", "nan"])), "--json"]
+
+
+@st.composite
+def index_argv(draw):
+    argv = ["index", "--type", draw(st.sampled_from(["flat", "ivf", "hnsw", "hnsw", "lsh"])),
+            "--vectors", draw(INDEX_VALUES["--vectors"]), "--dim", draw(INDEX_VALUES["--dim"])]
+    for flag in draw(st.lists(st.sampled_from(list(INDEX_VALUES)[2:]), max_size=4, unique=True)):
+        argv += [flag, draw(INDEX_VALUES[flag])]
+    return argv + ["--json"]
+
+
+def argvs():
+    """Every subcommand that reads files and numbers: plan most often (it has the most readers)."""
+    return st.one_of(plan_argv(), plan_argv(), compare_argv(), sweep_argv(), index_argv())
 
 
 def strict(text: str):
