@@ -1,5 +1,5 @@
-"""Property-based fuzz of ``capacity`` plan, compare, sweep and index (Hypothesis): hostile files and flags, each case exit 0 with strict JSON or
-exit 2 with one line — never a traceback, a hang or an unbounded allocation.
+"""Property-based fuzz of ``capacity`` plan, compare, sweep and index (Hypothesis): hostile files and flags, each
+case exit 0 with strict JSON or exit 2 with one line — never a traceback, a hang or an unbounded allocation.
 
 Run by ``tests/test_fuzz.py`` in a child process held to a memory and CPU limit (a case that allocates without
 bound dies on the limit instead of taking the machine); each case also has an alarm. Deterministic (derandomized):
