@@ -33,10 +33,9 @@ $(STAMP): $(CORE) requirements-llama.txt
 	$(MAKE) --no-print-directory classroom-deps
 	touch $@
 
-# The calculator alone: numpy at the version requirements.txt pins, and the package itself (seconds).
+# The calculator alone: the package itself, nothing else (its plan path is plain Python; seconds).
 $(LIGHT): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -c requirements.txt numpy
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
@@ -66,7 +65,7 @@ system-packages:
 	  else echo "missing Debian packages:$$missing -- install them (sudo apt-get install$$missing)"; exit 1; fi; fi
 browser: system-packages
 
-# The calculator's answer first (it needs only numpy), then the rest of the stack and the site.
+# The calculator's answer first (it needs nothing but Python), then the rest of the stack and the site.
 run: $(LIGHT)
 	$(BIN)/python tools/main_job.py calculator
 	$(MAKE) --no-print-directory setup-core pyodide

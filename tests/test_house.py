@@ -26,7 +26,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("course", "part0_foundations", "part1_capacity")
-HEAVY = ("torch", "transformers", "llama_cpp")
+HEAVY = ("torch", "transformers", "llama_cpp", "numpy")   # the light path is plain Python
 
 # A private helper one lesson's checks borrow from another's, left to the lesson-contract work; a new one fails.
 KNOWN_PRIVATE_IMPORTS = {("part0_foundations/l02_encoder_decoder/checks.py",

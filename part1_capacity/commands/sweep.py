@@ -3,8 +3,7 @@ as tables, JSON or heatmap PNGs. Vectorized: see part1_capacity/experiments/benc
 from __future__ import annotations
 
 import argparse
-
-import numpy as np
+import math
 
 from part1_capacity.calculator import validate
 from part1_capacity.commands._common import (add_revision_flag, add_workload_flags, model_name, positive_int,
@@ -12,7 +11,6 @@ from part1_capacity.commands._common import (add_revision_flag, add_workload_fla
 from part1_capacity.calculator.fmt import fmt_k, table
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.sweep import heatmaps, pow2_grid, sweep
 
 
 MAX_GRID = 128      # values per axis: 128 × 128 cells stay a table a reader can scan, and quick to compute
@@ -40,6 +38,9 @@ def register(sub):
 
 
 def run(a) -> int:
+    # the sweep (numpy arrays, matplotlib) is loaded when a sweep runs: `capacity plan` and `compare` need neither
+    from part1_capacity.calculator.sweep import heatmaps, pow2_grid, sweep
+
     model = load_model(model_name(a))
     contexts = a.contexts or pow2_grid(min(1024, model.max_context), model.max_context).tolist()
     batches = a.batches or pow2_grid(1, 256).tolist()
@@ -65,7 +66,7 @@ def run(a) -> int:
         cells = []
         for j in range(len(s.batches)):
             n, k = s.needed[i, j], s.added_by_kv[i, j]
-            cells.append("×" if not np.isfinite(n) else f"{int(n)} ({int(k)})")
+            cells.append("×" if not math.isfinite(float(n)) else f"{int(n)} ({int(k)})")
         rows.append([fmt_k(int(c))] + cells)
     print(table(rows, header))
     if a.heatmap:
