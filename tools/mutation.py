@@ -125,11 +125,29 @@ def run(t: Target) -> dict:
         "survived": sum(c in SURVIVED for c in codes.values()),
         "no_tests": sum(c in NO_TESTS for c in codes.values()),
         "other": {k: c for k, c in codes.items() if c not in KILLED | SURVIVED | NO_TESTS},
-        "survivors": {k: _mutmut(d, "show", k).split("\n", 1)[1].strip() for k in survivors},
+        "survivors": _diffs(d, t.source, survivors),
     }
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{t.name}.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
+
+
+_DIFFS = """
+import json, sys
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+path, names = sys.argv[1], json.loads(sys.stdin.read())
+print(json.dumps({n: get_diff_for_mutant(n, path=path).strip() for n in names}))
+"""
+
+
+def _diffs(d: Path, source: str, names: list) -> dict:
+    """Each mutant's diff (what ``mutmut show`` prints), in one process rather than one per mutant."""
+    if not names:
+        return {}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-c", _DIFFS, source], cwd=d, env=env, text=True, capture_output=True,
+                       input=json.dumps(names), check=True)
+    return json.loads(r.stdout)
 
 
 def _git(*args: str) -> str:
