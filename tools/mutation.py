@@ -9,6 +9,7 @@ tests/mutation/notes.toml, [equivalent]) or a missing test. The score is killed 
     python tools/mutation.py                  # every module, smallest first (hours on 2 cores)
     python tools/mutation.py sharding laws    # just these
     python tools/mutation.py --report         # rebuild REPORT.md from the saved runs only
+    python tools/mutation.py --collect vllm_rules   # re-read the last run in _build/mutation/ (no new run)
 
 mutmut forks one child per mutant from a process that has imported the tests once, so a mutant costs the covering
 tests' run time, not an interpreter start-up.
@@ -113,9 +114,13 @@ def _mutmut(d: Path, *args: str, check: bool = True) -> str:
     return r.stdout
 
 
-def run(t: Target) -> dict:
-    d = _scratch(t)
-    _mutmut(d, "run", "--max-children", "1")
+def run(t: Target, collect_only: bool = False) -> dict:
+    """Mutate ``t`` and run its tests on every mutant (``collect_only``: read the last run's results again)."""
+    if collect_only:
+        d = SCRATCH / t.name
+    else:
+        d = _scratch(t)
+        _mutmut(d, "run", "--max-children", "1")
     meta = json.loads((d / "mutants" / (t.source + ".meta")).read_text())
     codes = meta["exit_code_by_key"]
     survivors = sorted(k for k, c in codes.items() if c in SURVIVED or c in NO_TESTS)
@@ -191,6 +196,9 @@ def report() -> str:
 
 
 def main(argv: list[str]) -> int:
+    collect = bool(argv) and argv[0] == "--collect"
+    if collect:
+        argv = argv[1:]
     if argv and argv[0] == "--report":
         names = []
     else:
@@ -200,7 +208,7 @@ def main(argv: list[str]) -> int:
             print(f"error: unknown module {unknown}; allowed: {', '.join(BY_NAME)}", file=sys.stderr)
             return 2
     for n in names:
-        r = run(BY_NAME[n])
+        r = run(BY_NAME[n], collect)
         print(f"{n}: {r['mutants']} mutants, {r['killed']} killed, {len(r['survivors'])} survived", flush=True)
         (OUT / "REPORT.md").write_text(report())
     (OUT / "REPORT.md").write_text(report())
