@@ -44,7 +44,7 @@ TARGETS = (
     Target("sharding", CALC + "sharding.py",
            ("tests/test_mutation_sharding.py", "tests/test_deploy.py", "tests/test_engine_alloc.py")),
     Target("gguf_header", CALC + "gguf_header.py",
-           ("tests/test_gguf_header.py", "tests/test_hostile_input_round3.py")),
+           ("tests/test_gguf_header_rules.py", "tests/test_gguf_header.py", "tests/test_hostile_input_round3.py")),
     Target("llama_cpp_rules", CALC + "engine_rules/llama_cpp.py",
            ("tests/test_engine_structures.py", "tests/test_llama_cpp_buffers.py", "tests/test_engine_alloc.py")),
     Target("vllm_rules", CALC + "engine_rules/vllm.py",
