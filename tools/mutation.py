@@ -46,7 +46,8 @@ TARGETS = (
     Target("gguf_header", CALC + "gguf_header.py",
            ("tests/test_gguf_header_rules.py", "tests/test_gguf_header.py", "tests/test_hostile_input_round3.py")),
     Target("llama_cpp_rules", CALC + "engine_rules/llama_cpp.py",
-           ("tests/test_engine_structures.py", "tests/test_llama_cpp_buffers.py", "tests/test_engine_alloc.py")),
+           ("tests/test_llama_cpp_rules.py", "tests/test_engine_structures.py", "tests/test_llama_cpp_buffers.py",
+            "tests/test_engine_alloc.py")),
     Target("vllm_rules", CALC + "engine_rules/vllm.py",
            ("tests/test_mutation_vllm.py", "tests/test_engine_alloc.py", "tests/test_vllm_startup.py")),
     Target("vllm_memory", CALC + "engine_rules/vllm_memory.py", ("tests/test_vllm_startup.py",)),
@@ -129,7 +130,8 @@ def run(t: Target, collect_only: bool = False) -> dict:
         "mutants": len(codes), "killed": sum(c in KILLED for c in codes.values()),
         "survived": sum(c in SURVIVED for c in codes.values()),
         "no_tests": sum(c in NO_TESTS for c in codes.values()),
-        "other": {k: c for k, c in codes.items() if c not in KILLED | SURVIVED | NO_TESTS},
+        "not_run": sum(c is None for c in codes.values()),      # the run was stopped before these
+        "other": {k: c for k, c in codes.items() if c is not None and c not in KILLED | SURVIVED | NO_TESTS},
         "survivors": _diffs(d, t.source, survivors),
     }
     OUT.mkdir(parents=True, exist_ok=True)
@@ -171,10 +173,10 @@ def report() -> str:
         r = json.loads(f.read_text())
         eq = [k for k in r["survivors"] if k in equivalent]
         live = [k for k in r["survivors"] if k not in equivalent]
-        denom = r["mutants"] - len(eq)
+        denom = r["mutants"] - r.get("not_run", 0) - len(eq)
         score = 100.0 * r["killed"] / denom if denom else 100.0
-        rows.append(f"| `{r['module']}` | {r['commit']} | {r['mutants']} | {r['killed']} | {len(r['survivors'])} "
-                    f"| {len(eq)} | {len(live)} | {score:.1f} % |")
+        rows.append(f"| `{r['module']}` | {r['commit']} | {r['mutants']} | {r.get('not_run', 0)} | {r['killed']} "
+                    f"| {len(r['survivors'])} | {len(eq)} | {len(live)} | {score:.1f} % |")
         if r["survivors"]:
             details.append(f"\n### `{r['module']}`\n")
             for k in r["survivors"]:
@@ -185,11 +187,11 @@ def report() -> str:
     return "\n".join([
         "# Mutation score (mutmut)", "",
         "Written by `make mutation` (tools/mutation.py) — do not edit by hand; reasons live in "
-        "tests/mutation/notes.toml. Score = killed / (mutants − equivalent survivors); the bound is 90 %.",
+        "tests/mutation/notes.toml. Score = killed / (mutants run − equivalent survivors); the bound is 90 %.",
         "A mutant counts as killed when a test fails or times out; \"survived\" includes mutants no selected test "
         "reaches.", "",
-        "| module | commit | mutants | killed | survived | equivalent | not killed | score |",
-        "|---|---|---|---|---|---|---|---|", *rows, "",
+        "| module | commit | mutants | not run (run stopped) | killed | survived | equivalent | not killed | score |",
+        "|---|---|---|---|---|---|---|---|---|", *rows, "",
         "Not measured yet: " + (", ".join(unmeasured) if unmeasured else "none") + ".", "",
         "## Survivors of earlier runs that a new test now kills", "", *(kb or ["none"]), "",
         "## Survivors of the latest run", *(details or ["\nnone"]), ""])
