@@ -47,6 +47,7 @@ def test_output_buffer():
     # float32 logits of 1,000 entries for one row by default; embeddings only when asked for
     assert lc.output_buffer_bytes(1000) == 4000
     assert lc.output_buffer_bytes(1000, 1, n_embd=64) == 4000
+    assert lc.output_buffer_bytes(1000, embeddings=True) == 4000                  # n_embd defaults to 0
     assert lc.output_buffer_bytes(1000, 3, n_embd=64, embeddings=True) == (1000 + 64) * 3 * 4
 
 
