@@ -64,6 +64,9 @@ CASES = [
     (head(n_kv=1) + s(b"ab") + b"\0" * 3, "metadata entry 0: type claims 4 bytes, only 3 remain in the file"),
     (head(n_kv=1) + s(b"") + u32(10) + b"\0" * 4, "metadata entry 0 claims 8 bytes, only 4 remain in the file"),
     (head(n_kv=1) + s(b"") + u32(8) + u64(50), "metadata entry 0 claims 50 bytes, only 0 remain in the file"),
+    # a string value whose own length is cut short: 2 entries need 26 bytes; the second's string length has 1
+    (head(n_kv=2) + s(b"") + u32(0) + b"\0" + s(b"") + u32(8) + b"\0",
+     "metadata entry 1 claims 8 bytes, only 1 remain in the file"),
     (head(n_kv=1) + s(b"") + u32(13) + b"\0", "metadata entry 0: unknown value type 13"),
     (head(n_kv=1) + s(b"") + u32(9) + b"\0" * 2, "metadata entry 0: element type claims 4 bytes, only 2 remain in "
                                                  "the file"),
@@ -140,3 +143,6 @@ def test_open_reader_turns_the_readers_error_into_one_line(tmp_path):
     with pytest.raises(InputError) as err:
         gguf_header.open_reader(refusal_path)
     assert str(err.value) == "model: y.gguf is not a readable GGUF file (version 4; readable versions: 2, 3)"
+    with pytest.raises(InputError) as err:
+        gguf_header.open_reader(refusal_path, "--gguf")
+    assert str(err.value).startswith("--gguf: y.gguf is not a readable GGUF file (version 4")
