@@ -239,3 +239,13 @@ classroom: $(CORE) classroom-deps
 	cd build/classroom/course && COURSE_ROOT=$(CURDIR)/build/classroom/course PYTHONPATH=$(CURDIR)/build/classroom/course \
 	  $(CURDIR)/$(BIN)/python -m course.classroom register
 	$(BIN)/python -m jupyterhub -f classroom/jupyterhub_config.py
+
+# mutation: mutation testing (mutmut, pinned in requirements-mutation.txt) of the modules whose numbers users act on
+# and of every lesson's and exercise's checks — one module at a time, with the tests that cover it, each in its own
+# scratch folder under _build/mutation/; writes tests/mutation/REPORT.md (module, mutants, killed, survivors with
+# their diffs and why each is equivalent). A benchmark-like job (hours on 2 cores), not part of `make test`.
+# MODULES="sharding laws" runs only those (names in tools/mutation.py).
+.PHONY: mutation
+mutation: $(CORE)
+	$(BIN)/pip install -q -r requirements-mutation.txt
+	nice -n 15 $(BIN)/python tools/mutation.py $(MODULES)

@@ -237,14 +237,15 @@ def _greedy_without_stop(model, src, max_len):
     return out[:, 1:]
 
 
-@pytest.mark.parametrize("check, impl", [
-    (checks.check_encoder_layer_matches_torch, _PreNormEncoder),
-    (checks.check_encoder_layer_ignores_padding, _NoMaskEncoder),
-    (checks.check_decoder_layer_causal, _NonCausalDecoder),
-    (checks.check_decoder_layer_matches_torch, _NonCausalDecoder),
-    (checks.check_decoder_layer_reads_source, _SelfInsteadOfCross),
-    (checks.check_greedy_decode_batched, _greedy_without_stop),
+@pytest.mark.parametrize("check, impl, says", [
+    (checks.check_encoder_layer_matches_torch, _PreNormEncoder, "x = norm(x + sublayer(x))"),
+    (checks.check_encoder_layer_ignores_padding, _NoMaskEncoder, "pass mask to self-attention"),
+    (checks.check_decoder_layer_causal, _NonCausalDecoder, "self-attention must be causal"),
+    (checks.check_decoder_layer_matches_torch, _NonCausalDecoder, "DecoderLayer vs nn.TransformerDecoderLayer"),
+    (checks.check_decoder_layer_reads_source, _SelfInsteadOfCross, "changing the memory (the encoder output)"),
+    (checks.check_greedy_decode_batched, _greedy_without_stop, "stop when every row has <eos>"),
 ])
-def test_checks_catch_mistakes(check, impl):
-    with pytest.raises(CheckFailed):
+def test_checks_catch_mistakes(check, impl, says):
+    with pytest.raises(CheckFailed) as err:
         check(impl)
+    assert says in str(err.value), str(err.value)

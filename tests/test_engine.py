@@ -1,7 +1,7 @@
 """The engine checks (E1, E2, this host's profile) on tiny models written by the project: real llama.cpp, seconds.
 
 Expected values come from first principles — the model's shape and the block layouts of the GGUF types — never
-from the code's own output. No timing is asserted, except the agreement llama-bench ↔ Python API (E2 asks for it).
+from the code's own output. No timing is asserted: the agreement llama-bench ↔ Python API (E2 asks for it) is\nmeasured by part1_capacity/experiments/bench_agreement.py.
 """
 import json
 import math
@@ -163,6 +163,8 @@ def test_host_measurement_runs_with_the_engines_limits():
     from part1_capacity.experiments.engine import host
 
     m = host.measure(threads=1, repeats=1)
+    # isa_cap is torch's own report from inside the capped subprocess (torch.backends.cpu.get_cpu_capability):
+    # AVX2 there even on a CPU with AVX-512, where this process reports the wider unit
     assert m["threads"] == 1 and m["isa_cap"] == "AVX2"
     assert len(m["bandwidth_all_bytes_per_s"]) == 3 and len(m["matmul_fp32_all_flops"]) == 1
     assert m["bandwidth_bytes_per_s"] == max(m["bandwidth_all_bytes_per_s"]) > 0
@@ -183,30 +185,23 @@ def test_bad_input_is_one_line_and_exit_2(tiny, tmp_path):
 
 
 # --- llama-bench ↔ Python API --------------------------------------------------------------------------------------
-AGREEMENT = 0.10
-ATTEMPTS = 6
-
-
 @pytest.mark.skipif(bench.find_llama_bench() is None, reason="llama-bench not built (make llama-bench)")
-def test_python_method_agrees_with_llama_bench(tmp_path):
-    """Same file, same tests (pp512 and tg128), same settings: the two methods agree within 10% on each.
-
-    Robust on a shared 2-core machine: one thread (two threads meet at a barrier after every operation, so one
-    descheduled thread stalls both and a neighbour's load shows up as large random slow-downs), five runs per
-    method summarised by their median, the methods back to back, and a metric passes when one attempt of six
-    agrees. A method that is systematically off by more than 10% still fails every attempt."""
-    small = write_llama_gguf(tmp_path / "small.gguf", LlamaShape(4, 512, 8, 4, 1536), dtype="f16")
-    ratios = {"pp": [], "tg": []}
-    for attempt in range(ATTEMPTS):
-        ref = bench.run_llama_bench(small, n_prompt=512, n_gen=128, repeats=5, threads=1)
-        ours = bench.run_python(small, n_prompt=512, n_gen=128, repeats=5, threads=1)
-        for k in ratios:
-            ratios[k].append(round(_median(ours[k]["samples"]) / _median(ref[k]["samples"]), 3))
-        if all(any(abs(r - 1) <= AGREEMENT for r in rs) for rs in ratios.values()):
-            return
-    pytest.fail(f"Python API / llama-bench throughput ratios outside ±{AGREEMENT:.0%} in every attempt: {ratios}")
+def test_python_method_runs_the_same_tests_as_llama_bench(tiny):
+    """Both E2 methods run the same tests (pp, tg), the asked number of times, on the same file: llama-bench's own
+    report of the model is the file the project wrote. Whether their speeds agree within 10 % is a timing: the
+    benchmark script part1_capacity/experiments/bench_agreement.py measures it."""
+    ref = bench.run_llama_bench(tiny, n_prompt=32, n_gen=8, repeats=2, threads=1)
+    ours = bench.run_python(tiny, n_prompt=32, n_gen=8, repeats=2, threads=1)
+    for r, method in ((ref, "llama-bench"), (ours, "python")):
+        assert {k: (len(r[k]["samples"]), r[k]["method"]) for k in ("pp", "tg")} == \
+            {"pp": (2, method), "tg": (2, method)}
+        assert all(x > 0 for k in ("pp", "tg") for x in r[k]["samples"])
+    assert ref["pp"]["model_n_params"] == ref["tg"]["model_n_params"] == TINY.n_params()
+    assert "-p 32 -n 8 -t 1 -r 2" in ref["command"] and "pp 32, tg 8, repeats=2, threads=1" in ours["command"]
 
 
-def _median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+def test_the_agreement_benchmark_needs_one_agreeing_attempt_per_metric():
+    from part1_capacity.experiments.bench_agreement import agree
+
+    assert agree({"pp": [1.3, 1.08], "tg": [0.95]})          # |1.08 − 1| and |0.95 − 1| ≤ 0.10
+    assert not agree({"pp": [1.3, 1.08], "tg": [0.85, 1.2]})  # tg never within ±10 %

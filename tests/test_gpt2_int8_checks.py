@@ -79,26 +79,27 @@ def deq_int(q, scale, axis=0):
     return ref.dequantize(q, scale, axis).round()
 
 
-@pytest.mark.parametrize("check_id, wrong", [
-    ("conversion_exact", conv_reshaped),
-    ("conversion_exact", conv_noop),
-    ("lm_head_untouched_and_tied", conv_and_copy_head),
-    ("lm_head_untouched_and_tied", conv_noop),
-    ("per_tensor_matches_torch", pt_scale_128),
-    ("rounding_and_clamping", pt_round_half_up),
-    ("rounding_and_clamping", pt_no_clamp),
-    ("per_channel_matches_torch", pc_one_scale),
-    ("per_channel_matches_torch", pc_wrong_axis),
-    ("per_channel_matches_torch", pc_zero_row_nan),
-    ("per_channel_not_worse", pc_one_scale),
-    ("per_channel_not_worse", pc_wrong_axis),
-    ("dequantize", deq_ignores_axis),
-    ("dequantize", deq_int),
+@pytest.mark.parametrize("check_id, wrong, says", [
+    ("conversion_exact", conv_reshaped, "must be the Conv1D weight transposed"),
+    ("conversion_exact", conv_noop, "Conv1D modules are still there"),
+    ("lm_head_untouched_and_tied", conv_and_copy_head, "lm_head was replaced"),
+    ("lm_head_untouched_and_tied", conv_noop, "is every Conv1D an nn.Linear?"),
+    ("per_tensor_matches_torch", pt_scale_128, "scale = max|w| / 127"),
+    ("rounding_and_clamping", pt_round_half_up, "w=0.25 → 1 (want 0)"),
+    ("rounding_and_clamping", pt_no_clamp, "w=100 → -56 (want 127)"),
+    ("per_channel_matches_torch", pc_one_scale, "scales = max|w| over the channel / 127"),
+    ("per_channel_matches_torch", pc_wrong_axis, "scales for axis=0 (one per channel)"),
+    ("per_channel_matches_torch", pc_zero_row_nan, "even for an all-zero channel"),
+    ("per_channel_not_worse", pc_one_scale, "is not far below the per-tensor one"),
+    ("per_channel_not_worse", pc_wrong_axis, "scales: expected shape (96,)"),
+    ("dequantize", deq_ignores_axis, "dequantize(q, scales, axis=1) raised"),
+    ("dequantize", deq_int, "dequantize(q, scale) per tensor: differs"),
 ])
-def test_check_fails_on_wrong_implementation(check_id, wrong):
+def test_check_fails_on_wrong_implementation(check_id, wrong, says):
     _, check = checks.ALL[check_id]
-    with pytest.raises(CheckFailed):
+    with pytest.raises(CheckFailed) as err:
         check(wrong)
+    assert says in str(err.value), str(err.value)
 
 
 def test_reference_passes_every_check():

@@ -66,17 +66,18 @@ def bytes_without_header(n, d):
     return 4 * n * d
 
 
-@pytest.mark.parametrize("check_id, wrong", [
-    ("chunk_offsets_exact", chunk_one_too_many),
-    ("chunk_overlap_exact", chunk_no_overlap),
-    ("topk_matches_faiss", topk_dot_product),
-    ("prompt_budget_never_exceeded", prompt_stops_at_first_misfit),
-    ("prompt_budget_never_exceeded", prompt_ignores_template),
-    ("index_bytes_formula", bytes_without_header),
+@pytest.mark.parametrize("check_id, wrong, says", [
+    ("chunk_offsets_exact", chunk_one_too_many, "expected 5 chunks for 209 characters"),
+    ("chunk_overlap_exact", chunk_no_overlap, "must share exactly 10 characters"),
+    ("topk_matches_faiss", topk_dot_product, "normalize both sides, sort by decreasing cosine"),
+    ("prompt_budget_never_exceeded", prompt_stops_at_first_misfit, "fitted but was left out"),
+    ("prompt_budget_never_exceeded", prompt_ignores_template, "over the budget"),
+    ("index_bytes_formula", bytes_without_header, "but FAISS writes"),
 ])
-def test_check_rejects_a_wrong_implementation(check_id, wrong):
-    with pytest.raises(CheckFailed):
+def test_check_rejects_a_wrong_implementation(check_id, wrong, says):
+    with pytest.raises(CheckFailed) as err:
         checks.ALL[check_id][1](wrong)
+    assert says in str(err.value), str(err.value)
 
 
 def test_topk_checks_accept_another_valid_implementation():
