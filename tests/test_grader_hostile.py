@@ -384,7 +384,7 @@ def _assert_nothing_escaped(victims, before, listeners):
     assert listeners.received == [], f"a local service received {listeners.received[:3]}"
 
 
-def test_nbgrader_autograde_gives_the_same_points(attack, tmp_path):
+def test_nbgrader_autograde_gives_the_same_points(attack, tmp_path, pytest_route):
     """Real `nbgrader autograde`, with another student's full-marks submission in the same course: the hostile
     notebook gets exactly the pytest route's points per check, and nothing escaped."""
     notebook, victims, before, listeners, root = attack
@@ -402,6 +402,9 @@ def test_nbgrader_autograde_gives_the_same_points(attack, tmp_path):
                                  f"--IsolatedExecute.check_timeout={CHECK_S}"],
                           cwd=root, env=env, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # the pytest route grades the same notebook in the background: its processes are alive until it ends, so the
+    # leftover check waits for it (otherwise a slow machine sees that grading's live sandbox as a leftover)
+    pytest_route.result()
     _assert_nothing_escaped(victims, before, listeners)
     assert _stat(root / "submitted" / "other" / "01_attention" / "attention.ipynb") == other_before
 
