@@ -58,20 +58,23 @@ def saved() -> dict:
     return json.loads(TIMES.read_text()) if TIMES.exists() else {}
 
 
-def class_times_table(times: dict | None = None) -> str:
-    """Markdown: seconds per student per lesson, and a class of 30, from the saved measurement."""
+def class_times_table(times: dict | None = None, tr=None) -> str:
+    """Markdown: seconds per student per lesson, and a class of 30, from the saved measurement (``tr``: the page's
+    language, course.i18n)."""
+    tr = tr or (lambda message, **values: message.format(**values) if values else message)
     times = saved() if times is None else times
     if not times:
-        return "(not measured yet: `.venv/bin/python -m course.class_times` measures it)\n"
-    rows = ["| lesson | per student | a class of 30 |", "|---|---|---|"]
+        return tr("(not measured yet: `.venv/bin/python -m course.class_times` measures it)") + "\n"
+    rows = [tr("| lesson | per student | a class of 30 |"), "|---|---|---|"]
     for lesson, t in times["lessons"].items():
         rows.append(f"| {lesson} | {t['per_student_s']:.0f} s | {30 * t['per_student_s'] / 60:.1f} min |")
     rec = times["record"]
-    rows += ["", f"Measured by `{rec['command']}` on {rec['date_utc']}: {times['students']} finished notebooks per "
-             f"lesson graded by `python -m course.classroom autograde <lesson> --jobs {times['jobs']}` (real nbgrader), "
-             f"wall-clock time divided by the number of students, on {rec['host']['cpus']} cores "
-             f"({rec['host']['cpu']}) at a load average of {rec['load_average_at_start']:.1f} — a shared machine, so "
-             "an idle one is faster."]
+    rows += ["", tr("Measured by `{command}` on {date}: {students} finished notebooks per lesson graded by "
+                    "`python -m course.classroom autograde <lesson> --jobs {jobs}` (real nbgrader), wall-clock time "
+                    "divided by the number of students, on {cpus} cores ({cpu}) at a load average of {load} — a "
+                    "shared machine, so an idle one is faster.", command=rec["command"], date=rec["date_utc"],
+                    students=times["students"], jobs=times["jobs"], cpus=rec["host"]["cpus"], cpu=rec["host"]["cpu"],
+                    load=f"{rec['load_average_at_start']:.1f}")]
     return "\n".join(rows) + "\n"
 
 

@@ -14,4 +14,4 @@ PAGES = {"01_attention": "part0/01_attention.md", "02_encoder_decoder": "part0/0
 def build(out):
     i18n.write_text(out, "exercises.md", lambda tr: exercise_table(PAGES, lang=tr.lang))
     i18n.write_text(out, "glossary.md", lambda tr: glossary_table(tr.lang))
-    (out / "class_times.md").write_text(class_times_table())
+    i18n.write_text(out, "class_times.md", lambda tr: class_times_table(tr=tr))
