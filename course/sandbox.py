@@ -163,6 +163,8 @@ def stub_module(text: str, note: str = STUB_NOTE) -> str:
             skipping = False
         elif not skipping:
             out.append(line)
+    if skipping:
+        raise ValueError("a ### BEGIN SOLUTION region has no ### END SOLUTION")
     return "\n".join(out) + "\n"
 
 
