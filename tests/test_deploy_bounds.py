@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from part1_capacity.calculator import deploy
+from part1_capacity.calculator.resolve import resolve
 from part1_capacity.calculator.deploy import MAX_EXPERT_GROUP, KEEP_PER_SHAPE, candidates, choose, shapes
 from part1_capacity.calculator.hardware import load_accelerator
 from part1_capacity.calculator.loader import load_model
@@ -36,10 +37,10 @@ CASES = [
 @pytest.mark.parametrize("model, acc, context, batch, nodes", CASES)
 def test_the_bounded_search_picks_what_the_full_sweep_picked(monkeypatch, model, acc, context, batch, nodes):
     m, a = load_model(model), load_accelerator(acc)
-    wl = Workload(context=context, batch=batch, nodes=nodes).validate(m)
-    fast = choose(m, a, wl)
+    r = resolve(m, a, Workload(context=context, batch=batch, nodes=nodes))
+    fast = choose(r)
     monkeypatch.setattr(deploy, "replica_counts", every_count)
-    slow = choose(m, a, wl)
+    slow = choose(r)
     assert (fast is None) == (slow is None)
     if fast is None:
         return
@@ -51,11 +52,11 @@ def test_the_bounded_search_picks_what_the_full_sweep_picked(monkeypatch, model,
 
 def test_a_huge_budget_and_batch_time_a_bounded_number_of_candidates():
     m, a = load_model("llama-3.1-70b"), load_accelerator("h100")
-    wl = Workload(context=32768, batch=1_000_000, nodes=1_000_000_000).validate(m)
-    n_shapes = len(shapes(m, a, wl))
-    cands = candidates(m, a, wl, max_nodes=wl.nodes)
+    r = resolve(m, a, Workload(context=32768, batch=1_000_000, nodes=1_000_000_000))
+    n_shapes = len(shapes(r))
+    cands = candidates(r, max_nodes=r.workload.nodes)
     assert 0 < len(cands) <= n_shapes * (KEEP_PER_SHAPE + 1)
-    assert choose(m, a, wl).nodes <= wl.nodes
+    assert choose(r).nodes <= r.workload.nodes
 
 
 @pytest.mark.parametrize("d, top, B", [(1, 10, 10), (3, 1000, 999), (7, 7, 50), (2, 5000, 123457), (1, 1, 1)])

@@ -42,6 +42,7 @@ LAYERS = (
     ("hardware", ("hardware", "tiers")),
     ("sizing", ("sharding", "roofline", "index_memory")),
     ("engine rules", ("engine_rules",)),
+    ("resolved workload", ("resolve",)),
     ("speed", ("speed",)),
     ("deployment", ("deploy",)),
     ("plan", ("plan",)),

@@ -8,6 +8,7 @@ from part1_capacity.calculator import deploy
 from part1_capacity.calculator.hardware import load_accelerator
 from part1_capacity.calculator.loader import load_model
 from part1_capacity.calculator.plan import Workload
+from part1_capacity.calculator.resolve import resolve
 
 GIB = 2 ** 30
 
@@ -15,8 +16,8 @@ GIB = 2 ** 30
 def test_a_replica_holds_the_rounded_up_share_of_an_odd_batch():
     # Llama-3.1-70B on H100, 32K context, batch 17, tensor 4 × data 2: ⌈17 / 2⌉ = 9 sequences in one replica (not 8).
     m, acc = load_model("llama-3.1-70b"), load_accelerator("h100")
-    wl = Workload(context=32768, batch=17).validate(m)
-    dep = deploy._deployment(m, acc, wl, 32768, 17, deploy.Shape(4, 1), 2, True)
+    r = resolve(m, acc, Workload(context=32768, batch=17))
+    dep = deploy._deployment(r, 32768, 17, deploy.Shape(4, 1), 2, True)
     assert dep.sequences_per_replica == 9 and dep.accelerators == 8 and dep.nodes == 1
     # Weights per rank: 70.55e9 parameters × 2 B (bf16) / 4 ranks = 35.275e9 B.
     assert dep.weights_per_rank == pytest.approx(70.55e9 * 2 / 4, rel=1e-12)
@@ -27,10 +28,10 @@ def test_a_replica_holds_the_rounded_up_share_of_an_odd_batch():
 
 def test_pipeline_stages_each_run_only_their_layers_all_reduces():
     m, acc = load_model("llama-3.1-70b"), load_accelerator("h100")
-    wl = Workload(context=4096, batch=8).validate(m)
+    r = resolve(m, acc, Workload(context=4096, batch=8))
     assert acc.interconnect == 900e9 and acc.max_tp == 8           # H100 SXM datasheet: NVLink 4, 900 GB/s
     dep = NS(tensor=2, pipeline=4, expert=1)
-    st = deploy.rank_step_time(m, acc, wl, 8, 8, 1e12, 1e9, 1e9, dep)
+    st = deploy.rank_step_time(r, 8, 8, 1e12, 1e9, 1e9, dep)
     # 8 sequences on 4 stages: 4 micro-batches of 2 tokens; one all-reduce moves 2 × 8,192 (hidden) × 2 B
     # = 32,768 B over 2 ranks: 8 µs + 2·(2−1)/2 × 32,768 B / 450e9 B/s (one direction) = 8.0728178 µs.
     ar = 8e-6 + 32768 / 450e9
@@ -40,6 +41,6 @@ def test_pipeline_stages_each_run_only_their_layers_all_reduces():
     assert st.time_s == pytest.approx(st.rank_s + st.communication_s, rel=1e-12)
     assert (st.microbatches, st.bubble_fraction) == (4, 0.0)
     # 2 sequences on 4 stages: 2 micro-batches of 1 token (16,384 B per all-reduce), half the step a stage waits.
-    st2 = deploy.rank_step_time(m, acc, wl, 2, 2, 1e12, 1e9, 1e9, dep)
+    st2 = deploy.rank_step_time(r, 2, 2, 1e12, 1e9, 1e9, dep)
     assert (st2.microbatches, st2.bubble_fraction) == (2, 0.5)
     assert st2.communication_s == pytest.approx(160 * (8e-6 + 16384 / 450e9), rel=1e-12)

@@ -36,11 +36,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from part1_capacity.calculator import roofline, speed, weights
-from part1_capacity.calculator.dtypes import get_dtype
+from part1_capacity.calculator import roofline, speed
 from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.resolve import Resolved, cache_per_rank, expert_bytes, usable_bytes  # noqa: F401
+from part1_capacity.calculator.sharding import splits_heads
 from course.units import ceil_div
-from part1_capacity.calculator.sharding import kv_fraction_per_rank, splits_heads, state_fraction_per_rank
 
 # vLLM's custom all-reduce for small (decode) messages inside one NVLink node takes a few microseconds per call
 # (vllm/distributed/device_communicators/custom_all_reduce.py: one-shot kernel for messages below its size limit);
@@ -69,34 +69,6 @@ def tp_degrees(model, acc, pinned: int | None = None) -> list[int]:
     return out or [1]
 
 
-def usable_bytes(acc, wl) -> float:
-    """Bytes of one accelerator the engine may fill: ``memory × usable_fraction − overhead``."""
-    return acc.memory_bytes * wl.usable_fraction - wl.overhead_bytes
-
-
-def cache_per_rank(model, wl, T, tp: int):
-    """Bytes of ONE sequence's cache (all layers) that one tensor-parallel rank holds at ``T`` tokens: attention
-    K/V (or the MLA latent) × ``kv_fraction_per_rank`` + recurrent state × ``state_fraction_per_rank``. With
-    ``wl.engine`` llama.cpp or vllm, what that engine allocates instead (``engine_rules``)."""
-    if getattr(wl, "engine", "law") != "law":
-        from part1_capacity.calculator.engine_rules import sequence_bytes_per_rank
-
-        return sequence_bytes_per_rank(model, wl, T, tp)
-    kvb, sb = get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes
-    return (model.attention_cache_bytes(T, kvb) * kv_fraction_per_rank(model, tp)
-            + model.state_bytes(sb) * state_fraction_per_rank(model, tp))
-
-
-def expert_bytes(model, wl) -> tuple[float, str]:
-    """Bytes of the MoE expert weights (what expert parallelism spreads) and how they were found."""
-    W = weights.weights_bytes(model, wl.weights_dtype)
-    native = wl.weights_dtype == model.native_dtype
-    groups = [g for g in model.weight_groups if "expert" in g.name.lower()] if native else []
-    if groups:
-        return float(min(sum(g.bytes for g in groups), W)), "the checkpoint's expert weight group"
-    return W * (1 - model.params_active / model.params_total), "total − active parameters (dense part ≤ active)"
-
-
 def expert_parallel_possible(model, acc) -> bool:
     return model.is_moe and "vllm" in acc.engines
 
@@ -108,8 +80,9 @@ class Shape:
     expert: bool = False
 
 
-def shapes(model, acc, wl) -> list[Shape]:
+def shapes(r: Resolved) -> list[Shape]:
     """Every (tensor, pipeline, expert) shape the rules allow for this workload (pins applied)."""
+    model, acc, wl = r.model, r.accelerator, r.workload
     degrees = tp_degrees(model, acc, wl.tensor_parallel)
     t_max = max(degrees)
     L = model.n_layers
@@ -130,7 +103,7 @@ def shapes(model, acc, wl) -> list[Shape]:
     return out
 
 
-def replicas_needed(model, acc, wl, T, B, shape: Shape, with_cache: bool = True):
+def replicas_needed(r: Resolved, T, B, shape: Shape, with_cache: bool = True):
     """Fewest data-parallel replicas ``d`` that hold ``B`` sequences of ``T`` tokens in ``shape`` (``inf`` where
     none does). Python numbers for a plan; the sweep passes numpy arrays, broadcast together (``_ops``).
 
@@ -142,10 +115,9 @@ def replicas_needed(model, acc, wl, T, B, shape: Shape, with_cache: bool = True)
     xp = _ops(T, B)
     if xp is _Scalars:
         T, B = float(T), float(B)
-    U = usable_bytes(acc, wl)
-    W = weights.weights_bytes(model, wl.weights_dtype)
+    U, W = r.usable_bytes, r.weights_bytes
     t, p = shape.tensor, shape.pipeline
-    s = (cache_per_rank(model, wl, T, t) if with_cache else 0.0) / p
+    s = (r.cache_per_rank(T, t) if with_cache else 0.0) / p
     if not shape.expert:
         room = U - W / (t * p)
         if room <= 0:
@@ -153,7 +125,7 @@ def replicas_needed(model, acc, wl, T, B, shape: Shape, with_cache: bool = True)
         g = xp.floor(room / xp.where(s > 0, s, 1.0))
         d = xp.where(s > 0, xp.ceil(B / xp.maximum(g, 1)), 1.0)
         return xp.where((s > 0) & (g < 1), math.inf, d)
-    We, _ = expert_bytes(model, wl)
+    We = r.expert_bytes
     Wd = W - We
     d = math.inf
     dk = 1
@@ -166,14 +138,14 @@ def replicas_needed(model, acc, wl, T, B, shape: Shape, with_cache: bool = True)
     return d
 
 
-def fewest_accelerators(model, acc, wl, T, B, with_cache: bool = True):
+def fewest_accelerators(r: Resolved, T, B, with_cache: bool = True):
     """Fewest accelerators over every allowed shape (``inf`` where nothing fits) — the count a sweep shows (numpy
     arrays in, an array out that the caller broadcasts to its grid); equal to the chosen plan's count (the plan
     breaks ties among shapes by decode time)."""
     xp = _ops(T, B)
     best = math.inf
-    for sh in shapes(model, acc, wl):
-        best = xp.minimum(best, sh.tensor * sh.pipeline * replicas_needed(model, acc, wl, T, B, sh, with_cache))
+    for sh in shapes(r):
+        best = xp.minimum(best, sh.tensor * sh.pipeline * replicas_needed(r, T, B, sh, with_cache))
     return best
 
 
@@ -227,13 +199,14 @@ class StepTime:
     bubble_fraction: float     # share of the step a pipeline stage waits
 
 
-def rank_step_time(model, acc, wl, tokens, seqs, flops, weight_bytes_read, cache_bytes, dep) -> StepTime:
+def rank_step_time(r: Resolved, tokens, seqs, flops, weight_bytes_read, cache_bytes, dep) -> StepTime:
     """Time of one pass of ``tokens`` new tokens over ``seqs`` sequences on deployment ``dep``: ``flops`` and
     ``weight_bytes_read`` for the whole model pass of one replica, ``cache_bytes`` the cache the pass reads or
     writes on one tensor rank (all layers). Pipeline: ``k = min(seqs, p)`` micro-batches, ``p × stage time``."""
+    model, acc = r.model, r.accelerator
     t, p = dep.tensor, dep.pipeline
     k = max(1, min(int(seqs), p))
-    peak, bandwidth = speed.rates(acc, wl.weights_dtype)     # the roofline × the per-type efficiency (data)
+    peak, bandwidth = speed.rates(acc, r.workload.weights_dtype)     # the roofline × the per-type efficiency (data)
     stage = float(roofline.step_time(flops / (k * t * p), weight_bytes_read / (t * p) + cache_bytes / (k * p),
                                      peak, bandwidth))
     tok = tokens / k
@@ -272,43 +245,62 @@ class Deployment:
         return s + (f", experts over {self.expert}" if self.expert > 1 else "")
 
 
-def _deployment(model, acc, wl, T, B, sh: Shape, d: int, with_cache: bool) -> Deployment:
+def _deployment(r: Resolved, T, B, sh: Shape, d: int, with_cache: bool) -> Deployment:
     t, p = sh.tensor, sh.pipeline
-    W = weights.weights_bytes(model, wl.weights_dtype)
+    W = r.weights_bytes
     m = math.ceil(B / d)
-    s = float(cache_per_rank(model, wl, T, t)) if with_cache else 0.0
+    s = r.cache_per_rank(T, t) if with_cache else 0.0
     if sh.expert:
-        We, _ = expert_bytes(model, wl)
+        We = r.expert_bytes
         w_rank = (W - We) / t + We / (t * d)
     else:
         w_rank = W / (t * p)
     n = t * p * d
-    return Deployment(t, p, d, t * d if sh.expert else 1, math.ceil(n / acc.node_size), n, m, w_rank, m * s / p)
+    return Deployment(t, p, d, t * d if sh.expert else 1, math.ceil(n / r.accelerator.node_size), n, m, w_rank, m * s / p)
 
 
-def decode_time(model, acc, wl, dep: Deployment) -> StepTime:
-    """One decode step of ``dep``: each of its replicas' sequences gains a token."""
-    T, m = wl.context, dep.sequences_per_replica
-    W = weights.weights_bytes(model, wl.weights_dtype)
-    frac = float(roofline.weights_read_fraction(model, m * (dep.expert // dep.tensor if dep.expert > 1 else 1)))
+def decode_pass(r: Resolved, dep: Deployment) -> roofline.Pass:
+    """One decode step of ``dep``'s replica: each of its ``m`` sequences gains a token. The weights each rank reads:
+    the dense part in full and, under expert parallelism, the experts it holds that the step's tokens route to."""
+    model, T, m = r.model, r.context, dep.sequences_per_replica
+    W = r.weights_bytes
     if dep.expert > 1:      # dense part read in full by every rank; each rank reads the experts it holds
-        We, _ = expert_bytes(model, wl)
-        w_read = (W - We) + We / (dep.expert // dep.tensor) * frac
+        frac = float(roofline.weights_read_fraction(model, m * (dep.expert // dep.tensor)))
+        w_read = (W - r.expert_bytes) + r.expert_bytes / (dep.expert // dep.tensor) * frac
     else:
         w_read = W * float(roofline.weights_read_fraction(model, m))
-    f = float(roofline.decode_flops(model, T, m))
-    return rank_step_time(model, acc, wl, m, m, f, w_read, m * float(cache_per_rank(model, wl, T, dep.tensor)), dep)
+    return roofline.Pass("decode", tokens=m, seqs=m, flops=float(roofline.decode_flops(model, T, m)),
+                         attention_flops=float(roofline.decode_attention_flops(model, T, m)),
+                         weight_bytes=w_read, cache_bytes=m * r.sequence_cache_bytes(T),
+                         cache_bytes_per_rank=m * r.cache_per_rank(T, dep.tensor))
 
 
-def candidates(model, acc, wl, with_cache: bool = True, max_nodes: int | None = None,
+def decode_time(r: Resolved, dep: Deployment) -> StepTime:
+    """One decode step of ``dep``: each of its replicas' sequences gains a token."""
+    return pass_time(r, decode_pass(r, dep), dep)
+
+
+def pass_time(r: Resolved, ps: roofline.Pass, dep) -> StepTime:
+    """Seconds of one pass on ``dep``: the one place a pass becomes time. A host with measured kernels for the
+    weights' type, on one accelerator, times it with those kernels (``speed.measured_seconds``); otherwise each
+    rank's roofline at the type's efficiencies, plus the all-reduces and the pipeline (``rank_step_time``)."""
+    split = rank_step_time(r, ps.tokens, ps.seqs, ps.flops, ps.weight_bytes, ps.cache_bytes_per_rank, dep)
+    if dep.accelerators == 1:
+        measured = speed.measured_seconds(r.model, r.accelerator, r.workload.weights_dtype, ps)
+        if measured is not None:
+            return StepTime(measured, measured, split.communication_s, split.microbatches, split.bubble_fraction)
+    return split
+
+
+def candidates(r: Resolved, with_cache: bool = True, max_nodes: int | None = None,
                counted: list | None = None) -> list[Deployment]:
     """Every allowed deployment with its fewest replicas (and, under ``max_nodes``, with the replica counts that can
     win: ``replica_counts``). ``counted``, when given, receives how many deployments fit the budget in all —
     the ones not timed included."""
-    T, B = wl.context, wl.batch
+    T, B, acc = r.context, r.batch, r.accelerator
     out = []
-    for sh in shapes(model, acc, wl):
-        d = float(replicas_needed(model, acc, wl, T, B, sh, with_cache))
+    for sh in shapes(r):
+        d = float(replicas_needed(r, T, B, sh, with_cache))
         if not math.isfinite(d):
             continue
         d = int(d)
@@ -316,7 +308,7 @@ def candidates(model, acc, wl, with_cache: bool = True, max_nodes: int | None = 
         if max_nodes is not None:
             top = max(d, min(B, max_nodes * acc.node_size // (sh.tensor * sh.pipeline)))
         for dd in replica_counts(d, top, B, sh):
-            out.append(_deployment(model, acc, wl, T, B, sh, dd, with_cache))
+            out.append(_deployment(r, T, B, sh, dd, with_cache))
         if counted is not None and max_nodes is not None:
             room = max_nodes * acc.node_size // (sh.tensor * sh.pipeline)     # most replicas within the budget
             counted.append(sum(dd <= room for dd in replica_counts(d, top, B, sh)) if sh.expert
@@ -350,17 +342,17 @@ def replica_counts(d: int, top: int, B: int, sh: Shape, keep: int = KEEP_PER_SHA
     return sorted(counts)
 
 
-def choose(model, acc, wl, with_cache: bool = True) -> Deployment | None:
+def choose(r: Resolved, with_cache: bool = True) -> Deployment | None:
     """The deployment an operator would pick (see the module docstring), with the reason; None if nothing fits."""
-    nodes = wl.nodes
+    nodes, acc = r.workload.nodes, r.accelerator
     fitting: list[int] = []
-    cands = candidates(model, acc, wl, with_cache, max_nodes=nodes, counted=fitting)
+    cands = candidates(r, with_cache, max_nodes=nodes, counted=fitting)
     if nodes is not None:
         cands = [c for c in cands if c.nodes <= nodes]
         if not cands:
             return None
         for c in cands:
-            c.decode = decode_time(model, acc, wl, c)
+            c.decode = decode_time(r, c)
         cands.sort(key=lambda c: (c.decode.time_s, c.accelerators, c.pipeline))
         best = cands[0]
         best.reason = (f"nodes pinned to {nodes}: of {sum(fitting)} deployments that fit on at most {nodes} "
@@ -374,7 +366,7 @@ def choose(model, acc, wl, with_cache: bool = True) -> Deployment | None:
     least = min(c.accelerators for c in cands)
     cands = [c for c in cands if c.accelerators == least]
     for c in cands:
-        c.decode = decode_time(model, acc, wl, c)
+        c.decode = decode_time(r, c)
     cands.sort(key=lambda c: (c.decode.time_s, c.pipeline, c.tensor))
     best = cands[0]
     where = f"{fewest} node{'s' if fewest > 1 else ''} of {acc.node_size}"

@@ -8,73 +8,22 @@ This module only assembles them. Units: bytes, seconds.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from numbers import Integral   # numpy's integers count too (registered), without importing numpy
+from dataclasses import dataclass, field
 
 from part1_capacity.calculator import deploy, engine_rules, roofline, speed, weights
 from part1_capacity.calculator.engine_rules import vllm_memory
-from part1_capacity.calculator.deploy import tp_degrees
+from part1_capacity.calculator.deploy import tp_degrees  # noqa: F401  (plan.tp_degrees: old callers)
 from part1_capacity.calculator.sharding import (  # noqa: F401  (kv_fraction_per_rank re-exported for old callers)
     kv_fraction_per_rank, splits_heads, state_fraction_per_rank)
-from part1_capacity.calculator.dtypes import KV_DTYPES, get_dtype
+from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.hardware import Accelerator, load_accelerator
 from part1_capacity.calculator.loader import load_model
 from part1_capacity.calculator.profiles import ModelProfile
+from part1_capacity.calculator.resolve import (  # noqa: F401  (Workload and its defaults: plan's names since the start)
+    DEFAULT_OVERHEAD_BYTES, DEFAULT_USABLE_FRACTION, Resolved, Workload, resolve)
 from part1_capacity.calculator.tiers import tiers_for
-from course.units import GIB, ceil_div
-
-DEFAULT_USABLE_FRACTION = 0.90      # vLLM's default gpu_memory_utilization
-DEFAULT_OVERHEAD_BYTES = 2 * GIB    # activations of a chunked prefill + runtime; vLLM profiles 1–4 GiB at start-up
-
-
-@dataclass
-class Workload:
-    """What the customer runs. ``context`` = prompt + output tokens per sequence; ``batch`` = concurrent sequences."""
-    context: int
-    batch: int = 1
-    weights_dtype: str | None = None      # None: the model's native precision
-    kv_dtype: str = "bf16"
-    state_dtype: str | None = None        # recurrent state; None: what the engine keeps (engine_rules.default_state_dtype)
-    usable_fraction: float = DEFAULT_USABLE_FRACTION
-    overhead_bytes: float = DEFAULT_OVERHEAD_BYTES
-    prompt: int | None = None             # prefill length; None: the whole context
-    tensor_parallel: int | None = None    # pinned tensor-parallel degree; None: the search picks it
-    pipeline_parallel: int | None = None  # pinned pipeline stages; None: the search picks them
-    nodes: int | None = None              # pinned node budget: the best decode on at most this many nodes
-    engine: str = "law"                   # whose allocation sizes the cache: law, llama.cpp, vllm (engine_rules)
-    hybrid_kv_cache_manager: bool = True  # vLLM's hybrid manager (False: --disable-hybrid-kv-cache-manager)
-
-    def validate(self, model: ModelProfile) -> "Workload":
-        for name in ("context", "batch"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, Integral) or v <= 0:
-                raise InputError(f"{name}: must be a positive integer, got {v!r}")
-        if self.context > model.max_context:
-            raise InputError(f"context: {self.context} exceeds {model.id}'s maximum context of "
-                             f"{model.max_context} tokens")
-        if self.prompt is not None and not (0 < self.prompt <= self.context):
-            raise InputError(f"prompt: must be between 1 and context ({self.context}), got {self.prompt}")
-        if not 0 < self.usable_fraction <= 1:
-            raise InputError(f"usable_fraction: must be in (0, 1], got {self.usable_fraction}")
-        if self.overhead_bytes < 0:
-            raise InputError(f"overhead: must be >= 0, got {self.overhead_bytes}")
-        for name in ("tensor_parallel", "pipeline_parallel", "nodes"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, Integral) or v <= 0):
-                raise InputError(f"{name}: must be a positive integer, got {v!r}")
-        t = self.tensor_parallel
-        if t is not None and not splits_heads(model, t):
-            raise InputError(f"tensor_parallel: {t} does not split {model.id}'s {model.n_heads} attention heads and "
-                             f"{model.n_kv_heads} K/V heads evenly; allowed: "
-                             f"{', '.join(str(d) for d in range(1, model.n_heads + 1) if splits_heads(model, d))}")
-        engine_rules.check_engine(self.engine)
-        self.weights_dtype = get_dtype(self.weights_dtype or model.native_dtype, "weights_dtype").name
-        self.kv_dtype = get_dtype(self.kv_dtype, "kv_dtype", KV_DTYPES).name
-        # The recurrent state stays in the dtype the engine keeps it in, whatever --kv-dtype says
-        default_state = engine_rules.default_state_dtype(model, self.engine) if model.ssm else self.kv_dtype
-        self.state_dtype = get_dtype(self.state_dtype or default_state, "state_dtype", KV_DTYPES).name
-        return self
+from course.units import ceil_div
 
 
 def weights_bytes(model: ModelProfile, wl: Workload) -> float:
@@ -125,6 +74,7 @@ class Plan:
     overflow: dict = field(default_factory=dict)
     overflow_tiers: list = field(default_factory=list)
     fewest: deploy.Deployment | None = None    # the fewest-accelerator deployment (differs under a node budget)
+    resolved: Resolved | None = field(default=None, compare=False, repr=False)   # what the plan was sized from
 
     @property
     def accelerators_needed(self) -> int | None:
@@ -233,31 +183,30 @@ class Plan:
         }
 
 
-def _overflow(model, acc, wl, dep0: deploy.Deployment, tier_rows: list | None = None) -> tuple[dict, list]:
+def _overflow(r: Resolved, dep0: deploy.Deployment, tier_rows: list | None = None) -> tuple[dict, list]:
     """The cache that does not fit beside the weights on the weights-only deployment ``dep0``, rank by rank, and
     what a decode step slows to when each rank reads its overflow from a slower tier.
 
     Every rank holds its replica's share of the sequences on its tensor rank: ``⌈B/d⌉ × cache_per_rank / p``.
     Summed over the ranks this is more than the cache itself when tensor parallelism replicates it (K/V heads
     fewer than ranks; the MLA latent on every rank) — ``replication`` says by how much."""
-    U = deploy.usable_bytes(acc, wl)
-    T, B = wl.context, wl.batch
+    model, acc, wl = r.model, r.accelerator, r.workload
+    T, B = r.context, r.batch
     m = ceil_div(B, dep0.data)
-    need = m * float(deploy.cache_per_rank(model, wl, T, dep0.tensor)) / dep0.pipeline
-    free = max(U - dep0.weights_per_rank, 0.0)
+    need = m * r.cache_per_rank(T, dep0.tensor) / dep0.pipeline
+    free = max(r.usable_bytes - dep0.weights_per_rank, 0.0)
     over = max(need - free, 0.0)
     if over <= 0:
         return {}, []
     ranks = dep0.accelerators
-    kv_total = B * float(model.cache_bytes(T, get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes))
+    kv_total = B * r.sequence_cache_bytes(T)
     info = {"bytes": over * ranks, "bytes_per_rank": over, "ranks": ranks, "cache_per_rank": need,
             "free_per_rank": free, "replication": need * ranks / kv_total if kv_total else 1.0,
             "deployment": dep0.label()}
     # one decode step of the weights-only deployment, pipeline stages in turn; the overflow read from the tier
     t, p = dep0.tensor, dep0.pipeline
-    W = weights_bytes(model, wl)
     f_stage = float(roofline.decode_flops(model, T, m)) / (t * p)
-    w_stage = W * float(roofline.weights_read_fraction(model, m)) / (t * p)
+    w_stage = r.weights_bytes * float(roofline.weights_read_fraction(model, m)) / (t * p)
     peak = acc.peak_flops(wl.weights_dtype)
     t_all_hbm = p * float(roofline.step_time(f_stage, w_stage + need, peak, acc.bandwidth))
     out = []
@@ -272,31 +221,24 @@ def _overflow(model, acc, wl, dep0: deploy.Deployment, tier_rows: list | None = 
     return info, out
 
 
-def _phases(model, acc, wl, dep: deploy.Deployment):
-    """Prefill (one prompt on one replica) and decode (one step of a replica's sequences) on ``dep``: the roofline
-    of the whole pass, with the time the split gives (per-rank roofline + all-reduces + pipeline)."""
-    T = wl.context
-    prompt = wl.prompt or T
-    kvb, sb = get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes
-    W = weights_bytes(model, wl)
-    f_pre = float(roofline.prefill_flops(model, prompt))
-    w_pre = W * float(roofline.weights_read_fraction(model, prompt))
-    c_pre = float(model.cache_bytes(prompt, kvb, sb))
-    pre_split = deploy.rank_step_time(model, acc, wl, prompt, 1, f_pre, w_pre,
-                                      float(deploy.cache_per_rank(model, wl, prompt, dep.tensor)), dep)
-    prefill = replace(roofline.phase(f_pre, w_pre + c_pre, acc, wl.weights_dtype, dep.tensor),
-                      time_s=pre_split.time_s)
-    dec_split = dep.decode or deploy.decode_time(model, acc, wl, dep)
-    m = dep.sequences_per_replica
-    f_dec = float(roofline.decode_flops(model, T, m))
-    b_dec = W * float(roofline.weights_read_fraction(model, m)) + m * float(model.cache_bytes(T, kvb, sb))
-    decode = replace(roofline.phase(f_dec, b_dec, acc, wl.weights_dtype, dep.tensor), time_s=dec_split.time_s)
-    # per-weight-type speed (speed.py): a host's measured kernels, else the datasheet roofline's stated assumption
-    how = speed.basis(acc, wl.weights_dtype)
-    prefill, decode = replace(prefill, basis=how), replace(decode, basis=how)
-    measured = speed.measured_times(model, acc, wl.weights_dtype, prompt, T, m, f_pre, f_dec, kvb, sb)
-    if measured and dep.accelerators == 1:
-        prefill, decode = replace(prefill, time_s=measured[0]), replace(decode, time_s=measured[1])
+def _phases(r: Resolved, dep: deploy.Deployment):
+    """Prefill (one prompt on one replica) and decode (one step of a replica's sequences) on ``dep``: each pass
+    placed on the roofline of the whole pass (bytes, intensity, bound) and timed once, by ``deploy.pass_time``."""
+    model, acc, wl = r.model, r.accelerator, r.workload
+    T, prompt, W = r.context, r.prompt, r.weights_bytes
+    how = speed.basis(acc, wl.weights_dtype)   # a host's measured kernels, else the datasheet's stated assumption
+    pre = roofline.Pass("prefill", tokens=prompt, seqs=1, flops=float(roofline.prefill_flops(model, prompt)),
+                        attention_flops=float(roofline.prefill_attention_flops(model, prompt)),
+                        weight_bytes=W * float(roofline.weights_read_fraction(model, prompt)),
+                        cache_bytes=r.sequence_cache_bytes(prompt),
+                        cache_bytes_per_rank=r.cache_per_rank(prompt, dep.tensor))
+    pre_split = deploy.pass_time(r, pre, dep)
+    prefill = roofline.phase(pre.flops, pre.weight_bytes + pre.cache_bytes, acc, wl.weights_dtype, dep.tensor,
+                             time_s=pre_split.time_s, basis=how)
+    dec = deploy.decode_pass(r, dep)
+    dec_split = dep.decode or deploy.pass_time(r, dec, dep)
+    placed = W * float(roofline.weights_read_fraction(model, dep.sequences_per_replica)) + dec.cache_bytes
+    decode = roofline.phase(dec.flops, placed, acc, wl.weights_dtype, dep.tensor, time_s=dec_split.time_s, basis=how)
     return prefill, pre_split, decode, dec_split
 
 
@@ -305,63 +247,66 @@ def make_plan(model, accelerator, workload: Workload | None = None, tiers: list 
     ``tiers``: a tier table (``tiers.load_tiers``) for the overflow, default the bundled one."""
     model = model if isinstance(model, ModelProfile) else load_model(model)
     acc = accelerator if isinstance(accelerator, Accelerator) else load_accelerator(accelerator)
-    wl = replace(workload or Workload(**kw)).validate(model)       # a copy: the caller's workload is not changed
-    if not weights_bytes(model, wl) > 0:      # every ratio and share below divides by it
-        raise InputError(f"model: {model.id}'s weights come to 0 bytes at {wl.weights_dtype} (a checkpoint whose "
-                         f"tensors are empty); give a checkpoint with its weights")
-    T, B = wl.context, wl.batch
-    kvb, sb = get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes
-    per_seq_attn = float(model.attention_cache_bytes(T, kvb))
-    per_seq_state = float(model.state_bytes(sb))
-    kv_total = B * (per_seq_attn + per_seq_state)
-    dep = deploy.choose(model, acc, wl)
-    unpinned = replace(wl, nodes=None)           # memory answers: the fewest nodes, whatever the budget
-    fewest = deploy.choose(model, acc, unpinned) if wl.nodes else dep
-    dep0 = deploy.choose(model, acc, unpinned, with_cache=False)
+    r = resolve(model, acc, workload or Workload(**kw))     # validated once; the caller's workload is not changed
+    wl, T, B = r.workload, r.context, r.batch
+    per_seq_attn = float(model.attention_cache_bytes(T, r.kv_bytes))
+    per_seq_state = float(model.state_bytes(r.state_bytes))
+    dep = deploy.choose(r)
+    unpinned = r.with_workload(nodes=None)           # memory answers: the fewest nodes, whatever the budget
+    fewest = deploy.choose(unpinned) if wl.nodes else dep
+    dep0 = deploy.choose(unpinned, with_cache=False)
     if wl.nodes and dep is None and fewest is not None:
         raise InputError(f"nodes: nothing fits on {wl.nodes} node{'s' if wl.nodes > 1 else ''} of "
                          f"{acc.node_size} {acc.name}; the fewest is {fewest.label()} on {fewest.nodes} nodes")
-    stored = float(B * deploy.cache_per_rank(model, wl, T, dep.tensor) * dep.tensor) if dep else 0.0
+    stored = B * r.cache_per_rank(T, dep.tensor) * dep.tensor if dep else 0.0
     prefill = pre_split = decode = dec_split = None
     if dep or dep0:
-        prefill, pre_split, decode, dec_split = _phases(model, acc, wl, dep or dep0)
+        prefill, pre_split, decode, dec_split = _phases(r, dep or dep0)
     over, over_tiers = {}, []
     if dep0 and (fewest is None or fewest.accelerators > dep0.accelerators):
-        over, over_tiers = _overflow(model, acc, wl, dep0, tiers)
-    return Plan(model=model, accelerator=acc, workload=wl, kv_bytes_per_token=float(model.kv_bytes_per_token(kvb)),
+        over, over_tiers = _overflow(r, dep0, tiers)
+    return Plan(model=model, accelerator=acc, workload=wl, kv_bytes_per_token=float(model.kv_bytes_per_token(r.kv_bytes)),
                 kv_bytes_per_sequence=per_seq_attn + per_seq_state, state_bytes_per_sequence=per_seq_state,
-                weights_bytes=weights_bytes(model, wl), kv_bytes_total=kv_total, deployment=dep,
+                weights_bytes=r.weights_bytes, kv_bytes_total=B * (per_seq_attn + per_seq_state), deployment=dep,
                 deployment_without_kv=dep0, kv_bytes_stored=stored, prefill=prefill, decode=decode,
                 decode_split=dec_split, prefill_split=pre_split, overflow=over, overflow_tiers=over_tiers,
-                fewest=fewest)
+                fewest=fewest, resolved=r)
 
 
-def for_plan(plan: Plan, engine: str, hybrid_manager: bool = True) -> engine_rules.EngineAllocation:
-    """``allocate`` for a ``plan.Plan``: its workload, on its tensor-parallel degree (pinned, else the search's)."""
-    tp = (plan.workload.tensor_parallel or plan.parallelism.get("tensor")
+def for_plan(plan: Plan, engine: str | None = None, hybrid_manager: bool | None = None) -> engine_rules.EngineAllocation:
+    """``allocate`` for a ``plan.Plan``: its workload, on its tensor-parallel degree (pinned, else the search's);
+    ``engine`` and ``hybrid_manager`` default to the workload's (another engine: what it would allocate instead)."""
+    wl = plan.workload
+    tp = (wl.tensor_parallel or plan.parallelism.get("tensor")
           or plan.parallelism_without_kv.get("tensor") or 1)
     pipeline = plan.parallelism.get("pipeline") or plan.parallelism_without_kv.get("pipeline") or 1
-    return engine_rules.allocate(plan.model, plan.workload, tp, engine, plan.accelerator, hybrid_manager, pipeline)
+    hybrid = wl.hybrid_kv_cache_manager if hybrid_manager is None else hybrid_manager
+    return engine_rules.allocate(plan.model, wl, tp, engine or wl.engine, plan.accelerator, hybrid, pipeline)
 
 
-def startup_for_plan(plan, flags=None, hybrid_manager: bool = True):
+def startup_for_plan(plan, flags=None, hybrid_manager: bool | None = None):
     """What vLLM logs at start-up for the plan's deployment (``vllm_memory.startup``): one instance of its
     tensor × pipeline ranks, ``max_model_len`` = the workload's context, the weights at the plan's precision."""
     par = plan.parallelism or plan.parallelism_without_kv
-    tp = plan.workload.tensor_parallel or par.get("tensor") or 1
-    pp = plan.workload.pipeline_parallel or par.get("pipeline") or 1
     wl = plan.workload
+    tp = wl.tensor_parallel or par.get("tensor") or 1
+    pp = wl.pipeline_parallel or par.get("pipeline") or 1
+    hybrid = wl.hybrid_kv_cache_manager if hybrid_manager is None else hybrid_manager
     dep = plan.deployment or plan.deployment_without_kv
     per_rank = dep.weights_per_rank if dep is not None and getattr(dep, "expert", 1) > 1 else None
-    return vllm_memory.startup(plan.model, plan.accelerator, wl.context, plan.weights_bytes, tp, pp,
-                               get_dtype(wl.kv_dtype).bytes, get_dtype(plan.model.native_dtype).bytes,
-                               get_dtype(wl.state_dtype).bytes, hybrid_manager, flags, per_rank)
+    r = plan.resolved
+    kvb = r.kv_bytes if r else get_dtype(wl.kv_dtype).bytes
+    sb = r.state_bytes if r else get_dtype(wl.state_dtype).bytes
+    return vllm_memory.startup(plan.model, plan.accelerator, wl.context, plan.weights_bytes, tp, pp, kvb,
+                               get_dtype(plan.model.native_dtype).bytes, sb, hybrid, flags, per_rank)
 
 
-def plan_report(plan: Plan, engine: str = "law", flags=None, hybrid_manager: bool = True):
+def plan_report(plan: Plan, engine: str | None = None, flags=None, hybrid_manager: bool | None = None):
     """What ``capacity plan --json`` prints for ``plan``, once for the CLI and the calculator page: the plan's fields,
-    ``engine``'s allocation for it and, under vLLM on an accelerator it runs on, what vLLM logs at start-up. Returns
-    (fields, the start-up figures or None — ``--emit vllm`` writes its flags from them)."""
+    the engine's allocation for it (default: the workload's engine) and, under vLLM on an accelerator it runs on,
+    what vLLM logs at start-up. Returns (fields, the start-up figures or None — ``--emit vllm`` writes its flags
+    from them)."""
+    engine = engine or plan.workload.engine
     alloc = for_plan(plan, engine, hybrid_manager)
     start = None
     if engine == "vllm" and (plan.parallelism or plan.parallelism_without_kv) and "vllm" in plan.accelerator.engines:

@@ -87,21 +87,58 @@ def weights_read_fraction(p: ModelProfile, tokens):
     return (dense + p.params_routed * (1.0 - (1.0 - used) ** n)) / p.params_total
 
 
-def prefill_flops(p: ModelProfile, T):
-    """FLOPs to prefill one prompt of ``T`` tokens."""
+def _prefill_parts(p: ModelProfile, T):
+    """(matmul, attention over the cache, recurrent) FLOPs to prefill one prompt of ``T`` tokens."""
     pair = attention_flops_per_pair(p, "prefill")
     attn = pair * (p.n_full_layers * _causal_pairs(T) + p.n_window_layers * _causal_pairs(T, p.window))
     ssm = 2 * p.ssm.state_elements * p.ssm.n_layers * T if p.ssm else 0
-    return 2 * p.params_active * float(T) + attn + ssm
+    return 2 * p.params_active * float(T), attn, ssm
 
 
-def decode_flops(p: ModelProfile, T, batch):
-    """FLOPs of one decode step: ``batch`` new tokens, each attending to its sequence's ``T`` cached tokens."""
+def _decode_parts(p: ModelProfile, T):
+    """(matmul, attention over the cache, recurrent) FLOPs of ONE sequence's decode token at ``T`` cached tokens."""
     T = float(T)
     pair = attention_flops_per_pair(p, "decode")
     seen = p.n_full_layers * T + p.n_window_layers * laws.window_tokens(T, p.window or 1)   # the cache law's min(T, W)
     ssm = 2 * p.ssm.state_elements * p.ssm.n_layers if p.ssm else 0
-    return float(batch) * (2 * p.params_active + pair * seen + ssm)
+    return 2 * p.params_active, pair * seen, ssm
+
+
+def prefill_flops(p: ModelProfile, T):
+    """FLOPs to prefill one prompt of ``T`` tokens."""
+    matmul, attn, ssm = _prefill_parts(p, T)
+    return matmul + attn + ssm
+
+
+def prefill_attention_flops(p: ModelProfile, T):
+    """The part of ``prefill_flops`` beyond the weights' matmuls: attention over the cache and recurrent state."""
+    _, attn, ssm = _prefill_parts(p, T)
+    return attn + ssm
+
+
+def decode_flops(p: ModelProfile, T, batch):
+    """FLOPs of one decode step: ``batch`` new tokens, each attending to its sequence's ``T`` cached tokens."""
+    matmul, attn, ssm = _decode_parts(p, T)
+    return float(batch) * (matmul + attn + ssm)
+
+
+def decode_attention_flops(p: ModelProfile, T, batch):
+    """The part of ``decode_flops`` beyond the weights' matmuls: attention over the cache and recurrent state."""
+    _, attn, ssm = _decode_parts(p, T)
+    return float(batch) * (attn + ssm)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One forward pass of one replica over the whole model — what ``deploy.pass_time`` turns into seconds."""
+    phase: str                    # "prefill" (one prompt) or "decode" (one step of ``seqs`` sequences)
+    tokens: float                 # new tokens in the pass (prefill: the prompt; decode: one per sequence)
+    seqs: float                   # sequences those tokens belong to
+    flops: float                  # all of it: matmuls + attention (``prefill_flops`` / ``decode_flops``)
+    attention_flops: float        # the part beyond the weights' matmuls
+    weight_bytes: float           # weights the ranks read
+    cache_bytes: float            # cache read or written, by the law, whole model
+    cache_bytes_per_rank: float   # the same on one tensor rank (replication and the engine's rules included)
 
 
 @dataclass
@@ -120,13 +157,16 @@ class Phase:
 
 
 def phase(flops, nbytes, acc: Accelerator, weights_dtype: str, devices: int = 1,
-          extra_seconds: float = 0.0) -> Phase:
+          extra_seconds: float = 0.0, time_s: float | None = None, basis: str = "roofline") -> Phase:
     """Place a pass on the roofline. ``devices`` split FLOPs and bytes evenly (ideal tensor parallelism);
-    ``extra_seconds`` adds time spent reading from a slower tier (serially: a conservative bound)."""
+    ``extra_seconds`` adds time spent reading from a slower tier (serially: a conservative bound). ``time_s``:
+    the pass's time when something finer gives it (``deploy.pass_time``: the split, the efficiencies, measured
+    kernels — said by ``basis``); else the roofline's own ``max(FLOPs / peak, bytes / bandwidth)``."""
     peak = acc.peak_flops(weights_dtype)
     ai = float(flops) / float(nbytes)
     t_compute = float(flops) / (peak * devices)
     t_memory = float(nbytes) / (acc.bandwidth * devices) + extra_seconds
     bound = "compute" if t_compute >= t_memory else "memory"
-    t = float(step_time(flops, nbytes, peak * devices, acc.bandwidth * devices, extra_seconds))
-    return Phase(float(flops), float(nbytes), ai, ridge_point(peak, acc.bandwidth), bound, t)
+    if time_s is None:
+        time_s = step_time(flops, nbytes, peak * devices, acc.bandwidth * devices, extra_seconds)
+    return Phase(float(flops), float(nbytes), ai, ridge_point(peak, acc.bandwidth), bound, float(time_s), basis)

@@ -116,7 +116,7 @@ def datasheet_assumption(weights_dtype: str) -> dict:
 def rates(acc, weights_dtype: str) -> tuple[float, float]:
     """(FLOP/s, bytes/s) a pass with weights of this type runs at on ``acc`` by the roofline: the peak of the type's
     compute class × ``prefill_peak_efficiency`` and the bandwidth × ``decode_bandwidth_efficiency`` (data/speed.json;
-    a host with measured kernels gets its own times from ``measured_times`` instead)."""
+    a host with measured kernels gets its own times from ``measured_seconds`` instead)."""
     a = datasheet_assumption(weights_dtype)
     return (acc.peak_flops(weights_dtype) * a["prefill_peak_efficiency"],
             acc.bandwidth * a["decode_bandwidth_efficiency"])
@@ -134,20 +134,17 @@ def basis(acc, weights_dtype: str) -> str:
             f"{a['prefill_peak_efficiency']:g} × peak (assumption: {a['source']})")
 
 
-def measured_times(model, acc, weights_dtype: str, prompt: int, context: int, seqs: int, prefill_flops: float,
-                   decode_flops: float, kv_bytes_per_element: float, state_bytes_per_element: float):
-    """(prefill seconds, decode-step seconds) from the host's measured kernels, or None when ``acc`` has none or
-    the type was not measured. Matmul weights are taken as ``params_active`` (embedding lookups included: a small
-    over-count), attention as the FLOPs the roofline counts beyond the matmuls."""
+def measured_seconds(model, acc, weights_dtype: str, ps) -> float | None:
+    """Seconds of the pass ``ps`` (``roofline.Pass``) from the host's measured kernels, or None when ``acc`` has none
+    or the type was not measured. Matmul weights are taken as ``params_active`` (embedding lookups included: a
+    small over-count); attention is the pass's own attention FLOPs and, in decode, the cache it reads."""
     k = getattr(acc, "kernels", None)
     if k is None or get_dtype(weights_dtype).name not in speed_data()["gguf_types"]:
         return None
     mix = {t: f * model.params_active for t, f in gguf_mix(weights_dtype).items()}
-    attn_pre = max(prefill_flops - 2 * model.params_active * prompt, 0.0)
-    attn_dec = max(decode_flops - 2 * model.params_active * seqs, 0.0)
-    cache = seqs * float(model.cache_bytes(context, kv_bytes_per_element, state_bytes_per_element))
-    return (host_prefill(mix, prompt, model.n_layers, attn_pre, k).total,
-            host_decode(mix, model.n_layers, attn_dec, cache, k, seqs).total)
+    if ps.phase == "prefill":
+        return host_prefill(mix, ps.tokens, model.n_layers, ps.attention_flops, k).total
+    return host_decode(mix, model.n_layers, ps.attention_flops, ps.cache_bytes, k, int(ps.seqs)).total
 
 
 LOWER_BOUND = "roofline lower bound"

@@ -10,14 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.calculator.fmt import fmt_k
 from part1_capacity.calculator.hardware import Accelerator, load_accelerator
 from dataclasses import replace
 
 from part1_capacity.calculator.deploy import fewest_accelerators
 from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.plan import Workload, weights_bytes
+from part1_capacity.calculator.resolve import Workload, resolve
 from part1_capacity.calculator.loader import load_model
 from part1_capacity.calculator.profiles import ModelProfile
 
@@ -73,18 +72,16 @@ def sweep(model, accelerator, contexts, batches, workload: Workload | None = Non
     # a copy sized to the grid: the caller's workload is not changed
     wl = replace(workload, context=int(contexts.max()), batch=int(batches.max())) if workload else \
         Workload(context=int(contexts.max()), batch=int(batches.max()), **kw)
-    wl.validate(model)                 # refuses a context beyond the model's maximum, bad dtypes, …
+    r = resolve(model, acc, wl)        # refuses a context beyond the model's maximum, bad dtypes, …
     if contexts.min() <= 0 or batches.min() <= 0:
         raise InputError("sweep: contexts and batches must be positive integers")
     T = contexts[:, None].astype(np.float64)
     B = batches[None, :].astype(np.float64)
     grid = (len(contexts), len(batches))
-    n = np.array(np.broadcast_to(fewest_accelerators(model, acc, wl, T, B), grid), dtype=np.float64)
-    n0 = fewest_accelerators(model, acc, wl, T, B, with_cache=False)
-    kvb, sb = get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes
-    kv_total = B * model.cache_bytes(T, kvb, sb)
-    return Sweep(model, acc, wl, contexts, batches, n, np.broadcast_to(n0, grid), kv_total,
-                 weights_bytes(model, wl))
+    n = np.array(np.broadcast_to(fewest_accelerators(r, T, B), grid), dtype=np.float64)
+    n0 = fewest_accelerators(r, T, B, with_cache=False)
+    kv_total = B * model.cache_bytes(T, r.kv_bytes, r.state_bytes)
+    return Sweep(model, acc, r.workload, contexts, batches, n, np.broadcast_to(n0, grid), kv_total, r.weights_bytes)
 
 
 def heatmaps(s: Sweep, path, title: str | None = None, tr=None) -> None:

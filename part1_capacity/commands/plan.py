@@ -5,7 +5,7 @@ from __future__ import annotations
 from part1_capacity.calculator import validate
 from part1_capacity.commands._common import (add_revision_flag, add_vllm_startup_flags, add_workload_flags,
                                              model_name, positive_int, startup_flags_from_args, workload_from_args)
-from part1_capacity.calculator import emit, engine_rules
+from part1_capacity.calculator import emit
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time, table
 from part1_capacity.calculator.plan import Plan, for_plan, make_plan, plan_report
@@ -46,7 +46,7 @@ def register(sub):
 
 
 def run(a) -> int:
-    engine_rules.check_engine(a.engine)
+    # the engine is checked once, with the rest of the workload (Workload.validate)
     if a.disable_hybrid_kv_cache_manager and a.engine != "vllm":
         # vLLM's flag: silently ignored under another engine, it would let a reader believe the plan used it
         raise InputError(f"--disable-hybrid-kv-cache-manager: a vLLM flag, only with --engine vllm "
@@ -54,7 +54,7 @@ def run(a) -> int:
     flags = startup_flags_from_args(a)
     rows = load_tiers(a.tiers) if a.tiers else None     # checked before any sizing, like an accelerator file
     plan = make_plan(model_name(a), a.accelerator, workload_from_args(a), tiers=rows)
-    fields, start = plan_report(plan, a.engine, flags, not a.disable_hybrid_kv_cache_manager)
+    fields, start = plan_report(plan, flags=flags)      # the engine and its manager travel in the workload
     if a.emit and a.json:       # the plan and the command together, for a script
         print(validate.dumps_json({**fields, "emit": {"engine": a.emit,
                                                       "command": emit.command(plan, a.emit, a.hf_repo,
@@ -66,7 +66,7 @@ def run(a) -> int:
     else:
         print(render(plan))
         if a.engine != "law":
-            print("\n" + render_engine(for_plan(plan, a.engine, not a.disable_hybrid_kv_cache_manager)))
+            print("\n" + render_engine(for_plan(plan)))
         if start is not None:
             print("\n" + render_startup(start, plan.workload.context))
     return 0

@@ -16,7 +16,7 @@ from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time
 from part1_capacity.calculator.compare import DEFAULT_ACCELERATOR, DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_MODELS
 from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.experiments.engine.sitegen import e1_confirmations
-from part1_capacity.calculator import deploy, weights
+from part1_capacity.calculator import resolve, weights
 from part1_capacity.calculator.hardware import bundled_accelerators, eight_bit_cell
 from part1_capacity.calculator.plan import IMPLICATIONS, Workload, implication_key, make_plan
 from part1_capacity.calculator.loader import load_model
@@ -156,7 +156,7 @@ def parallel_split_figure(path: Path, plt, tr=EN) -> str:
     """What each of SPLIT_RANKS accelerators holds when one replica is split by tensor or by pipeline parallelism.
 
     Per rank: weights ``W/t`` (tensor) or the stage's share of the layers (pipeline), and the cache of
-    SPLIT_BATCH sequences of SPLIT_CONTEXT tokens — ``deploy.cache_per_rank`` for a tensor rank (whole K/V heads,
+    SPLIT_BATCH sequences of SPLIT_CONTEXT tokens — ``resolve.cache_per_rank`` for a tensor rank (whole K/V heads,
     the MLA latent whole on every rank), the stage's layers' share for a pipeline stage. Returns the caption.
     """
     n, GiB = SPLIT_RANKS, GIB
@@ -167,8 +167,8 @@ def parallel_split_figure(path: Path, plt, tr=EN) -> str:
         m = load_model(mid)
         wl = Workload(context=SPLIT_CONTEXT, batch=SPLIT_BATCH, weights_dtype=m.native_dtype, state_dtype="bf16")
         W = weights.weights_bytes(m)
-        whole_cache = deploy.cache_per_rank(m, wl, SPLIT_CONTEXT, 1) * SPLIT_BATCH
-        tp_cache = deploy.cache_per_rank(m, wl, SPLIT_CONTEXT, n) * SPLIT_BATCH
+        whole_cache = resolve.cache_per_rank(m, wl, SPLIT_CONTEXT, 1) * SPLIT_BATCH
+        tp_cache = resolve.cache_per_rank(m, wl, SPLIT_CONTEXT, n) * SPLIT_BATCH
         layers = stage_layers(m.n_layers, n)
         if m.is_mla:
             held = tr("the whole MLA latent on every rank (no heads)")

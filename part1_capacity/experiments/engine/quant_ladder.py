@@ -78,9 +78,9 @@ def speed_predict(types: dict, profile, k: speed.Kernels) -> dict:
     from part1_capacity.calculator import roofline
 
     mix, out = types["matmul"], types["output"]
-    attn_pre = float(roofline.prefill_flops(profile, N_PROMPT)) - 2 * profile.params_active * N_PROMPT
+    attn_pre = float(roofline.prefill_attention_flops(profile, N_PROMPT))
     ctx = N_GEN // 2
-    attn_dec = float(roofline.decode_flops(profile, ctx, 1)) - 2 * profile.params_active
+    attn_dec = float(roofline.decode_attention_flops(profile, ctx, 1))
     cache = float(profile.cache_bytes(ctx, 2.0, 2.0))
     both = {t: mix.get(t, 0) + out.get(t, 0) for t in {**mix, **out}}
     pre = speed.host_prefill(mix, N_PROMPT, profile.n_layers, attn_pre, k, output_weights=out)
