@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from course import tables
 from course.notebook_spec import REPO, all_specs
 from course.records import run_record
 
@@ -65,9 +66,9 @@ def class_times_table(times: dict | None = None, tr=None) -> str:
     times = saved() if times is None else times
     if not times:
         return tr("(not measured yet: `.venv/bin/python -m course.class_times` measures it)") + "\n"
-    rows = [tr("| lesson | per student | a class of 30 |"), "|---|---|---|"]
+    rows = tables.head(tr("| lesson | per student | a class of 30 |"))
     for lesson, t in times["lessons"].items():
-        rows.append(f"| {lesson} | {t['per_student_s']:.0f} s | {30 * t['per_student_s'] / 60:.1f} min |")
+        rows.append(tables.row(lesson, f"{t['per_student_s']:.0f} s", f"{30 * t['per_student_s'] / 60:.1f} min"))
     rec = times["record"]
     rows += ["", tr("Measured by `{command}` on {date}: {students} finished notebooks per lesson graded by "
                     "`python -m course.classroom autograde <lesson> --jobs {jobs}` (real nbgrader), wall-clock time "

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from course import tables
 from course.i18n import DEFAULT, translator
 from course.notebook_spec import REPO, all_specs
 from course.records import run_record
@@ -98,7 +99,7 @@ def exercise_table(pages: dict[str, str], times: dict | None = None, lang: str =
     notebook, what you write, and the measured seconds to run and to grade it."""
     tr = translator(lang)
     times = saved_times() if times is None else times
-    rows = [tr("| lesson | notebook | you write | runs in | grades in |"), "|---|---|---|---|---|"]
+    rows = tables.head(tr("| lesson | notebook | you write | runs in | grades in |"))
     for spec in all_specs():
         t = times.get("exercises", {}).get(spec.ASSIGNMENT)
         page = pages.get(spec.ASSIGNMENT)

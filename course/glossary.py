@@ -7,6 +7,7 @@ import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 
+from course import tables
 from course.i18n import LOCALE, translator
 
 
@@ -27,6 +28,6 @@ def terms() -> tuple[Term, ...]:
 def glossary_table(lang: str) -> str:
     """A Markdown table of the glossary, with its headers in ``lang``."""
     tr = translator(lang)
-    rows = [tr("| English | Korean | how it is used |"), "|---|---|---|"]
+    rows = tables.head(tr("| English | Korean | how it is used |"))
     rows += [f"| {t.en} | {t.ko} | {t.note} |" for t in terms()]
     return "\n".join(rows) + "\n"

@@ -3,6 +3,7 @@ import math
 
 import torch
 
+from course import tables
 from course import i18n
 from course.exercises import exercise_block
 
@@ -63,7 +64,7 @@ def build(out):
     base = widths["MHA"][1]
 
     def table(tr):
-        rows = [tr("| structure | n_heads | n_kv_heads | K+V features per token per layer | vs MHA |"), "|---|---|---|---|---|"]
+        rows = tables.head(tr("| structure | n_heads | n_kv_heads | K+V features per token per layer | vs MHA |"))
         rows += [f"| {label} | 32 | {hkv} | {width:,} | {width / base:.3f}× |" for label, (hkv, width) in widths.items()]
         return "\n".join(rows) + "\n"
 

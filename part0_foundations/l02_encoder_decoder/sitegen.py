@@ -10,6 +10,7 @@ import json
 
 import torch
 
+from course import tables
 from course import records
 from course import i18n
 from course.exercises import exercise_block
@@ -210,7 +211,7 @@ def _tables(res, out):
     example = dt.date(2021, 3, 3)
     per_form = ev["per_form_exact_match"]
     i18n.write_text(out, "per_form.md", lambda tr: "\n".join(
-        [tr("| form | written for 2021-03-03 | exact match (2,000 test dates) |"), "|---|---|---|"]
+        tables.head(tr("| form | written for 2021-03-03 | exact match (2,000 test dates) |"))
         + [f"| `{form}` | {data.render(example, form)} | {_pct(acc)} |" for form, acc in per_form.items()]) + "\n")
     imperfect = sorted((acc, form) for form, acc in per_form.items() if acc < 1)
 
@@ -237,7 +238,7 @@ def _tables(res, out):
     def errors(tr):
         if not errs:
             return tr("None: every test date is right in every form.") + "\n"
-        rows = [tr("| set | form | input | expected | model wrote |"), "|---|---|---|---|---|"]
+        rows = tables.head(tr("| set | form | input | expected | model wrote |"))
         rows += [f"| {tr('2,000 test dates') if e['form'] == '(seeded)' else tr('per form')} | `{e['form']}` "
                  f"| `{e['text']}` | {e['target']} | {e['got']} |" for e in errs[:12]]
         return "\n".join(rows) + "\n"
@@ -254,7 +255,7 @@ def _tables(res, out):
             results.append((text, f"ValueError: {exc}".replace("|", "\\|")))
 
     def translations(tr):
-        rows = [tr("| `translate(text)` | result |"), "|---|---|"] + [f"| `{t}` | {got} |" for t, got in results]
+        rows = tables.head(tr("| `translate(text)` | result |")) + [f"| `{t}` | {got} |" for t, got in results]
         note = ""
         if misread:
             e = misread[0]
@@ -268,8 +269,7 @@ def _tables(res, out):
     h = res["heldout_forms"]
 
     def heldout(tr):
-        rows = [tr("| form never seen in training | written for 2021-03-03 | exact match (2,000 test dates) |"),
-                "|---|---|---|"]
+        rows = tables.head(tr("| form never seen in training | written for 2021-03-03 | exact match (2,000 test dates) |"))
         rows += [f"| `{f}` | {data.render(example, f)} | {_pct(acc)} |" for f, acc in h["per_form_exact_match"].items()]
         rows.append(tr("| the {n} forms it was trained on (seeded test set) | | ", n=len(data.FORM_NAMES) - len(h["forms"]))
                     + f"{_pct(h['seen_exact_match'])} |")

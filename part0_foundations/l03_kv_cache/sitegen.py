@@ -12,8 +12,7 @@ from pathlib import Path
 
 import torch
 
-from course import records
-from course import i18n
+from course import i18n, records, tables
 from course.exercises import exercise_block
 from part0_foundations.l03_kv_cache import laws
 from part0_foundations.l03_kv_cache.bench import RESULTS
@@ -33,17 +32,14 @@ def _structures(out: Path):
             "kv_lora_rank": ("mla",), "qk_rope_head_dim": ("mla",), "d_inner": ("ssm",), "d_state": ("ssm",),
             "d_conv": ("ssm",)}
     # One column per structure (six narrow columns fit the page; eleven fields as columns did not).
-    rows = ["|---|" + "---:|" * len(STRUCTURES)]
-    for k in keys:
-        cells = [str(getattr(cfg, k)) if k not in uses or set(uses[k]) & set(cfg.layer_types) else "–"
-                 for cfg in STRUCTURES.values()]
-        rows.append(f"| `{k}` | " + " | ".join(cells) + " |")
-    i18n.write_text(out, "structures.md",
-                    lambda tr: tr("| field ") + "| " + " | ".join(STRUCTURES) + " |\n" + "\n".join(rows) + "\n")
+    rows = [[f"`{k}`"] + [str(getattr(cfg, k)) if k not in uses or set(uses[k]) & set(cfg.layer_types) else "–"
+                          for cfg in STRUCTURES.values()] for k in keys]
+    i18n.write_text(out, "structures.md", lambda tr: tables.table(
+        tr("| field ") + "| " + " | ".join(STRUCTURES) + " |", rows, "l" + "r" * len(STRUCTURES)) + "\n")
 
 
 def _measured_table(out: Path):
-    tables = []  # (label, bytes per element, [(name, layers, growth, [(got, want)])])
+    measured = []  # (label, bytes per element, [(name, layers, growth, [(got, want)])])
     for dtype, label, bpe in ((torch.float32, "fp32", 4), (torch.bfloat16, "bf16", 2)):
         rows = []
         for name, cfg in STRUCTURES.items():
@@ -56,21 +52,20 @@ def _measured_table(out: Path):
                     model(torch.randint(0, cfg.vocab_size, (1, T)), cache)
                 cells.append((cache.nbytes(), law_bytes(cfg, T, bpe)))
             rows.append((name, " · ".join(cfg.layer_types), law_growth_per_token(cfg, bpe), cells))
-        tables.append((label, bpe, rows))
+        measured.append((label, bpe, rows))
 
     def render(tr):
         lines = []
-        for label, bpe, rows in tables:
+        for label, bpe, rows in measured:
             lines += [tr("**{label}** ({bpe} bytes per element): bytes the cache holds after a prefill of T tokens, "
                          "measured (sum of `element_size() × numel()`) — ✓ when equal to the law, to the byte.",
-                         label=label, bpe=bpe), "",
-                      tr("| structure | layers | law per token (growing) | ") + " | ".join(f"T = {t:,}" for t in T_VALUES)
-                      + " |", "|---|---|---|" + "---|" * len(T_VALUES)]
-            for name, layers, growth, cells in rows:
-                cells = [f"{got:,} ✓" if got == want else tr("{got} ✗ (law {want})", got=f"{got:,}", want=f"{want:,}")
-                         for got, want in cells]
-                lines.append(f"| {name} | {layers} | {growth:,} B | " + " | ".join(cells) + " |")
-            lines.append("")
+                         label=label, bpe=bpe), ""]
+            header = tr("| structure | layers | law per token (growing) | ") + " | ".join(f"T = {t:,}" for t in T_VALUES) + " |"
+            lines += [tables.table(header, [
+                [name, layers, f"{growth:,} B"] + [f"{got:,} ✓" if got == want else
+                                                   tr("{got} ✗ (law {want})", got=f"{got:,}", want=f"{want:,}")
+                                                   for got, want in cells]
+                for name, layers, growth, cells in rows]), ""]
         return "\n".join(lines)
 
     i18n.write_text(out, "measured_vs_law.md", render)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from course import tables
 from course import records
 from part0_foundations.l04_gpt2_int8 import data
 from part0_foundations.l04_gpt2_int8.int8 import (
@@ -213,8 +214,8 @@ def _english(message: str, **values) -> str:
 
 def variants_table(results: dict, tr=_english) -> str:
     """The comparison table; ``tr`` translates its words (a ``course.i18n.Translator`` on the site)."""
-    rows = [tr("| variant | lm_head tied to wte | state bytes | vs FP32 | max \\|Δlogit\\| | mean \\|Δlogit\\| "
-               "| top-1 agree | perplexity | latency ms (median / best) |"), "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = tables.head(tr("| variant | lm_head tied to wte | state bytes | vs FP32 | max \\|Δlogit\\| | mean \\|Δlogit\\| "
+               "| top-1 agree | perplexity | latency ms (median / best) |"), "llrrrrrrr")
     for v in results["variants"]:
         rows.append(
             f"| {tr(LABELS[v['key']]) if v['key'] in LABELS else v['key']} "
@@ -226,10 +227,9 @@ def variants_table(results: dict, tr=_english) -> str:
 
 
 def layers_table(results: dict, tr=_english) -> str:
-    rows = [tr("| layer | shape (out, in) | per tensor: max \\|err\\| | mean \\|err\\| | SQNR dB "
+    rows = tables.head(tr("| layer | shape (out, in) | per tensor: max \\|err\\| | mean \\|err\\| | SQNR dB "
                "| per channel: max \\|err\\| | mean \\|err\\| | SQNR dB | torch.ao SQNR dB (tensor / channel) "
-               "| median channel scale / tensor scale |"),
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+               "| median channel scale / tensor scale |"), "llrrrrrrrr")
     for r in results["layers"]:
         t, c = r["per_tensor"], r["per_channel"]
         lib = (f"{r['torch_per_tensor_sqnr_db']:.1f} / {r['torch_per_channel_sqnr_db']:.1f}"

@@ -3,6 +3,7 @@
 import json
 import math
 
+from course import tables
 from course import records
 from course import i18n
 from course.exercises import exercise_block
@@ -135,7 +136,7 @@ def minilm_tables(r: dict, tr) -> dict[str, str]:
     """The MiniLM section's snippets, from ``results/minilm.json`` (written by ``minilm.py``)."""
     v = r["variants"]
     n = next(iter(v.values()))
-    rows = [tr("| variant | cosine to FP32 (mean) | cosine (worst chunk) | recall@5 | MRR |"), "|---|---:|---:|---:|---:|"]
+    rows = tables.head(tr("| variant | cosine to FP32 (mean) | cosine (worst chunk) | recall@5 | MRR |"), "lrrrr")
     for name, label in MINILM_LABELS.items():
         if name in v:
             x = v[name]
@@ -165,8 +166,8 @@ def minilm_tables(r: dict, tr) -> dict[str, str]:
         n=len(layers), lo=f"{min(gaps):.1f}", hi=f"{max(gaps):.1f}", median=f"{sorted(gaps)[len(gaps) // 2]:.1f}",
         worst=worst["layer"], spread=f"{worst['channel_spread']:.0f}", act=f"{act[a_worst]:.0f}",
         act_layer=a_worst) + "\n"
-    table = [tr("| layer | shape (out, in) | channel spread (max/median) | SQNR per tensor (dB) | SQNR per channel (dB) | "
-                "gain (dB) | input spread |"), "|---|---|---:|---:|---:|---:|---:|"]
+    table = tables.head(tr("| layer | shape (out, in) | channel spread (max/median) | SQNR per tensor (dB) | SQNR per channel (dB) | "
+                "gain (dB) | input spread |"), "llrrrrr")
     for x, g in zip(layers, gaps):
         table.append(f"| `{x['layer']}` | {x['shape'][0]} × {x['shape'][1]} | {x['channel_spread']:.1f} | "
                      f"{x['sqnr_per_tensor_db']:.1f} | {x['sqnr_per_channel_db']:.1f} | {g:.1f} | "

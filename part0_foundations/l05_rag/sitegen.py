@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from course import tables
 from course import records
 from course import i18n
 from course.exercises import exercise_block
@@ -79,7 +80,7 @@ def build(out: Path):
     rows = [f"| {h.rank} | {h.score:.3f} | `{h.chunk.source}` | {h.chunk.start}–{h.chunk.end} | "
             f"{_preview(h.chunk.text)}… |" for h in hits]
     i18n.write_text(out, "retrieval.md", lambda tr: tr("Question: *{question}*", question=QUESTION) + "\n\n"
-                    + "\n".join([tr("| rank | cosine | source | characters | text |"), "|---|---|---|---|---|"] + rows
+                    + "\n".join(tables.head(tr("| rank | cosine | source | characters | text |")) + rows
                                  + ["", tr("The same five ids from `vectors @ query` sorted by numpy: `{same}`.",
                                            same=same)]) + "\n")
 
@@ -101,7 +102,7 @@ def build(out: Path):
             for kind, nprobe in (("flat", None), ("ivf", 1), ("ivf", 2))]
 
     def eval_md(tr):
-        rows = [tr("| index | pages | chunks | questions | recall@1 | recall@5 | MRR |"), "|---|---|---|---|---|---|---|"]
+        rows = tables.head(tr("| index | pages | chunks | questions | recall@1 | recall@5 | MRR |"))
         for kind, nprobe, r in runs:
             label = tr("IndexFlatIP (exact)") if kind == "flat" else f"IndexIVFFlat, nprobe={nprobe}"
             rows.append(f"| {label} | {r['documents']} | {r['chunks']} | {r['questions']} | {r['recall@1']:.2f} | "
@@ -124,11 +125,11 @@ def build(out: Path):
     for nprobe in sorted({1, 2, 4, nlist} & set(range(1, nlist + 1))):
         ivf = ix.build_ivf(vectors, nlist=nlist, nprobe=nprobe)
         _, approx = ix.search(ivf, queries, 5)
-        rows.append(f"| {nprobe} | {100 * nprobe / nlist:.0f}% | {ix.recall_at_k(approx, exact):.2f} |")
+        rows.append(tables.row(nprobe, f"{100 * nprobe / nlist:.0f}%", f"{ix.recall_at_k(approx, exact):.2f}"))
     i18n.write_text(out, "ivf_recall.md", lambda tr: "\n".join([
         tr("IVF-Flat with nlist = {nlist} lists (≈ √{chunks}), top-5 for the {questions} questions:", nlist=nlist,
            chunks=len(chunks), questions=len(queries)), "",
-        tr("| nprobe | lists scanned | recall@5 vs flat |"), "|---|---|---|"] + rows) + "\n")
+        *tables.head(tr("| nprobe | lists scanned | recall@5 vs flat |"))] + rows) + "\n")
 
     # 7. Bytes of the site's own indexes: formula vs file.
     d = vectors.shape[1]
@@ -170,9 +171,9 @@ def _memory_in(out: Path, tr, lang: str):
                "`{command}`.", n=f"{m['n']:,}", d=m["d"], vector_bytes=f"{m['vector_bytes']:,}",
                formula=f"{m['formula_bytes']:,}", file=f"{m['file_bytes']:,}", filesystem=m["filesystem"],
                date=rec["date_utc"], where=where, gib=f"{memory / 2**30:.0f}", command=rec["command"]), "",
-            tr("| step | RssAnon | RssFile | index file in page cache |"), "|---|---|---|---|"]
-    rows += [f"| {tr(s['step'])} | {_mib(s['rss_anon'])} | {_mib(s['rss_file'])} | {_mib(s['page_cache'])} "
-             f"({100 * s['resident_pages'] / s['file_pages']:.0f}%) |" for s in steps]
+            *tables.head(tr("| step | RssAnon | RssFile | index file in page cache |"))]
+    rows += [tables.row(tr(s['step']), _mib(s['rss_anon']), _mib(s['rss_file']),
+                        f"{_mib(s['page_cache'])} ({100 * s['resident_pages'] / s['file_pages']:.0f}%)") for s in steps]
     by = {s["step"]: s for s in steps}
     base, copy = by["written, pages dropped"], by["read_index (a copy)"]
     searched = next(s for s in steps if s["step"].startswith("after"))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from course import tables
 from course import i18n
 
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time
@@ -62,9 +63,8 @@ def structures_table(plans, confirmed: dict | None = None, tr=EN) -> str:
     the cache adds, the bottleneck), the sizes after; the engine check is a short link (the paragraph below the
     table says what it means), so the table fits its column."""
     confirmed = e1_confirmations() if confirmed is None else confirmed
-    out = [tr("| structure | model | accelerators | for the weights | added by KV | bottleneck | KV / weights | "
-              "KV total | weights size | KV per token | KV per sequence | weights | engine check |"),
-           "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|"]
+    out = tables.head(tr("| structure | model | accelerators | for the weights | added by KV | bottleneck | KV / weights | "
+              "KV total | weights size | KV per token | KV per sequence | weights | engine check |"), "llrrrlrrrrr")
     for d in plans:
         rows = confirmed.get(d["structure"])
         check = ", ".join(f"[E1 `{arch}`](engine_checks.md#{anchor})" for arch, anchor in rows) if rows else "—"
@@ -82,7 +82,7 @@ def engines_table(tr=EN) -> str:
     from part1_capacity.calculator.compare import compare_engines
 
     rows = compare_engines(DEFAULT_MODELS, DEFAULT_ACCELERATOR, Workload(context=DEFAULT_CONTEXT, batch=DEFAULT_BATCH))
-    out = [tr("| structure | model | tensor-parallel ranks | law | llama.cpp | vLLM |"), "|---|---|---:|---:|---:|---:|"]
+    out = tables.head(tr("| structure | model | tensor-parallel ranks | law | llama.cpp | vLLM |"), "llrrrr")
     notes = []
     for d in rows:
         law, cpp, vl = d["engines"]
@@ -132,7 +132,7 @@ def worked_examples(confirmed: dict | None = None, tr=EN) -> str:
 
 
 def roofline_table(plans, tr=EN) -> str:
-    out = [tr("| model | phase | FLOP/byte | ridge (FLOP/byte) | bound | estimated time |"), "|---|---|---|---|---|---|"]
+    out = tables.head(tr("| model | phase | FLOP/byte | ridge (FLOP/byte) | bound | estimated time |"))
     for d in plans:
         for ph in ("prefill", "decode"):
             p = d[ph]
@@ -266,9 +266,8 @@ def growth_figure(path: Path, plt, tr=EN) -> None:
 
 
 def customers_table(tr=EN) -> tuple[str, list[dict]]:
-    out = [tr("| customer | accelerator | sequences × tokens | weights / KV precision | weights | KV total | "
-              "KV / weights | accelerators (weights + added by KV) | bottleneck |"),
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = tables.head(tr("| customer | accelerator | sequences × tokens | weights / KV precision | weights | KV total | "
+              "KV / weights | accelerators (weights + added by KV) | bottleneck |"))
     plans, notes = [], []
     for who, what, kw in CUSTOMERS:
         kw = dict(kw)
@@ -294,8 +293,7 @@ def customers_table(tr=EN) -> tuple[str, list[dict]]:
 
 
 def overflow_table(plan: dict, tr=EN) -> str:
-    out = [tr("| tier | capacity per accelerator | bandwidth | holds the overflow | decode tokens/s | slower than HBM |"),
-           "|---|---|---|---|---|---|"]
+    out = tables.head(tr("| tier | capacity per accelerator | bandwidth | holds the overflow | decode tokens/s | slower than HBM |"))
     for t in plan["overflow_tiers"]:
         out.append(f"| {t['name']} | {fmt_bytes(t['capacity_bytes_per_accelerator'])} | "
                    f"{t['bandwidth'] / 1e9:,.0f} GB/s | {tr('yes') if t['fits'] else tr('no')} | "
@@ -309,43 +307,43 @@ def families_table(tr=EN) -> str:
     from part1_capacity.calculator.checkpoints import GGUF_ARCHITECTURES
     from part1_capacity.calculator.configs import FAMILIES
 
-    rows = [tr("| `model_type` | what decides its cache | published config.json the tests read |"), "|---|---|---|"]
+    rows = tables.head(tr("| `model_type` | what decides its cache | published config.json the tests read |"))
     rows += [f"| `{mt}` | {_cell(tr(what))} | `{_cell(repo)}` |" for mt, (what, repo) in FAMILIES.items()]
     return ("\n".join(rows) + "\n\n" + tr("GGUF architectures: {archs}.", archs=", ".join(f"`{a}`" for a in GGUF_ARCHITECTURES))
             + "\n")
 
 
 def data_tables(tr=EN) -> tuple[str, str, str]:
-    models = [tr("| id | structure | layers (attention / window / recurrent) | params total / active | native | "
-                 "KV per token (bf16) | max context | source |"), "|---|---|---|---|---|---|---|---|"]
+    models = tables.head(tr("| id | structure | layers (attention / window / recurrent) | params total / active | native | "
+                 "KV per token (bf16) | max context | source |"))
     for m in bundled_models().values():
         layers = f"{m.n_full_layers} / {m.n_window_layers} / {m.ssm.n_layers if m.ssm else 0}"
         params = f"{m.params_total / 1e9:,.4g}B" + (f" / {m.params_active / 1e9:,.3g}B" if m.is_moe else "")
         models.append(f"| `{m.id}` | {m.structure} | {layers} | {params} | {m.native_dtype} | "
                       f"{fmt_bytes(m.kv_bytes_per_token(2))} | {m.max_context:,} | {_cell(m.source)} |")
-    accs = [tr("| id | memory | bandwidth | 16-bit TFLOP/s | fp8 / int8 | interconnect | per node / scale-up domain | "
-               "status | source |"), "|---|---|---|---|---|---|---|---|---|"]
+    accs = tables.head(tr("| id | memory | bandwidth | 16-bit TFLOP/s | fp8 / int8 | interconnect | per node / scale-up domain | "
+               "status | source |"))
     for a in bundled_accelerators().values():
         accs.append(f"| `{a.id}` | {a.memory_bytes / 1e9:,.0f} GB | {a.bandwidth / 1e9:,.0f} GB/s | "
                     f"{a.flops_16 / 1e12:,.1f} | {eight_bit_cell(a)} | "
                     f"{_cell(a.interconnect_name) or '—'} | {a.node_size} / {a.max_tp} | {tr(a.status)} | {_cell(a.source)} |")
-    tiers = [tr("| tier | for | capacity per accelerator | bandwidth (one way) | latency from the accelerator | "
-                "as published | source |"), "|---|---|---|---|---|---|---|"]
+    tiers = tables.head(tr("| tier | for | capacity per accelerator | bandwidth (one way) | latency from the accelerator | "
+                "as published | source |"))
     for t in tier_table():
         cap = t["capacity_gb"] if isinstance(t["capacity_gb"], str) else f"{t['capacity_gb']:,} GB"
         bw = t["bandwidth_gb_s"] if isinstance(t["bandwidth_gb_s"], str) else f"{t['bandwidth_gb_s']:,} GB/s"
         published = (tr("same") if t["measured_from"] == "accelerator" else
                      tr("{ns} ns from the {where}; {conversion}", ns=f"{t['published_latency_ns']:,}",
                         where=tr(t["measured_from"]), conversion=_cell(tr(t["conversion"]))))
-        tiers.append(f"| {t['name']} | {', '.join(t['kinds'])} | {cap} | {bw} | {t['latency_ns']:,} ns | {published} | {_cell(t['source'])} |")
+        tiers.append(tables.row(t['name'], ', '.join(t['kinds']), cap, bw, f"{t['latency_ns']:,} ns", published, _cell(t['source'])))
     return "\n".join(models) + "\n", "\n".join(accs) + "\n", "\n".join(tiers) + "\n"
 
 
 def real_models_figure(out: Path, plt, tr=EN, lang: str = i18n.DEFAULT) -> None:
     """The lesson-03 laws applied to the comparison's four real models at 128K (shown on lesson 03's page)."""
     GiB = GIB
-    rows = [tr("| structure | model | layers that grow | KV bytes per token (bf16, growing) | constant state | "
-               "cache of one sequence at {context} tokens |", context=f"{DEFAULT_CONTEXT:,}"), "|---|---|---|---|---|---|"]
+    rows = tables.head(tr("| structure | model | layers that grow | KV bytes per token (bf16, growing) | constant state | "
+               "cache of one sequence at {context} tokens |", context=f"{DEFAULT_CONTEXT:,}"))
     sources = []
     T = np.linspace(1, DEFAULT_CONTEXT, 400)
     fig, ax = plt.subplots(figsize=(8, 4))

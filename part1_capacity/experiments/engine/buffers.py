@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from course import tables
 from course.units import MIB
 from part1_capacity.calculator.engine_rules import llama_cpp as rules
 
@@ -144,8 +145,8 @@ def _english(message: str, **values) -> str:
 
 def published_table(points: list[dict] | None = None, tr=_english) -> str:
     """Published llama.cpp logs beside the rules (``tr``: the table's words in the site's other language)."""
-    rows = [tr("| model | backend | context (n_ctx, n_ubatch, flash attention) | buffer | logged | predicted | error | "
-               "source |"), "|---|---|---|---|---:|---:|---:|---|"]
+    rows = tables.head(tr("| model | backend | context (n_ctx, n_ubatch, flash attention) | buffer | logged | predicted | error | "
+               "source |"), "llllrrr")
     for p in points or published_points():
         pred, c = predict_published(p), p["context"]
         fa = tr({True: "on", False: "off", None: "not logged"}[c["flash_attn"]])
@@ -169,8 +170,8 @@ def e1_table(result: dict | None, tr=_english) -> str:
     if not result or not any("buffers" in c for r in result.get("structures", []) for c in r["details"]):
         return bounds + tr("*No saved run with these buffers: `capacity e1 --structure all --save` records them "
                            "(llama.cpp built by `make test`).*") + "\n"
-    rows = [tr("| model (GGUF) | model buffer: log / rule | output buffer: log / rule | compute buffer: log / rule "
-               "(largest error over the cases) | cases within the bounds |"), "|---|---:|---:|---:|---|"]
+    rows = tables.head(tr("| model (GGUF) | model buffer: log / rule | output buffer: log / rule | compute buffer: log / rule "
+               "(largest error over the cases) | cases within the bounds |"), "lrrr")
     for r in result["structures"]:
         cases = [c for c in r["details"] if "buffers" in c]
         last = cases[-1]["buffers"]

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from course import tables
 from part1_capacity.calculator import weights
 from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.calculator.engine_rules import vllm_memory as vm
@@ -93,8 +94,7 @@ def table(cs: list[Check] | None = None, tr=_english) -> str:
     """The engine-checks page's table: model, accelerator, flags, logged, predicted, error, source (``tr``: its
     words in the site's other language)."""
     cs = cs if cs is not None else checks()
-    rows = [tr("| model | accelerator | vLLM | flags | quantity | logged | predicted | error | source |"),
-            "|---|---|---|---|---|---:|---:|---:|---|"]
+    rows = tables.head(tr("| model | accelerator | vLLM | flags | quantity | logged | predicted | error | source |"), "lllllrrr")
     for c in cs:
         p = c.point
         fmt = (lambda v: f"{v:,.0f}") if "tokens" in c.quantity else (lambda v: f"{v:,.2f}")

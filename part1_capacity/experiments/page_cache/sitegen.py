@@ -11,6 +11,7 @@ import math
 import statistics
 from pathlib import Path
 
+from course import tables
 from course import i18n, records
 from part1_capacity.calculator import index_memory
 from part1_capacity.experiments.page_cache import experiment
@@ -229,9 +230,8 @@ def runs_md(runs, plotted, tr=EN) -> str:
 
 def knees_md(runs, study, tr=EN) -> str:
     """The p99 and p50 knees of every run, and the original study's, in memory taken and in MemAvailable."""
-    rows = [tr("| run | index | p99 knee: memory taken | MemAvailable at the knee | MemAvailable ÷ index "
-               "| p99: baseline with the hog → at the knee | major faults in that cycle | p50 knee: memory taken |"),
-            "|---|---|---|---|---|---|---|---|"]
+    rows = tables.head(tr("| run | index | p99 knee: memory taken | MemAvailable at the knee | MemAvailable ÷ index "
+               "| p99: baseline with the hog → at the knee | major faults in that cycle | p50 knee: memory taken |"))
     for r in runs:
         k99, k50 = r["knee_p99"], r["knee_p50"]
         name = f"{r['started_at'][:16].replace('T', ' ')} `{_node(r)}`"
@@ -265,10 +265,9 @@ def baseline_md(runs, tr=EN) -> str:
            and r["baselines"]["no_fault_cycles"]]
     if not new:
         return tr("No saved run records its baselines yet.") + "\n"
-    rows = [tr("| run | index | p99, hog at 0 | p99, hog holding its first step | p99 of all no-fault cycles with "
+    rows = tables.head(tr("| run | index | p99, hog at 0 | p99, hog holding its first step | p99 of all no-fault cycles with "
                "the hog: median (max) | hog CPU time during all reads | searcher preempted per cycle, median: "
-               "hog at 0 → with the hog |"),
-            "|---|---|---|---|---|---|---|"]
+               "hog at 0 → with the hog |"))
     for r in new:
         b = r["baselines"]
         idle = statistics.median(c["searcher_involuntary_switches"] for c in r["cycles"] if c["phase"] == "baseline")
@@ -369,11 +368,10 @@ def law_md(runs, study, tr=EN) -> str:
     rows_in = law_runs(runs)
     if not rows_in:
         return tr("No saved run has a confirmed knee measured with the hog in place yet.") + "\n"
-    rows = [tr("| host | index | MemAvailable at the knee | − index = hot cache | of which: other files cached | free "
+    rows = tables.head(tr("| host | index | MemAvailable at the knee | − index = hot cache | of which: other files cached | free "
                "| pages scanned in that cycle: kswapd / direct | MemAvailable when faults first hit 1 % of reads "
                "| predicted MemAvailable at the knee (same host's other runs) | memory taken at the knee: predicted → "
-               "measured |"),
-            "|---|---|---|---|---|---|---|---|---|---|"]
+               "measured |"))
     for x in rows_in:
         r, k, c, plan = x["run"], x["knee"], x["cycle"], x["plan"]
         other_files = c["cached_bytes"] - c["index_resident_bytes"]
@@ -470,9 +468,9 @@ def kernel_md(runs, tr=EN) -> str:
     h, page = r["host"], r["host"]["page_size_bytes"]
     zones = h["zone_watermarks_pages"]
     mb = lambda pages: f"{pages * page / 1e6:,.0f} MB"  # noqa: E731
-    rows = [tr("| zone | managed | min | low | high |"), "|---|---|---|---|---|"]
+    rows = tables.head(tr("| zone | managed | min | low | high |"))
     for z in zones:
-        rows.append(f"| {z['zone']} | {_gb(z['managed'] * page)} | {mb(z['min'])} | {mb(z['low'])} | {mb(z['high'])} |")
+        rows.append(tables.row(z['zone'], _gb(z['managed'] * page), mb(z['min']), mb(z['low']), mb(z['high'])))
     total = {key: sum(z[key] for z in zones) for key in ("min", "low", "high")}
     rows.append(f"| **{tr('all')}** | {_gb(sum(z['managed'] for z in zones) * page)} | {mb(total['min'])} | "
                 f"{mb(total['low'])} | {mb(total['high'])} |")
@@ -603,10 +601,9 @@ def p50_facts(run) -> dict | None:
 
 def p50_md(runs, study, tr=EN) -> str:
     """Where the median moved, run by run, against the simple model's "half the index"."""
-    rows = [tr("| host | index | p99 knee: memory taken | p50 knee: memory taken (after the p99 knee) | index "
+    rows = tables.head(tr("| host | index | p99 knee: memory taken | p50 knee: memory taken (after the p99 knee) | index "
                "evicted at the p50 knee | reads that faulted, major + minor: most before → at the p50 knee | p50 × "
-               "its baseline: most before → at the knee | at the p99 knee: mean × its baseline, p50 × its baseline |"),
-            "|---|---|---|---|---|---|---|---|"]
+               "its baseline: most before → at the knee | at the p99 knee: mean × its baseline, p50 × its baseline |"))
     facts = []
     for r in runs:
         f = p50_facts(r)
@@ -654,9 +651,8 @@ def hosts_md(runs, study, tr=EN) -> str:
     rows_in = [x for x in law_runs(runs) if in_cgroup(x["run"])]
     if not rows_in:
         return tr("No saved run in a memory cgroup yet.") + "\n"
-    rows = [tr("| host | index | p99 knee: memory taken (share of the host) | MemAvailable at the knee | ÷ index | "
-               "hot cache = MemAvailable − index | p50 knee after the p99 knee |"),
-            "|---|---|---|---|---|---|---|"]
+    rows = tables.head(tr("| host | index | p99 knee: memory taken (share of the host) | MemAvailable at the knee | ÷ index | "
+               "hot cache = MemAvailable − index | p50 knee after the p99 knee |"))
     for x in rows_in:
         r, k = x["run"], x["knee"]
         k50 = r["knee_p50"]
