@@ -29,5 +29,5 @@ def glossary_table(lang: str) -> str:
     """A Markdown table of the glossary, with its headers in ``lang``."""
     tr = translator(lang)
     rows = tables.head(tr("| English | Korean | how it is used |"))
-    rows += [f"| {t.en} | {t.ko} | {t.note} |" for t in terms()]
+    rows += [tables.row(t.en, t.ko, t.note) for t in terms()]
     return "\n".join(rows) + "\n"

@@ -65,7 +65,7 @@ def build(out):
 
     def table(tr):
         rows = tables.head(tr("| structure | n_heads | n_kv_heads | K+V features per token per layer | vs MHA |"))
-        rows += [f"| {label} | 32 | {hkv} | {width:,} | {width / base:.3f}× |" for label, (hkv, width) in widths.items()]
+        rows += [tables.row(label, '32', hkv, f"{width:,}", f"{width / base:.3f}×") for label, (hkv, width) in widths.items()]
         return "\n".join(rows) + "\n"
 
     i18n.write_text(out, "kv_widths.md", table)

@@ -212,7 +212,7 @@ def _tables(res, out):
     per_form = ev["per_form_exact_match"]
     i18n.write_text(out, "per_form.md", lambda tr: "\n".join(
         tables.head(tr("| form | written for 2021-03-03 | exact match (2,000 test dates) |"))
-        + [f"| `{form}` | {data.render(example, form)} | {_pct(acc)} |" for form, acc in per_form.items()]) + "\n")
+        + [tables.row(f"`{form}`", data.render(example, form), _pct(acc)) for form, acc in per_form.items()]) + "\n")
     imperfect = sorted((acc, form) for form, acc in per_form.items() if acc < 1)
 
     def summary(tr):
@@ -239,8 +239,8 @@ def _tables(res, out):
         if not errs:
             return tr("None: every test date is right in every form.") + "\n"
         rows = tables.head(tr("| set | form | input | expected | model wrote |"))
-        rows += [f"| {tr('2,000 test dates') if e['form'] == '(seeded)' else tr('per form')} | `{e['form']}` "
-                 f"| `{e['text']}` | {e['target']} | {e['got']} |" for e in errs[:12]]
+        rows += [tables.row(tr('2,000 test dates') if e['form'] == '(seeded)' else tr('per form'), f"`{e['form']}`",
+                            f"`{e['text']}`", e['target'], e['got']) for e in errs[:12]]
         return "\n".join(rows) + "\n"
 
     i18n.write_text(out, "errors.md", errors)
@@ -255,7 +255,7 @@ def _tables(res, out):
             results.append((text, f"ValueError: {exc}".replace("|", "\\|")))
 
     def translations(tr):
-        rows = tables.head(tr("| `translate(text)` | result |")) + [f"| `{t}` | {got} |" for t, got in results]
+        rows = tables.head(tr("| `translate(text)` | result |")) + [tables.row(f"`{t}`", got) for t, got in results]
         note = ""
         if misread:
             e = misread[0]
@@ -270,7 +270,7 @@ def _tables(res, out):
 
     def heldout(tr):
         rows = tables.head(tr("| form never seen in training | written for 2021-03-03 | exact match (2,000 test dates) |"))
-        rows += [f"| `{f}` | {data.render(example, f)} | {_pct(acc)} |" for f, acc in h["per_form_exact_match"].items()]
+        rows += [tables.row(f"`{f}`", data.render(example, f), _pct(acc)) for f, acc in h["per_form_exact_match"].items()]
         rows.append(tr("| the {n} forms it was trained on (seeded test set) | | ", n=len(data.FORM_NAMES) - len(h["forms"]))
                     + f"{_pct(h['seen_exact_match'])} |")
         wrong = "; ".join(tr("`{text}` → {got} (not {target})", text=e["text"], got=e["got"], target=e["target"])

@@ -218,11 +218,12 @@ def variants_table(results: dict, tr=_english) -> str:
                "| top-1 agree | perplexity | latency ms (median / best) |"), "llrrrrrrr")
     for v in results["variants"]:
         rows.append(
-            f"| {tr(LABELS[v['key']]) if v['key'] in LABELS else v['key']} "
-            f"| {tr('yes (FP32)') if v['tied'] else tr('**no** (INT8 copy)')} "
-            f"| {v['state_bytes']:,} | {v['bytes_vs_fp32']:.3f}× | {v['logit_max_abs_err']:.4f} "
-            f"| {v['logit_mean_abs_err']:.5f} | {100 * v['top1_agreement']:.2f}% | {v['perplexity']:.3f} "
-            f"| {v['latency_ms']:.1f} / {v['latency_best_ms']:.1f} |")
+            tables.row(tr(LABELS[v['key']]) if v['key'] in LABELS else v['key'],
+                       tr('yes (FP32)') if v['tied'] else tr('**no** (INT8 copy)'),
+                       f"{v['state_bytes']:,}", f"{v['bytes_vs_fp32']:.3f}×",
+                       f"{v['logit_max_abs_err']:.4f}", f"{v['logit_mean_abs_err']:.5f}",
+                       f"{100 * v['top1_agreement']:.2f}%", f"{v['perplexity']:.3f}",
+                       f"{v['latency_ms']:.1f} / {v['latency_best_ms']:.1f}"))
     return "\n".join(rows) + "\n"
 
 
@@ -236,9 +237,9 @@ def layers_table(results: dict, tr=_english) -> str:
                if "torch_per_tensor_sqnr_db" in r else "—")
         name = r["name"].replace("transformer.", "") + (" (= wte)" if r["name"] == "lm_head" else "")
         rows.append(
-            f"| {name} | {r['shape'][0]} × {r['shape'][1]} | {t['max_abs']:.2e} | {t['mean_abs']:.2e} "
-            f"| {t['sqnr_db']:.1f} | {c['max_abs']:.2e} | {c['mean_abs']:.2e} | {c['sqnr_db']:.1f} | {lib} "
-            f"| {r['scale_ratio_median']:.3f} |")
+            tables.row(name, f"{r['shape'][0]} × {r['shape'][1]}", f"{t['max_abs']:.2e}", f"{t['mean_abs']:.2e}",
+                       f"{t['sqnr_db']:.1f}", f"{c['max_abs']:.2e}", f"{c['mean_abs']:.2e}",
+                       f"{c['sqnr_db']:.1f}", lib, f"{r['scale_ratio_median']:.3f}"))
     return "\n".join(rows) + "\n"
 
 

@@ -140,8 +140,8 @@ def minilm_tables(r: dict, tr) -> dict[str, str]:
     for name, label in MINILM_LABELS.items():
         if name in v:
             x = v[name]
-            rows.append(f"| {tr(label)} | {x['cosine_mean']:.4f} | {x['cosine_min']:.4f} | {x['recall@5']:.3f} | "
-                        f"{x['mrr']:.3f} |")
+            rows.append(tables.row(tr(label), f"{x['cosine_mean']:.4f}", f"{x['cosine_min']:.4f}",
+                                   f"{x['recall@5']:.3f}", f"{x['mrr']:.3f}"))
     step = 1 / n["questions"]
     pt, pc = v["w8_per_tensor"], v["w8_per_channel"]
     variants = "\n".join(rows) + "\n\n" + tr(
@@ -169,9 +169,10 @@ def minilm_tables(r: dict, tr) -> dict[str, str]:
     table = tables.head(tr("| layer | shape (out, in) | channel spread (max/median) | SQNR per tensor (dB) | SQNR per channel (dB) | "
                 "gain (dB) | input spread |"), "llrrrrr")
     for x, g in zip(layers, gaps):
-        table.append(f"| `{x['layer']}` | {x['shape'][0]} × {x['shape'][1]} | {x['channel_spread']:.1f} | "
-                     f"{x['sqnr_per_tensor_db']:.1f} | {x['sqnr_per_channel_db']:.1f} | {g:.1f} | "
-                     f"{act.get(x['layer'], float('nan')):.1f} |")
+        table.append(tables.row(f"`{x['layer']}`", f"{x['shape'][0]} × {x['shape'][1]}", f"{x['channel_spread']:.1f}",
+                                f"{x['sqnr_per_tensor_db']:.1f}",
+                                f"{x['sqnr_per_channel_db']:.1f}", f"{g:.1f}",
+                                f"{act.get(x['layer'], float('nan')):.1f}"))
     return {"minilm_variants.md": variants, "minilm_summary.md": summary,
             "minilm_layers.md": "\n".join(table) + "\n"}
 

@@ -56,8 +56,8 @@ def build(out: Path):
            pages=len(docs), chunks=len(chunks), size=SIZE, overlap=OVERLAP),
         "",
         tr("| chunk | source | start | end | characters | begins with |"), "|---|---|---|---|---|---|",
-        f"| 0 | `{a.source}` | {a.start} | {a.end} | {len(a.text)} | {_preview(a.text, 60)} |",
-        f"| 1 | `{b.source}` | {b.start} | {b.end} | {len(b.text)} | {_preview(b.text, 60)} |",
+        tables.row('0', f"`{a.source}`", a.start, a.end, len(a.text), _preview(a.text, 60)),
+        tables.row('1', f"`{b.source}`", b.start, b.end, len(b.text), _preview(b.text, 60)),
         "",
         tr("Chunk 1 starts {gap} characters after chunk 0 (size − overlap), so chunk 0's last {overlap} characters are "
            "chunk 1's first: `{same}` (they begin \"{preview}…\").", gap=b.start - a.start, overlap=OVERLAP,
@@ -77,8 +77,8 @@ def build(out: Path):
     hits = [Hit(r + 1, float(s), chunks[i]) for r, (s, i) in enumerate(zip(scores[0], ids[0]))]
     numpy_scores = vectors @ qv[0]
     same = np.array_equal(np.argsort(-numpy_scores, kind="stable")[:5], ids[0])
-    rows = [f"| {h.rank} | {h.score:.3f} | `{h.chunk.source}` | {h.chunk.start}–{h.chunk.end} | "
-            f"{_preview(h.chunk.text)}… |" for h in hits]
+    rows = [tables.row(h.rank, f"{h.score:.3f}", f"`{h.chunk.source}`", f"{h.chunk.start}–{h.chunk.end}",
+                       f"{_preview(h.chunk.text)}…") for h in hits]
     i18n.write_text(out, "retrieval.md", lambda tr: tr("Question: *{question}*", question=QUESTION) + "\n\n"
                     + "\n".join(tables.head(tr("| rank | cosine | source | characters | text |")) + rows
                                  + ["", tr("The same five ids from `vectors @ query` sorted by numpy: `{same}`.",
@@ -105,8 +105,8 @@ def build(out: Path):
         rows = tables.head(tr("| index | pages | chunks | questions | recall@1 | recall@5 | MRR |"))
         for kind, nprobe, r in runs:
             label = tr("IndexFlatIP (exact)") if kind == "flat" else f"IndexIVFFlat, nprobe={nprobe}"
-            rows.append(f"| {label} | {r['documents']} | {r['chunks']} | {r['questions']} | {r['recall@1']:.2f} | "
-                        f"{r['recall@5']:.2f} | {r['mrr']:.2f} |")
+            rows.append(tables.row(label, r['documents'], r['chunks'], r['questions'], f"{r['recall@1']:.2f}",
+                                   f"{r['recall@5']:.2f}", f"{r['mrr']:.2f}"))
         # The questions are the evaluation set's own (English, like the pages they are asked of).
         missed = [f"- *{q}* (`{', '.join(rel)}`): " + (tr("rank {k}", k=k) if k else tr("rank not found"))
                   for q, rel, k in res["per_question"] if k != 1]
@@ -141,8 +141,10 @@ def build(out: Path):
     n = len(chunks)
     i18n.write_text(out, "site_bytes.md", lambda tr: "\n".join([
         tr("| index | vectors × d × 4 | formula | file on disk |"), "|---|---|---|---|",
-        f"| IndexFlatIP | {4 * n * d:,} | 45 + 4·{n}·{d} = {ix.flat_index_bytes(n, d):,} | {flat_file:,} |",
-        f"| IndexIVFFlat, nlist={nlist} | {4 * n * d:,} | {ix.ivf_flat_index_bytes(n, d, nlist):,} | {ivf_file:,} |",
+        tables.row('IndexFlatIP', f"{4 * n * d:,}", f"45 + 4·{n}·{d} = {ix.flat_index_bytes(n, d):,}",
+                   f"{flat_file:,}"),
+        tables.row(f"IndexIVFFlat, nlist={nlist}", f"{4 * n * d:,}", f"{ix.ivf_flat_index_bytes(n, d, nlist):,}",
+                   f"{ivf_file:,}"),
     ]) + "\n")
 
     _memory(out)

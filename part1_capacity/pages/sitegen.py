@@ -68,11 +68,13 @@ def structures_table(plans, confirmed: dict | None = None, tr=EN) -> str:
     for d in plans:
         rows = confirmed.get(d["structure"])
         check = ", ".join(f"[E1 `{arch}`](engine_checks.md#{anchor})" for arch, anchor in rows) if rows else "—"
-        out.append(f"| {d['structure']} | `{d['model']}` | {fmt_count(d['accelerators_needed'])} | "
-                   f"{fmt_count(d['accelerators_without_kv'])} | {fmt_count(d['accelerators_added_by_kv'])} | "
-                   f"**{d['bottleneck']}** | {d['kv_to_weights_ratio']:.2f} | {fmt_bytes(d['kv_bytes_total'])} | "
-                   f"{fmt_bytes(d['weights_bytes'])} | {fmt_bytes(d['kv_bytes_per_token'])} | "
-                   f"{fmt_bytes(d['kv_bytes_per_sequence'])} | {d['workload']['weights_dtype']} | {check} |")
+        out.append(tables.row(d['structure'], f"`{d['model']}`", fmt_count(d['accelerators_needed']),
+                              fmt_count(d['accelerators_without_kv']),
+                              fmt_count(d['accelerators_added_by_kv']), f"**{d['bottleneck']}**",
+                              f"{d['kv_to_weights_ratio']:.2f}", fmt_bytes(d['kv_bytes_total']),
+                              fmt_bytes(d['weights_bytes']), fmt_bytes(d['kv_bytes_per_token']),
+                              fmt_bytes(d['kv_bytes_per_sequence']),
+                              d['workload']['weights_dtype'], check))
     return "\n".join(out) + "\n"
 
 
@@ -86,9 +88,9 @@ def engines_table(tr=EN) -> str:
     notes = []
     for d in rows:
         law, cpp, vl = d["engines"]
-        out.append(f"| {d['structure']} | `{d['model']}` | {law['tensor_parallel']} | "
-                   f"{fmt_bytes(law['kv_bytes_total'])} | {fmt_bytes(cpp['kv_bytes_total'])} | "
-                   f"{fmt_bytes(vl['kv_bytes_total'])} |")
+        out.append(tables.row(d['structure'], f"`{d['model']}`", law['tensor_parallel'],
+                              fmt_bytes(law['kv_bytes_total']), fmt_bytes(cpp['kv_bytes_total']),
+                              fmt_bytes(vl['kv_bytes_total'])))
         for e in (cpp, vl):
             notes += [f"`{d['model']}`, {e['engine']}: {n}" for n in e["notes"]]
     if tr.lang == i18n.DEFAULT:
@@ -138,8 +140,8 @@ def roofline_table(plans, tr=EN) -> str:
             p = d[ph]
             extra = (tr("{time} per step, {rate} tokens/s", time=fmt_time(p["time_s"]), rate=f"{p['tokens_per_s']:,.0f}")
                      if ph == "decode" else tr("{time} for one prompt", time=fmt_time(p["time_s"])))
-            out.append(f"| `{d['model']}` | {tr(ph)} | {p['arithmetic_intensity']:,.1f} | {p['ridge_point']:,.0f} | "
-                       f"{tr(p['bound'])} | {extra} |")
+            out.append(tables.row(f"`{d['model']}`", tr(ph), f"{p['arithmetic_intensity']:,.1f}",
+                                  f"{p['ridge_point']:,.0f}", tr(p['bound']), extra))
     return "\n".join(out) + "\n"
 
 
@@ -274,11 +276,12 @@ def customers_table(tr=EN) -> tuple[str, list[dict]]:
         acc = kw.pop("accelerator")
         d = make_plan(SAME_MODEL, acc, Workload(**kw)).to_dict()
         plans.append(d)
-        out.append(f"| {tr(who)} ({tr(what)}) | `{acc}` | {kw['batch']:,} × {kw['context']:,} | {kw['weights_dtype']} / "
-                   f"{kw['kv_dtype']} | {fmt_bytes(d['weights_bytes'])} | {fmt_bytes(d['kv_bytes_total'])} | "
-                   f"{d['kv_to_weights_ratio']:.2f} | {fmt_count(d['accelerators_needed'])} "
-                   f"({fmt_count(d['accelerators_without_kv'])} + {fmt_count(d['accelerators_added_by_kv'])}) | "
-                   f"**{d['bottleneck']}** |")
+        out.append(tables.row(f"{tr(who)} ({tr(what)})", f"`{acc}`", f"{kw['batch']:,} × {kw['context']:,}",
+                              f"{kw['weights_dtype']} / {kw['kv_dtype']}",
+                              fmt_bytes(d['weights_bytes']), fmt_bytes(d['kv_bytes_total']),
+                              f"{d['kv_to_weights_ratio']:.2f}",
+                              f"{fmt_count(d['accelerators_needed'])} ({fmt_count(d['accelerators_without_kv'])} + {fmt_count(d['accelerators_added_by_kv'])})",
+                              f"**{d['bottleneck']}**"))
         key = implication_key(d["bottleneck"], d["accelerators_added_by_kv"])
         notes.append(f"- **{tr(who)}** — {_cell(tr(IMPLICATIONS[key]))}.")
     got = tuple(d["bottleneck"] for d in plans)
@@ -295,9 +298,10 @@ def customers_table(tr=EN) -> tuple[str, list[dict]]:
 def overflow_table(plan: dict, tr=EN) -> str:
     out = tables.head(tr("| tier | capacity per accelerator | bandwidth | holds the overflow | decode tokens/s | slower than HBM |"))
     for t in plan["overflow_tiers"]:
-        out.append(f"| {t['name']} | {fmt_bytes(t['capacity_bytes_per_accelerator'])} | "
-                   f"{t['bandwidth'] / 1e9:,.0f} GB/s | {tr('yes') if t['fits'] else tr('no')} | "
-                   f"{t['decode_tokens_per_s']:,.1f} | {t['slowdown_vs_hbm']:,.1f}× |")
+        out.append(tables.row(t['name'], fmt_bytes(t['capacity_bytes_per_accelerator']),
+                              f"{t['bandwidth'] / 1e9:,.0f} GB/s",
+                              tr('yes') if t['fits'] else tr('no'),
+                              f"{t['decode_tokens_per_s']:,.1f}", f"{t['slowdown_vs_hbm']:,.1f}×"))
     return "\n".join(out) + "\n"
 
 
@@ -308,7 +312,7 @@ def families_table(tr=EN) -> str:
     from part1_capacity.calculator.configs import FAMILIES
 
     rows = tables.head(tr("| `model_type` | what decides its cache | published config.json the tests read |"))
-    rows += [f"| `{mt}` | {_cell(tr(what))} | `{_cell(repo)}` |" for mt, (what, repo) in FAMILIES.items()]
+    rows += [tables.row(f"`{mt}`", _cell(tr(what)), f"`{_cell(repo)}`") for mt, (what, repo) in FAMILIES.items()]
     return ("\n".join(rows) + "\n\n" + tr("GGUF architectures: {archs}.", archs=", ".join(f"`{a}`" for a in GGUF_ARCHITECTURES))
             + "\n")
 
@@ -319,14 +323,16 @@ def data_tables(tr=EN) -> tuple[str, str, str]:
     for m in bundled_models().values():
         layers = f"{m.n_full_layers} / {m.n_window_layers} / {m.ssm.n_layers if m.ssm else 0}"
         params = f"{m.params_total / 1e9:,.4g}B" + (f" / {m.params_active / 1e9:,.3g}B" if m.is_moe else "")
-        models.append(f"| `{m.id}` | {m.structure} | {layers} | {params} | {m.native_dtype} | "
-                      f"{fmt_bytes(m.kv_bytes_per_token(2))} | {m.max_context:,} | {_cell(m.source)} |")
+        models.append(tables.row(f"`{m.id}`", m.structure, layers, params, m.native_dtype,
+                                 fmt_bytes(m.kv_bytes_per_token(2)), f"{m.max_context:,}",
+                                 _cell(m.source)))
     accs = tables.head(tr("| id | memory | bandwidth | 16-bit TFLOP/s | fp8 / int8 | interconnect | per node / scale-up domain | "
                "status | source |"))
     for a in bundled_accelerators().values():
-        accs.append(f"| `{a.id}` | {a.memory_bytes / 1e9:,.0f} GB | {a.bandwidth / 1e9:,.0f} GB/s | "
-                    f"{a.flops_16 / 1e12:,.1f} | {eight_bit_cell(a)} | "
-                    f"{_cell(a.interconnect_name) or '—'} | {a.node_size} / {a.max_tp} | {tr(a.status)} | {_cell(a.source)} |")
+        accs.append(tables.row(f"`{a.id}`", f"{a.memory_bytes / 1e9:,.0f} GB", f"{a.bandwidth / 1e9:,.0f} GB/s",
+                               f"{a.flops_16 / 1e12:,.1f}", eight_bit_cell(a),
+                               _cell(a.interconnect_name) or '—', f"{a.node_size} / {a.max_tp}",
+                               tr(a.status), _cell(a.source)))
     tiers = tables.head(tr("| tier | for | capacity per accelerator | bandwidth (one way) | latency from the accelerator | "
                 "as published | source |"))
     for t in tier_table():
@@ -361,8 +367,9 @@ def real_models_figure(out: Path, plt, tr=EN, lang: str = i18n.DEFAULT) -> None:
                        ssm=p.ssm.n_layers, kind=p.ssm.kind)
         else:
             grows = f"{p.n_full_layers}"
-        rows.append(f"| {structure} | {p.name} | {grows} | {per_tok / 1024:,.1f} KiB | "
-                    f"{f'{state / 2**20:,.1f} MiB' if state else '–'} | **{at / GiB:,.2f} GiB** |")
+        rows.append(tables.row(structure, p.name, grows, f"{per_tok / 1024:,.1f} KiB",
+                               f'{state / 2**20:,.1f} MiB' if state else '–',
+                               f"**{at / GiB:,.2f} GiB**"))
         sources.append(f"{p.name}: {p.source}")
         ax.plot(T / 1024, p.cache_bytes(T, 2) / GiB, label=f"{structure}: {p.name}")
     rows.append("")

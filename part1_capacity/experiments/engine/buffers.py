@@ -156,8 +156,9 @@ def published_table(points: list[dict] | None = None, tr=_english) -> str:
                 continue
             logged, predicted = p["logged"][key], pred[name] / MIB
             err = (tr("as printed") if round(predicted, 2) == logged else f"{predicted / logged - 1:+.2%}")
-            rows.append(f"| {p['model']} | {p['backend']} | {c['n_ctx']:,}, {c['n_ubatch']}, {fa} | {tr(name)} | "
-                        f"{logged:,.2f} MiB | {predicted:,.2f} MiB | {err} | {p['source']} |")
+            rows.append(tables.row(p['model'], p['backend'], f"{c['n_ctx']:,}, {c['n_ubatch']}, {fa}", tr(name),
+                                   f"{logged:,.2f} MiB", f"{predicted:,.2f} MiB", err,
+                                   p['source']))
     return "\n".join(rows) + "\n"
 
 
@@ -178,8 +179,9 @@ def e1_table(result: dict | None, tr=_english) -> str:
         worst = max(cases, key=lambda c: abs(c["buffers"]["compute"]["error"] or 0))["buffers"]["compute"]
         fmt = lambda v: "—" if v is None else f"{v / MIB:,.2f} MiB"
         ok = sum(c["buffers_match"] for c in cases)
-        rows.append(f"| `{r['architecture']}` | {fmt(last['model']['reported'])} / {fmt(last['model']['predicted'])} | "
-                    f"{fmt(last['output']['reported'])} / {fmt(last['output']['predicted'])} | "
-                    f"{fmt(worst['reported'])} / {fmt(worst['predicted'])} "
-                    f"({(worst['error'] or 0):+.1%}) | {ok}/{len(cases)} |")
+        rows.append(tables.row(f"`{r['architecture']}`",
+                               f"{fmt(last['model']['reported'])} / {fmt(last['model']['predicted'])}",
+                               f"{fmt(last['output']['reported'])} / {fmt(last['output']['predicted'])}",
+                               f"{fmt(worst['reported'])} / {fmt(worst['predicted'])} ({worst['error'] or 0:+.1%})",
+                               f"{ok}/{len(cases)}"))
     return bounds + "\n".join(rows) + "\n"

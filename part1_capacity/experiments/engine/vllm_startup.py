@@ -99,8 +99,8 @@ def table(cs: list[Check] | None = None, tr=_english) -> str:
         p = c.point
         fmt = (lambda v: f"{v:,.0f}") if "tokens" in c.quantity else (lambda v: f"{v:,.2f}")
         what = tr(c.quantity) + (tr(" from the logged terms") if p["kind"] == "kv_terms" else "")
-        rows.append(f"| {p['model']} | {p['accelerator']} | {p['vllm']} | {_flags(p)} | {what} | {fmt(c.logged)} | "
-                    f"{fmt(c.predicted)} | {c.error:+.2%} | {p['source']} |")
+        rows.append(tables.row(p['model'], p['accelerator'], p['vllm'], _flags(p), what, fmt(c.logged),
+                               fmt(c.predicted), f"{c.error:+.2%}", p['source']))
     worst_kv = max((abs(c.error) for c in cs if "GiB" in c.quantity), default=0.0)
     worst_tok = max((abs(c.error) for c in cs if "GiB" not in c.quantity), default=0.0)
     rows += ["", tr("Largest error: KV memory {kv} (bound {kv_bound}), token capacity and concurrency with the KV memory "

@@ -376,15 +376,17 @@ def law_md(runs, study, tr=EN) -> str:
         r, k, c, plan = x["run"], x["knee"], x["cycle"], x["plan"]
         other_files = c["cached_bytes"] - c["index_resident_bytes"]
         note = "" if x["from_others"] else tr(" (its own run: only one saved)")
-        rows.append(f"| {host_name(r, tr)} | {_gb(k.index_bytes)} | {_gb(k.mem_available_at_knee_bytes)} | "
-                    f"{k.hot_cache_bytes / 1e9:+.2f} GB | {_gb(other_files)} | {_gb(c['mem_free_bytes'])} | "
-                    f"{c['reclaim'].get('pgscan_kswapd', 0):,} / {c['reclaim'].get('pgscan_direct', 0):,} | "
-                    f"{first_faulting(r, tr)} | "
-                    f"{_gb(plan.host_memory_needed_bytes)}{note} | "
-                    f"{_gb(plan.headroom_bytes)} → {_gb(k.hog_at_knee_bytes)} |")
+        rows.append(tables.row(host_name(r, tr), _gb(k.index_bytes), _gb(k.mem_available_at_knee_bytes),
+                               f"{k.hot_cache_bytes / 1e9:+.2f} GB", _gb(other_files),
+                               _gb(c['mem_free_bytes']),
+                               f"{c['reclaim'].get('pgscan_kswapd', 0):,} / {c['reclaim'].get('pgscan_direct', 0):,}",
+                               first_faulting(r, tr),
+                               f"{_gb(plan.host_memory_needed_bytes)}{note}",
+                               f"{_gb(plan.headroom_bytes)} → {_gb(k.hog_at_knee_bytes)}"))
     for s in study["runs"]:
-        rows.append(f"| {tr(s['label'])} | {s['index_gb']:g} GB | {s['available_at_p99_knee_gb']:.2f} GB | "
-                    f"{s['available_at_p99_knee_gb'] - s['index_gb']:+.2f} GB | — | — | — | — | — | — |")
+        rows.append(tables.row(tr(s['label']), f"{s['index_gb']:g} GB", f"{s['available_at_p99_knee_gb']:.2f} GB",
+                               f"{s['available_at_p99_knee_gb'] - s['index_gb']:+.2f} GB", '—',
+                               '—', '—', '—', '—', '—'))
     laws = []
     for key in _hosts(rows_in):
         first = next(x for x in rows_in if x["knee"].host == key)
@@ -472,8 +474,8 @@ def kernel_md(runs, tr=EN) -> str:
     for z in zones:
         rows.append(tables.row(z['zone'], _gb(z['managed'] * page), mb(z['min']), mb(z['low']), mb(z['high'])))
     total = {key: sum(z[key] for z in zones) for key in ("min", "low", "high")}
-    rows.append(f"| **{tr('all')}** | {_gb(sum(z['managed'] for z in zones) * page)} | {mb(total['min'])} | "
-                f"{mb(total['low'])} | {mb(total['high'])} |")
+    rows.append(tables.row(f"**{tr('all')}**", _gb(sum(z['managed'] for z in zones) * page), mb(total['min']),
+                           mb(total['low']), mb(total['high'])))
     n_zones = len(zones)
     block = (2 << 20) // page  # a pageblock: one 2 MiB huge page
     thp = int(h["vm_min_free_kbytes"]) == block * n_zones * (2 + 9) * page // 1024
@@ -611,15 +613,16 @@ def p50_md(runs, study, tr=EN) -> str:
             continue
         facts.append(f)
         flag = "" if f["confirmed"] else tr(" (unconfirmed)")
-        rows.append(f"| {host_name(r, tr)} | {_gb(r['index_bytes'])} | {_gb(r['knee_p99']['hog_bytes'])} | "
-                    f"{_gb(r['knee_p50']['hog_bytes'])} (+{_gb(f['after_p99_bytes'])}){flag} | "
-                    f"{100 * f['evicted']:.0f} % | {100 * f['faulted_before']:.0f} % → {100 * f['faulted']:.0f} % | "
-                    f"×{f['p50_ratio_before']:.1f} → ×{f['p50_ratio']:.1f} | "
-                    f"×{f['mean_ratio_at_p99']:,.0f}, ×{f['p50_ratio_at_p99']:.1f} |")
+        rows.append(tables.row(host_name(r, tr), _gb(r['index_bytes']), _gb(r['knee_p99']['hog_bytes']),
+                               f"{_gb(r['knee_p50']['hog_bytes'])} (+{_gb(f['after_p99_bytes'])}){flag}",
+                               f"{100 * f['evicted']:.0f} %",
+                               f"{100 * f['faulted_before']:.0f} % → {100 * f['faulted']:.0f} %",
+                               f"×{f['p50_ratio_before']:.1f} → ×{f['p50_ratio']:.1f}",
+                               f"×{f['mean_ratio_at_p99']:,.0f}, ×{f['p50_ratio_at_p99']:.1f}"))
     s = study["runs"][0]
-    rows.append(f"| {tr(s['label'])} | {s['index_gb']:g} GB | {s['p99_knee_taken_gb']:.2f} GB | "
-                f"{s['p99_knee_taken_gb'] + s['p50_knee_after_p99_knee_gb']:.2f} GB "
-                f"(+{s['p50_knee_after_p99_knee_gb']:.2f} GB) | — | — | — | — |")
+    rows.append(tables.row(tr(s['label']), f"{s['index_gb']:g} GB", f"{s['p99_knee_taken_gb']:.2f} GB",
+                           f"{s['p99_knee_taken_gb'] + s['p50_knee_after_p99_knee_gb']:.2f} GB (+{s['p50_knee_after_p99_knee_gb']:.2f} GB)",
+                           '—', '—', '—', '—'))
     if not facts:
         return "\n".join(rows) + "\n"
     return ("\n".join(rows) + "\n\n" + tr(
@@ -657,16 +660,18 @@ def hosts_md(runs, study, tr=EN) -> str:
         r, k = x["run"], x["knee"]
         k50 = r["knee_p50"]
         after = f"+{_gb(k50['hog_bytes'] - k.hog_at_knee_bytes)}" if k50 else tr("none")
-        rows.append(f"| {host_name(r, tr)} | {_gb(k.index_bytes)} | {_gb(k.hog_at_knee_bytes)} "
-                    f"({_pct(k.hog_at_knee_bytes / r['host_mem_bytes'])}) | {_gb(k.mem_available_at_knee_bytes)} | "
-                    f"{k.ratio:.2f} | {k.hot_cache_bytes / 1e9:+.2f} GB | {after} |")
+        rows.append(tables.row(host_name(r, tr), _gb(k.index_bytes),
+                               f"{_gb(k.hog_at_knee_bytes)} ({_pct(k.hog_at_knee_bytes / r['host_mem_bytes'])})",
+                               _gb(k.mem_available_at_knee_bytes), f"{k.ratio:.2f}",
+                               f"{k.hot_cache_bytes / 1e9:+.2f} GB", after))
     for s in study["runs"]:
         taken = (f"{s['p99_knee_taken_gb']:.2f} GB ({_pct(s['p99_knee_taken_gb'] / s['host_gb'])})"
                  if "p99_knee_taken_gb" in s else "—")
         after = f"+{s['p50_knee_after_p99_knee_gb']:.2f} GB" if "p50_knee_after_p99_knee_gb" in s else "—"
-        rows.append(f"| {tr(s['label'])} ({s['host_gb']:g} GB) | {s['index_gb']:g} GB | {taken} | "
-                    f"{s['available_at_p99_knee_gb']:.2f} GB | {s['available_at_p99_knee_gb'] / s['index_gb']:.2f} | "
-                    f"{s['available_at_p99_knee_gb'] - s['index_gb']:+.2f} GB | {after} |")
+        rows.append(tables.row(f"{tr(s['label'])} ({s['host_gb']:g} GB)", f"{s['index_gb']:g} GB", taken,
+                               f"{s['available_at_p99_knee_gb']:.2f} GB",
+                               f"{s['available_at_p99_knee_gb'] / s['index_gb']:.2f}",
+                               f"{s['available_at_p99_knee_gb'] - s['index_gb']:+.2f} GB", after))
     hot = [x["knee"].hot_cache_bytes / 1e9 for x in rows_in]
     study_hot = [s["available_at_p99_knee_gb"] - s["index_gb"] for s in study["runs"]]
     big = [x for x in law_runs(runs) if not in_cgroup(x["run"])]
