@@ -106,8 +106,7 @@ def exercise_table(pages: dict[str, str], times: dict | None = None, lang: str =
         lesson = f"[{spec.ASSIGNMENT}]({page})" if page else spec.ASSIGNMENT
         run, grade = (_seconds(t["run_s"]), _seconds(t["grade_s"])) if t else ("—", "—")
         nb = notebook_path(spec, lang)
-        rows.append(f"| {lesson} | [`{nb}`]({nb}) | "
-                    + ", ".join(f"`{n}`" for n in answer_names(spec)) + f" | {run} | {grade} |")
+        rows.append(tables.row(lesson, f"[`{nb}`]({nb})", ", ".join(f"`{n}`" for n in answer_names(spec)), run, grade))
     if times:
         rec = times["record"]
         rows += ["", tr("Seconds measured by `{command}` on {date}: the finished (solution) notebook executed with "

@@ -32,8 +32,8 @@ def head(header: str, align: str = "") -> list[str]:
 
 
 def row(*cells) -> str:
-    """One row: the cells as given (``str``), between pipes."""
-    return "| " + " | ".join(str(c) for c in cells) + " |"
+    """One row: the cells as given (``str``), between pipes; an empty cell is ``| |``."""
+    return "|" + "|".join(f" {c} " if str(c) else " " for c in cells) + "|"
 
 
 def table(header: str, rows: Iterable[Sequence], align: str = "") -> str:

@@ -184,12 +184,11 @@ def _tables(res, out):
     pct = {k: _pct(ev[k]) for k in ("test_exact_match", "ablation_exact_match", "chance_exact_match",
                                     "test_char_accuracy", "ablation_char_accuracy", "chance_char_accuracy")}
     i18n.write_text(out, "results.md", lambda tr: "\n".join([
-        tr("| | full model | same decoder, encoder output cut off (zeros) | best constant answer (chance) |"),
-        "|---|---|---|---|",
-        tr("| exact match on the {n} test dates ", n=n_test)
-        + f"| **{pct['test_exact_match']}** | {pct['ablation_exact_match']} | {pct['chance_exact_match']} |",
-        tr("| characters right (of 10 per date) ")
-        + f"| {pct['test_char_accuracy']} | {pct['ablation_char_accuracy']} | {pct['chance_char_accuracy']} |",
+        *tables.head(tr("| | full model | same decoder, encoder output cut off (zeros) | best constant answer (chance) |")),
+        tables.row(tr("exact match on the {n} test dates", n=n_test), f"**{pct['test_exact_match']}**",
+                   pct['ablation_exact_match'], pct['chance_exact_match']),
+        tables.row(tr("characters right (of 10 per date)"), pct['test_char_accuracy'], pct['ablation_char_accuracy'],
+                   pct['chance_char_accuracy']),
     ]) + "\n")
     m = run["machine"]
     cpus = records.read_record(m)["host"]["cpus"]      # a saved run may predate the shared record's keys
@@ -271,8 +270,8 @@ def _tables(res, out):
     def heldout(tr):
         rows = tables.head(tr("| form never seen in training | written for 2021-03-03 | exact match (2,000 test dates) |"))
         rows += [tables.row(f"`{f}`", data.render(example, f), _pct(acc)) for f, acc in h["per_form_exact_match"].items()]
-        rows.append(tr("| the {n} forms it was trained on (seeded test set) | | ", n=len(data.FORM_NAMES) - len(h["forms"]))
-                    + f"{_pct(h['seen_exact_match'])} |")
+        rows.append(tables.row(tr("the {n} forms it was trained on (seeded test set)",
+                                  n=len(data.FORM_NAMES) - len(h["forms"])), "", _pct(h['seen_exact_match'])))
         wrong = "; ".join(tr("`{text}` → {got} (not {target})", text=e["text"], got=e["got"], target=e["target"])
                           for e in h["errors"][:4])
         return "\n".join(rows) + "\n" + ("\n" + tr("Some of its mistakes: {wrong}.", wrong=wrong) + "\n" if wrong else "")

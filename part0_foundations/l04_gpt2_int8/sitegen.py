@@ -42,7 +42,7 @@ def anatomy_table(tr) -> str:
         rows += [("transformer.ln_f", model.transformer.ln_f, 1), ("lm_head", model.lm_head, 1)]
         counted[label] = (rows, total, model.lm_head.weight is model.transformer.wte.weight)
     head = tr("| module | class | ") + " | ".join(tr("{k}: weight as stored | {k}: parameters", k=tr(k)) for k in columns) + " |"
-    out = [head, "|---|---|" + "---|---:|" * len(columns)]
+    out = tables.head(head, "ll" + "lr" * len(columns))
     names = [r[0] for r in counted["GPT-2 124M"][0]]
     for i, name in enumerate(names):
         cells = []
@@ -57,8 +57,8 @@ def anatomy_table(tr) -> str:
                 cells.append(f"{shape} | {n:,} ({100 * n / counted[label][1]:.1f}%)"
                              + (tr(", {n} layers", n=times) if times > 1 else ""))
         cls = type(counted["GPT-2 124M"][0][i][1]).__name__
-        out.append(f"| `{name}` | `{cls}` | " + " | ".join(cells) + " |")
-    out.append(tr("| **total** | | ") + " | ".join(f"| **{counted[k][1]:,}**" for k in columns) + " |")
+        out.append(tables.row(f"`{name}`", f"`{cls}`", *cells))
+    out.append(tables.row(tr("**total**"), "", *(c for k in columns for c in ("", f"**{counted[k][1]:,}**"))))
     return "\n".join(out) + "\n"
 
 
@@ -231,13 +231,12 @@ def build(out):
         load=f"{load:.1f}", cpus=cpus, torch=results["versions"]["torch"],
         engine=results["versions"]["quantized_engine"], command=rec["command"]) + "\n")
     i18n.write_text(out, "conversion.md", lambda tr: "\n".join([
-        tr("| | value |"), "|---|---:|",
-        tr("| Conv1D modules converted to nn.Linear ") + f"| {c['conv1d_layers_converted']} |",
-        tr("| max \\|logit difference\\| after conversion ") + f"| {c['logit_max_abs_diff']:.2e} |",
-        tr("| modules `quantize_dynamic` quantizes **before** conversion (lm_head excluded) ")
-        + f"| {c['quantized_by_torch_before_conversion']} |",
-        tr("| modules it quantizes after conversion (lm_head excluded) ") + f"| {c['quantized_by_torch_after_conversion']} |",
-        tr("| … and with lm_head included ") + f"| {c['quantized_by_torch_after_conversion_with_lm_head']} |",
+        *tables.head(tr("| | value |"), "lr"),
+        tables.row(tr("Conv1D modules converted to nn.Linear"), c['conv1d_layers_converted']),
+        tables.row(tr("max \\|logit difference\\| after conversion"), f"{c['logit_max_abs_diff']:.2e}"),
+        tables.row(tr("modules `quantize_dynamic` quantizes **before** conversion (lm_head excluded)"), c['quantized_by_torch_before_conversion']),
+        tables.row(tr("modules it quantizes after conversion (lm_head excluded)"), c['quantized_by_torch_after_conversion']),
+        tables.row(tr("… and with lm_head included"), c['quantized_by_torch_after_conversion_with_lm_head']),
     ]) + "\n")
     log = json.loads((data.SHIPPED_MODEL_DIR / "train_log.json").read_text())
     i18n.write_text(out, "training.md", lambda tr: tr(

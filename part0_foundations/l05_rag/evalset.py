@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from course import tables
 from course.minilm import site_questions
 from part0_foundations.l05_rag import index as ix
 from part0_foundations.l05_rag.embed import Embedder
@@ -78,9 +79,6 @@ def evaluate(folder, kind: str = "flat", size: int = SIZE, overlap: int = OVERLA
 
 def format_table(result: dict) -> str:
     """The metrics as a Markdown table row set."""
-    return "\n".join([
-        "| index | pages | chunks | questions | recall@1 | recall@5 | MRR |",
-        "|---|---|---|---|---|---|---|",
-        f"| {result['kind']} | {result['documents']} | {result['chunks']} | {result['questions']} | "
-        f"{result['recall@1']:.2f} | {result['recall@5']:.2f} | {result['mrr']:.2f} |",
-    ]) + "\n"
+    return tables.table("| index | pages | chunks | questions | recall@1 | recall@5 | MRR |", [[
+        result['kind'], result['documents'], result['chunks'], result['questions'], f"{result['recall@1']:.2f}",
+        f"{result['recall@5']:.2f}", f"{result['mrr']:.2f}"]]) + "\n"

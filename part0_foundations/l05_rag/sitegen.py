@@ -55,9 +55,9 @@ def build(out: Path):
         tr("{pages} pages → {chunks} chunks of at most {size} characters, {overlap} shared with the next.",
            pages=len(docs), chunks=len(chunks), size=SIZE, overlap=OVERLAP),
         "",
-        tr("| chunk | source | start | end | characters | begins with |"), "|---|---|---|---|---|---|",
-        tables.row('0', f"`{a.source}`", a.start, a.end, len(a.text), _preview(a.text, 60)),
-        tables.row('1', f"`{b.source}`", b.start, b.end, len(b.text), _preview(b.text, 60)),
+        *tables.head(tr("| chunk | source | start | end | characters | begins with |")),
+        tables.row(0, f"`{a.source}`", a.start, a.end, len(a.text), _preview(a.text, 60)),
+        tables.row(1, f"`{b.source}`", b.start, b.end, len(b.text), _preview(b.text, 60)),
         "",
         tr("Chunk 1 starts {gap} characters after chunk 0 (size − overlap), so chunk 0's last {overlap} characters are "
            "chunk 1's first: `{same}` (they begin \"{preview}…\").", gap=b.start - a.start, overlap=OVERLAP,
@@ -140,8 +140,8 @@ def build(out: Path):
         (out / p).unlink()
     n = len(chunks)
     i18n.write_text(out, "site_bytes.md", lambda tr: "\n".join([
-        tr("| index | vectors × d × 4 | formula | file on disk |"), "|---|---|---|---|",
-        tables.row('IndexFlatIP', f"{4 * n * d:,}", f"45 + 4·{n}·{d} = {ix.flat_index_bytes(n, d):,}",
+        *tables.head(tr("| index | vectors × d × 4 | formula | file on disk |")),
+        tables.row("IndexFlatIP", f"{4 * n * d:,}", f"45 + 4·{n}·{d} = {ix.flat_index_bytes(n, d):,}",
                    f"{flat_file:,}"),
         tables.row(f"IndexIVFFlat, nlist={nlist}", f"{4 * n * d:,}", f"{ix.ivf_flat_index_bytes(n, d, nlist):,}",
                    f"{ivf_file:,}"),

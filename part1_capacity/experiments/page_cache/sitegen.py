@@ -246,16 +246,16 @@ def knees_md(runs, study, tr=EN) -> str:
         else:
             c99 = (tr("none up to {taken}", taken=_gb(max(c["hog_bytes"] for c in r["cycles"]))), "—", "—", "—", "—")
         c50 = f"{_gb(k50['hog_bytes'])} (+{_gb(k50['hog_bytes'] - k99['hog_bytes'])})" if k50 and k99 else tr("none")
-        rows.append(f"| {name} | {_gb(r['index_bytes'])} | " + " | ".join(c99) + f" | {c50} |")
+        rows.append(tables.row(name, _gb(r['index_bytes']), *c99, c50))
     for s in study["runs"]:
         taken = f"{s['p99_knee_taken_gb']:.2f} GB" if "p99_knee_taken_gb" in s else "—"
         lat = (f"{s['p99_baseline_us']:g} → {s['p99_knee_us']:,} µs (×{s['p99_knee_ratio']:,})"
                if "p99_knee_us" in s else "—")
         p50 = f"(+{s['p50_knee_after_p99_knee_gb']:.2f} GB)" if "p50_knee_after_p99_knee_gb" in s else "—"
-        rows.append(f"| {tr(s['label'])} | {s['index_gb']:g} GB | {taken} | "
-                    + tr("{available} ({pct} of {host})", available=f"{s['available_at_p99_knee_gb']:.2f} GB",
-                         pct=_pct(s["available_at_p99_knee_fraction"]), host=f"{s['host_gb']:g} GB")
-                    + f" | {s['available_at_p99_knee_gb'] / s['index_gb']:.2f} | {lat} | — | {p50} |")
+        rows.append(tables.row(tr(s['label']), f"{s['index_gb']:g} GB", taken,
+                               tr("{available} ({pct} of {host})", available=f"{s['available_at_p99_knee_gb']:.2f} GB",
+                                  pct=_pct(s["available_at_p99_knee_fraction"]), host=f"{s['host_gb']:g} GB"),
+                               f"{s['available_at_p99_knee_gb'] / s['index_gb']:.2f}", lat, "—", p50))
     return "\n".join(rows) + "\n\n" + tr("Original study figures: {source}", source=tr(study["source"])) + "\n"
 
 
@@ -277,10 +277,10 @@ def baseline_md(runs, tr=EN) -> str:
         note = tr(" ({n} major faults: the index was not all resident)", n=f"{idle_faults:,}") if idle_faults else ""
         cycles = (tr("{n} cycle", n=b["no_fault_cycles"]) if b["no_fault_cycles"] == 1
                   else tr("{n} cycles", n=b["no_fault_cycles"]))
-        rows.append(f"| `{r['file']}` | {_gb(r['index_bytes'])} | {b['idle_p99_us']:.1f} µs{note} | "
-                    + tr("{p99} µs (hog {hog})", p99=f"{b['hog_held_p99_us']:.1f}", hog=_gb(b["hog_held_bytes"]))
-                    + f" | {b['no_fault_p99_us_median']:.1f} µs ({b['no_fault_p99_us_max']:.0f} µs), "
-                    f"{cycles} | {b['hog_cpu_seconds_during_reads']:.2f} s | {switches} |")
+        rows.append(tables.row(f"`{r['file']}`", _gb(r['index_bytes']), f"{b['idle_p99_us']:.1f} µs{note}",
+                               tr("{p99} µs (hog {hog})", p99=f"{b['hog_held_p99_us']:.1f}", hog=_gb(b["hog_held_bytes"])),
+                               f"{b['no_fault_p99_us_median']:.1f} µs ({b['no_fault_p99_us_max']:.0f} µs), {cycles}",
+                               f"{b['hog_cpu_seconds_during_reads']:.2f} s", switches))
     return "\n".join(rows) + "\n"
 
 
@@ -517,19 +517,18 @@ def monitoring_md(plotted, study, tr=EN) -> str:
     lines = [
         tr("At the p99 knee of the {index} run (hog at {hog}):", index=_gb(run["index_bytes"]), hog=_gb(k["hog_bytes"])),
         "",
-        tr("| signal | at the p99 knee | vs. baseline |"),
-        "|---|---|---|",
-        tr("| p99 page read ") + f"| {at['p99_us']:,.1f} µs | ×{ratio('p99_us'):,.0f} |",
-        tr("| p99.9 page read ") + f"| {at['p999_us']:,.1f} µs | ×{ratio('p999_us'):,.0f} |",
-        tr("| p50 page read ") + f"| {at['p50_us']:,.2f} µs | ×{ratio('p50_us'):,.1f} |",
-        tr("| mean page read ") + f"| {at['mean_us']:,.1f} µs | ×{ratio('mean_us'):,.1f} |",
+        *tables.head(tr("| signal | at the p99 knee | vs. baseline |")),
+        tables.row(tr("p99 page read"), f"{at['p99_us']:,.1f} µs", f"×{ratio('p99_us'):,.0f}"),
+        tables.row(tr("p99.9 page read"), f"{at['p999_us']:,.1f} µs", f"×{ratio('p999_us'):,.0f}"),
+        tables.row(tr("p50 page read"), f"{at['p50_us']:,.2f} µs", f"×{ratio('p50_us'):,.1f}"),
+        tables.row(tr("mean page read"), f"{at['mean_us']:,.1f} µs", f"×{ratio('mean_us'):,.1f}"),
         tr("| major faults in the cycle | {faults} of {reads} reads | — |", faults=f"{at['major_faults']:,}",
            reads=f"{at['reads']:,}"),
-        tr("| index in page cache ") + f"| {100 * at['index_resident_bytes'] / run['index_bytes']:.1f}% | — |",
+        tables.row(tr("index in page cache"), f"{100 * at['index_resident_bytes'] / run['index_bytes']:.1f}%", f"—"),
         "| MemAvailable | " + tr("{available} ({pct} of host)", available=_gb(at["mem_available_bytes"]),
                                  pct=_pct(at["mem_available_bytes"] / run["host_mem_bytes"])) + " | — |",
-        tr("| searcher RSS anonymous / file-backed ") + f"| {_gb(at['rss_anon_bytes'])} / {_gb(at['rss_file_bytes'])} | — |",
-        tr("| PSI memory avg10 ") + f"| {psi} | — |",
+        tables.row(tr("searcher RSS anonymous / file-backed"), f"{_gb(at['rss_anon_bytes'])} / {_gb(at['rss_file_bytes'])}", f"—"),
+        tables.row(tr("PSI memory avg10"), psi, f"—"),
     ]
     k50 = run["knee_p50"]
     if k50:
