@@ -6,7 +6,7 @@ conclusions really differ and fails the build if the data stop saying so.
 """
 from __future__ import annotations
 
-from course import i18n
+from course import i18n, tables
 from part1_capacity.archetypes.catalog import load_archetypes
 from part1_capacity.archetypes.ledger import load_ledger, parse_ledger
 from part1_capacity.archetypes.propose import propose
@@ -89,28 +89,29 @@ def same_model(archetypes, ledger, tr=EN) -> tuple[str, list[dict]]:
                            f"({kinds}): update site/part1/archetypes.md or pick another model")
     rows = [tr("Here is the same model, `{model}`, put to three of the archetypes on their own workloads:",
                model=SAME_MODEL), "",
-            tr("| customer | workload (calculator inputs) | weights | KV cache | KV / weights | accelerators | "
-               "bottleneck | conclusion |"), "|---|---|---|---|---|---|---|---|"]
+            *tables.head(tr("| customer | workload (calculator inputs) | weights | KV cache | KV / weights | "
+                            "accelerators | bottleneck | conclusion |"))]
     for p in props:
         plan = p["plan"]
-        rows.append(f"| {_cell(tr(p['name']))} | {_inputs(p['workload'], tr)} | {fmt_bytes(plan['weights_bytes'])} | "
-                    f"{fmt_bytes(plan['kv_bytes_total'])} | {fmt_ratio(plan['kv_to_weights_ratio'])} | "
-                    f"{_accelerators(plan, tr)} | {_bottleneck(p, tr)} | {_cell(tr(p['proposal']['headline']))} |")
+        rows.append(tables.row(_cell(tr(p['name'])), _inputs(p['workload'], tr), fmt_bytes(plan['weights_bytes']),
+                               fmt_bytes(plan['kv_bytes_total']),
+                               fmt_ratio(plan['kv_to_weights_ratio']), _accelerators(plan, tr),
+                               _bottleneck(p, tr), _cell(tr(p['proposal']['headline']))))
     return "\n".join(rows) + "\n", props
 
 
 def ledger_tables(archetypes, ledger, tr=EN) -> str:
-    rows = [tr("| claim | statement | source | as of |"), "|---|---|---|---|"]
+    rows = tables.head(tr("| claim | statement | source | as of |"))
     for c in ledger.verified():
         # The source is a document's own title: cited as published.
         statement = c.statement() if tr.lang == i18n.DEFAULT else c.statement(tr)
-        rows.append(f"| `{c.id}` | {_cell(statement)} | {_cell(c.source)} | {_cell(c.as_of)} |")
-    status = ["", tr("| archetype | verified claims | quarantined claims | quantitative evidence |"), "|---|---|---|---|"]
+        rows.append(tables.row(f"`{c.id}`", _cell(statement), _cell(c.source), _cell(c.as_of)))
+    status = ["", *tables.head(tr("| archetype | verified claims | quarantined claims | quantitative evidence |"))]
     quarantined = {a: any(a in c.archetypes for c in ledger.quarantined()) for a in archetypes}
     for a in archetypes.values():
-        status.append(f"| {_cell(tr(a.name))} | {tr('yes') if a.evidence else tr('none')} | "
-                      f"{tr('yes (editors only)') if quarantined[a.id] else tr('none')} | "
-                      f"{tr('yes') if a.evidence else tr('**none: marked, shows no numbers**')} |")
+        status.append(tables.row(_cell(tr(a.name)), tr('yes') if a.evidence else tr('none'),
+                                 tr('yes (editors only)') if quarantined[a.id] else tr('none'),
+                                 tr('yes') if a.evidence else tr('**none: marked, shows no numbers**')))
     return "\n".join(rows + status) + "\n"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from course import i18n, records
+from course import i18n, records, tables
 from part1_capacity.experiments.engine.common import load_result
 from course.units import MIB
 
@@ -50,9 +50,8 @@ def _fmt(n) -> str:
 def e1_structures_table(r, context=4096, n_seq=4, tr=EN) -> str:
     """One row per buffer of each tiny model at ``context`` tokens over ``n_seq`` sequences: the law, what
     llama.cpp's log reports and what its rules predict; the last column counts the matching cases."""
-    rows = [tr("| structure | model (GGUF) | buffer | law, {context} tokens × {n_seq} seq | llama.cpp's log "
-               "(±0.005 MiB) | llama.cpp rule | cases matching |", context=f"{context:,}", n_seq=n_seq),
-            "|---|---|---|---:|---:|---:|---|"]
+    rows = tables.head(tr("| structure | model (GGUF) | buffer | law, {context} tokens × {n_seq} seq | llama.cpp's log "
+               "(±0.005 MiB) | llama.cpp rule | cases matching |", context=f"{context:,}", n_seq=n_seq), "lllrrr")
     for row in r["structures"]:
         cases = [(c["context"], c["n_seq"]) for c in row["cases"]]
         i = cases.index((context, n_seq)) if (context, n_seq) in cases else len(cases) - 1
@@ -62,9 +61,10 @@ def e1_structures_table(r, context=4096, n_seq=4, tr=EN) -> str:
             name = (f'<a id="{e1_anchor(row)}"></a>`{row["architecture"]}`' if first
                     else "")
             label = tr(COMPONENTS[comp]) if comp in COMPONENTS else comp
-            rows.append(f"| {row['structure'] if first else ''} | {name} | {label} | "
-                        f"{_fmt(row['law'][comp][i])} | {_fmt(row['reported'][comp][i])} | "
-                        f"{_fmt(row['predicted'][comp][i])} | {f'{ok}/{len(cases)}' if first else ''} |")
+            rows.append(tables.row(row['structure'] if first else '', name, label, _fmt(row['law'][comp][i]),
+                                   _fmt(row['reported'][comp][i]),
+                                   _fmt(row['predicted'][comp][i]),
+                                   f'{ok}/{len(cases)}' if first else ''))
             first = False
     return "\n".join(rows) + "\n"
 
@@ -82,19 +82,19 @@ def e1_confirmations(r=None) -> dict:
 
 # --- E1 ------------------------------------------------------------------------------------------------------------
 def e1_tables(r, tr=EN) -> tuple[str, str]:
-    rows = [tr("| KV type | context (cells) | llama.cpp's log line | reported bytes | calculator × cells |"),
-            "|---|---:|---|---:|---:|"]
+    rows = tables.head(tr("| KV type | context (cells) | llama.cpp's log line | reported bytes | calculator × cells |"), "lrlrr")
     for t in r["by_kv_type"]:
         for cells, rep, line in zip(t["cells"], t["reported_bytes"], t["log_lines"]):
             size = line.split("size =")[1].split("(")[0].strip()
-            rows.append(f"| {t['kv_type']} | {cells:,} | `size = {size}` | {rep:,} | "
-                        f"{t['formula_bytes_per_token'] * cells:,.0f} |")
-    summary = [tr("| KV type | fitted slope (bytes/token) | calculator (bytes/token) | intercept (bytes) | "
-                  "equal to the byte |"), "|---|---:|---:|---:|---|"]
+            rows.append(tables.row(t['kv_type'], f"{cells:,}", f"`size = {size}`", f"{rep:,}",
+                                   f"{t['formula_bytes_per_token'] * cells:,.0f}"))
+    summary = tables.head(tr("| KV type | fitted slope (bytes/token) | calculator (bytes/token) | intercept (bytes) | "
+                  "equal to the byte |"), "lrrr")
     for t in r["by_kv_type"]:
-        summary.append(f"| {t['kv_type']} | {t['slope_bytes_per_token']:,.2f} | "
-                       f"{t['formula_bytes_per_token']:,.0f} | {t['intercept_bytes']:,.0f} | "
-                       f"{tr('yes') if t['match'] else tr('**no**')} |")
+        summary.append(tables.row(t['kv_type'], f"{t['slope_bytes_per_token']:,.2f}",
+                                  f"{t['formula_bytes_per_token']:,.0f}",
+                                  f"{t['intercept_bytes']:,.0f}",
+                                  tr('yes') if t['match'] else tr('**no**')))
     return "\n".join(rows) + "\n", "\n".join(summary) + "\n"
 
 
@@ -122,17 +122,19 @@ def _num(v, fmt):
 def e2_table(r, tr=EN) -> str:
     """The main run, one row per level: measured (median ± standard deviation), the speed model's prediction and
     its error, the plain roofline's prediction, and the fractions of the two roofs reached."""
-    rows = [tr("| type | file | bits/weight | pp512 measured | speed model | error | roofline | of matmul peak | "
-               "tg128 measured | speed model | error | roofline | of bandwidth roof |"),
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = tables.head(tr("| type | file | bits/weight | pp512 measured | speed model | error | roofline | of matmul peak | "
+               "tg128 measured | speed model | error | roofline | of bandwidth roof |"), "lrrrrrrrrrrrr")
     for lv in r["levels"]:
         rows.append(
-            f"| {lv['type']} | {lv['file_bytes'] / 1e6:,.0f} MB | {lv['bits_per_weight']:.2f} | "
-            f"{_med(lv, 'pp512'):,.1f} ± {lv['pp512_stddev']:,.1f} | {_num(lv['predicted_pp512_tps'], ',.1f')} | "
-            f"{_err(lv, 'pp512')} | {_num(lv.get('roofline_pp512_tps'), ',.1f')} | "
-            f"{100 * lv['matmul_peak_fraction']:.0f}% | {_med(lv, 'tg128'):,.2f} ± {lv['tg128_stddev']:,.2f} | "
-            f"{_num(lv['predicted_tg128_tps'], ',.2f')} | {_err(lv, 'tg128')} | "
-            f"{_num(lv.get('roofline_tg128_tps'), ',.2f')} | {100 * lv['bandwidth_fraction']:.0f}% |")
+            tables.row(lv['type'], f"{lv['file_bytes'] / 1e6:,.0f} MB", f"{lv['bits_per_weight']:.2f}",
+                       f"{_med(lv, 'pp512'):,.1f} ± {lv['pp512_stddev']:,.1f}",
+                       _num(lv['predicted_pp512_tps'], ',.1f'), _err(lv, 'pp512'),
+                       _num(lv.get('roofline_pp512_tps'), ',.1f'),
+                       f"{100 * lv['matmul_peak_fraction']:.0f}%",
+                       f"{_med(lv, 'tg128'):,.2f} ± {lv['tg128_stddev']:,.2f}",
+                       _num(lv['predicted_tg128_tps'], ',.2f'), _err(lv, 'tg128'),
+                       _num(lv.get('roofline_tg128_tps'), ',.2f'),
+                       f"{100 * lv['bandwidth_fraction']:.0f}%"))
     return "\n".join(rows) + "\n"
 
 
@@ -151,17 +153,17 @@ def e2_validation(ladders: dict, tr=EN) -> str:
         r = (x.get("rounds") or {}).get(m)
         return f"{min(r):{fmt}}–{max(r):{fmt}}" if r else "–"
 
-    out = [tr("| model | threads | type | pp512 measured | spread | predicted | one round's prediction | error | "
-              "tg128 measured | spread | predicted | one round's prediction | error | load |"),
-           "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    out = tables.head(tr("| model | threads | type | pp512 measured | spread | predicted | one round's prediction | error | "
+              "tg128 measured | spread | predicted | one round's prediction | error | load |"), "lrlrrrrrrrrrrr")
     for x in rows:
-        out.append(f"| {x['params'] / 1e9:.2f} B | {x['threads']} | {x['type']} | {x['pp512']:,.1f} | "
-                   f"{100 * x['pp512_spread']:.0f}% | {x['pp512_predicted']:,.1f} | {span(x, 'pp512', ',.0f')} | "
-                   f"{'' if x['pp512_ok'] else '**'}{100 * x['pp512_error']:+.0f}%{'' if x['pp512_ok'] else '**'} | "
-                   f"{x['tg128']:,.2f} | {100 * x['tg128_spread']:.0f}% | {x['tg128_predicted']:,.2f} | "
-                   f"{span(x, 'tg128', ',.1f')} | "
-                   f"{'' if x['tg128_ok'] else '**'}{100 * x['tg128_error']:+.0f}%{'' if x['tg128_ok'] else '**'} | "
-                   f"{x['load_average'] or 0:.1f} |")
+        out.append(tables.row(f"{x['params'] / 1e9:.2f} B", x['threads'], x['type'], f"{x['pp512']:,.1f}",
+                              f"{100 * x['pp512_spread']:.0f}%", f"{x['pp512_predicted']:,.1f}",
+                              span(x, 'pp512', ',.0f'),
+                              f"{'' if x['pp512_ok'] else '**'}{100 * x['pp512_error']:+.0f}%{'' if x['pp512_ok'] else '**'}",
+                              f"{x['tg128']:,.2f}", f"{100 * x['tg128_spread']:.0f}%",
+                              f"{x['tg128_predicted']:,.2f}", span(x, 'tg128', ',.1f'),
+                              f"{'' if x['tg128_ok'] else '**'}{100 * x['tg128_error']:+.0f}%{'' if x['tg128_ok'] else '**'}",
+                              f"{x['load_average'] or 0:.1f}"))
     n = len(rows)
     seen = sorted({(x["params"], x["threads"]) for x in rows})
     out.append("")
@@ -232,12 +234,11 @@ def e2_drift(kern: dict | None, ladders: dict, tr=EN) -> str:
                             after=sk["rounds_after"]), sk["runs"]))
     if not sets:
         return ""
-    out = [tr("| measurement | threads | F32 streamed, each round (GB/s) | F16 streamed, each round (GB/s) |"),
-           "|---|---:|---|---|"]
+    out = tables.head(tr("| measurement | threads | F32 streamed, each round (GB/s) | F16 streamed, each round (GB/s) |"), "lr")
     for label, runs in sets:
         for th in sorted({r["threads"] for r in runs}):
             f32, f16 = (", ".join(f"{g:.0f}" for g in _stream_rates(runs, th, t)) for t in ("f32", "f16"))
-            out.append(f"| {label} | {th} | {f32} | {f16} |")
+            out.append(tables.row(label, th, f32, f16))
     return "\n".join(out) + "\n"
 
 
@@ -289,11 +290,11 @@ def e2_stream(r: dict | None, tr=EN) -> str:
     matmul-bench's streamed F32 product as memory bandwidth, round after round, and one long run in windows."""
     if not r:
         return tr("*No saved run: `python -m part1_capacity.experiments.bench_stream --save`.*") + "\n"
-    out = [tr("| round | llama-bench F32 decode (GB/s) | matmul-bench F32 stream (GB/s) | ratio |"), "|---:|---:|---:|---:|"]
+    out = tables.head(tr("| round | llama-bench F32 decode (GB/s) | matmul-bench F32 stream (GB/s) | ratio |"), "rrrr")
     ratios = []
     for i, x in enumerate(r["rounds"], 1):
         ratios.append(x["llama_bench_gbs"] / x["matmul_bench_gbs"])
-        out.append(f"| {i} | {x['llama_bench_gbs']:.1f} | {x['matmul_bench_gbs']:.1f} | {ratios[-1]:.2f} |")
+        out.append(tables.row(i, f"{x['llama_bench_gbs']:.1f}", f"{x['matmul_bench_gbs']:.1f}", f"{ratios[-1]:.2f}"))
     lb = [x["llama_bench_gbs"] for x in r["rounds"]]
     mb = [x["matmul_bench_gbs"] for x in r["rounds"]]
     out.append("")
@@ -311,9 +312,8 @@ def e2_kernels_table(k: dict, tr=EN) -> str:
     """The kernel constants per type and thread count, with the per-core decomposition of the streaming cost:
     bytes ÷ (one core's streaming rate, from F32) + the kernel's arithmetic (cached)."""
     c = k["constants"]
-    out = [tr("| threads | type | bytes/weight | repacked | decode, streamed (ps/weight) | arithmetic, cached (ps/weight) "
-              "| bytes ÷ core rate + arithmetic (ps/weight) | prefill (ps/weight·token) |"),
-           "|---:|---|---:|---|---:|---:|---:|---:|"]
+    out = tables.head(tr("| threads | type | bytes/weight | repacked | decode, streamed (ps/weight) | arithmetic, cached (ps/weight) "
+              "| bytes ÷ core rate + arithmetic (ps/weight) | prefill (ps/weight·token) |"), "rlrlrrrr")
     one = c.get("1", {}).get("types", {}).get("f32")
     # one core's streaming rate, from F32 at one thread: its streamed time per weight less its arithmetic
     core_rate = one["bytes_per_weight"] / (one["decode_s_per_weight"] - one["compute_s_per_weight"]) if one else None
@@ -321,9 +321,11 @@ def e2_kernels_table(k: dict, tr=EN) -> str:
         n = int(th)
         for t, x in v["types"].items():
             model = x["bytes_per_weight"] / (n * core_rate) + x["compute_s_per_weight"] if core_rate else None
-            out.append(f"| {th} | {t} | {x['bytes_per_weight']:.4g} | {tr('yes') if x['repacked'] else tr('no')} | "
-                       f"{1e12 * x['decode_s_per_weight']:,.0f} | {1e12 * x['compute_s_per_weight']:,.0f} | "
-                       f"{_num(model and 1e12 * model, ',.0f')} | {1e12 * x['prefill_s_per_weight_token']:,.1f} |")
+            out.append(tables.row(th, t, f"{x['bytes_per_weight']:.4g}", tr('yes') if x['repacked'] else tr('no'),
+                                  f"{1e12 * x['decode_s_per_weight']:,.0f}",
+                                  f"{1e12 * x['compute_s_per_weight']:,.0f}",
+                                  _num(model and 1e12 * model, ',.0f'),
+                                  f"{1e12 * x['prefill_s_per_weight_token']:,.1f}"))
         out.append(f"| {th} | *{tr('graph node')}* | | | | | | "
                    + tr("overhead {us} µs per node", us=f"{1e6 * v['op_overhead_s']:.2f}") + " |")
     if core_rate:
@@ -413,24 +415,26 @@ def e2_study(ladders: dict, tr=EN) -> str:
     from part1_capacity.experiments.engine import quant_ladder as ql
 
     s = ql.STUDY
-    out = [tr("| ladder | Q4_K_M file ÷ F32 file | prefill gain | decode gain | size ratio (the decode gain bytes "
-              "alone would give) |"), "|---|---:|---:|---:|---:|",
-           tr("| original study ") + f"| {s['size']:.2f}× | {100 * s['prefill_gain']:+.0f}% | {100 * s['decode_gain']:+.0f}% "
-           f"({1 + s['decode_gain']:.2f}×) | {s['theory']:.1f}× |"]
+    out = [*tables.head(tr("| ladder | Q4_K_M file ÷ F32 file | prefill gain | decode gain | size ratio (the decode "
+                           "gain bytes alone would give) |"), "lrrrr"),
+           tables.row(tr("original study"), f"{s['size']:.2f}×", f"{100 * s['prefill_gain']:+.0f}%",
+                      f"{100 * s['decode_gain']:+.0f}% ({1 + s['decode_gain']:.2f}×)", f"{s['theory']:.1f}×")]
     for name, r in ladders.items():
         for th, levels in (r.get("levels_by_threads") or {str(r["threads"]): r["levels"]}).items():
             x = ql.study_ratios(levels)
             if x:
-                out.append(f"| {r['model']['n_params'] / 1e9:.2f} B, {_threads(int(th), tr)} | "
-                           f"{x['size']:.2f}× | {100 * x['prefill_gain']:+.0f}% | {100 * x['decode_gain']:+.0f}% "
-                           f"({1 + x['decode_gain']:.2f}×) | {x['theory']:.1f}× |")
+                out.append(tables.row(f"{r['model']['n_params'] / 1e9:.2f} B, {_threads(int(th), tr)}",
+                                      f"{x['size']:.2f}×",
+                                      f"{100 * x['prefill_gain']:+.0f}%",
+                                      f"{100 * x['decode_gain']:+.0f}% ({1 + x['decode_gain']:.2f}×)",
+                                      f"{x['theory']:.1f}×"))
     return "\n".join(out) + "\n"
 
 
 def host_table(r, tr=EN) -> str:
     a = r["accelerator"]
     meas = (r.get("host_profile") or {}).get("measured", {})
-    rows = [tr("| quantity | this host | used by the calculator as |"), "|---|---:|---|",
+    rows = [*tables.head(tr("| quantity | this host | used by the calculator as |"), "lr"),
             tr("| memory read bandwidth | {v} GB/s | bandwidth |", v=f"{a['bandwidth'] / 1e9:.1f}"),
             tr("| fp32 matmul (GEMM) | {v} GFLOP/s | 16-bit peak (`bf16_tflops`) |", v=f"{a['flops_16'] / 1e9:.0f}"),
             tr("| int8 matmul (GEMM) | {v} GOP/s | 8-bit peak (`int8_tflops`) |", v=f"{a['flops_int8'] / 1e9:.0f}"),
