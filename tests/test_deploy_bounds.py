@@ -20,7 +20,7 @@ from part1_capacity.calculator.plan import Workload
 def every_count(d, top, B, sh, keep=None):
     """The old sweep: every replica count the budget allows (powers of two for expert groups)."""
     return [dd for dd in range(d, top + 1)
-            if not sh.expert or (dd & (dd - 1) == 0 and sh.tensor * dd <= MAX_EXPERT_GROUP)]
+            if not sh.expert_parallel or (dd & (dd - 1) == 0 and sh.tensor * dd <= MAX_EXPERT_GROUP)]
 
 
 CASES = [

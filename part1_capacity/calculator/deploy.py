@@ -75,9 +75,10 @@ def expert_parallel_possible(model, acc) -> bool:
 
 @dataclass(frozen=True)
 class Shape:
+    """A replica's shape before its replica count is chosen (``Deployment.expert`` is then the expert group's size)."""
     tensor: int
     pipeline: int
-    expert: bool = False
+    expert_parallel: bool = False   # the experts spread over the data-parallel group
 
 
 def shapes(r: Resolved) -> list[Shape]:
@@ -118,7 +119,7 @@ def replicas_needed(r: Resolved, T, B, shape: Shape, with_cache: bool = True):
     U, W = r.usable_bytes, r.weights_bytes
     t, p = shape.tensor, shape.pipeline
     s = (r.cache_per_rank(T, t) if with_cache else 0.0) / p
-    if not shape.expert:
+    if not shape.expert_parallel:
         room = U - W / (t * p)
         if room <= 0:
             return math.inf
@@ -250,13 +251,13 @@ def _deployment(r: Resolved, T, B, sh: Shape, d: int, with_cache: bool) -> Deplo
     W = r.weights_bytes
     m = math.ceil(B / d)
     s = r.cache_per_rank(T, t) if with_cache else 0.0
-    if sh.expert:
+    if sh.expert_parallel:
         We = r.expert_bytes
         w_rank = (W - We) / t + We / (t * d)
     else:
         w_rank = W / (t * p)
     n = t * p * d
-    return Deployment(t, p, d, t * d if sh.expert else 1, math.ceil(n / r.accelerator.node_size), n, m, w_rank, m * s / p)
+    return Deployment(t, p, d, t * d if sh.expert_parallel else 1, math.ceil(n / r.accelerator.node_size), n, m, w_rank, m * s / p)
 
 
 def decode_pass(r: Resolved, dep: Deployment) -> roofline.Pass:
@@ -311,7 +312,7 @@ def candidates(r: Resolved, with_cache: bool = True, max_nodes: int | None = Non
             out.append(_deployment(r, T, B, sh, dd, with_cache))
         if counted is not None and max_nodes is not None:
             room = max_nodes * acc.node_size // (sh.tensor * sh.pipeline)     # most replicas within the budget
-            counted.append(sum(dd <= room for dd in replica_counts(d, top, B, sh)) if sh.expert
+            counted.append(sum(dd <= room for dd in replica_counts(d, top, B, sh)) if sh.expert_parallel
                            else max(0, min(B, room) - d + 1))
     return out
 
@@ -325,7 +326,7 @@ def replica_counts(d: int, top: int, B: int, sh: Shape, keep: int = KEEP_PER_SHA
     the runners-up shown come from the smallest ``m``. So: ``d`` itself, and the smallest count of each of the
     ``keep`` smallest values of ``m`` — at most ``keep + 1`` counts, however large the node budget and the batch
     (a sweep over every count took minutes for a billion nodes and a million sequences)."""
-    if sh.expert:
+    if sh.expert_parallel:
         out, dd = [], 1
         while dd <= top and sh.tensor * dd <= MAX_EXPERT_GROUP:
             if dd >= d:

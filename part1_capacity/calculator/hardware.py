@@ -19,7 +19,10 @@ from part1_capacity.calculator.errors import InputError
 from course.units import GB, GIB  # noqa: F401  (GIB: old callers)
 
 DATA = Path(__file__).resolve().parent / "data"
-ENGINES = ["vllm", "llama.cpp"]
+# The serving engines the calculator models, defined once: an accelerator lists those it runs, ``--emit`` writes
+# their commands, and the engines' rules size a cache with them or with the textbook law (engine_rules.ENGINES).
+SERVING_ENGINES = ("vllm", "llama.cpp")
+ENGINES = list(SERVING_ENGINES)   # an accelerator's default ``engines`` (kept under its old name)
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,11 @@ from dataclasses import asdict, dataclass, field
 from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.calculator.engine_rules import llama_cpp, vllm
 from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.hardware import SERVING_ENGINES
 from part1_capacity.calculator.sharding import kv_fraction_per_rank, state_fraction_per_rank
 from course.units import GIB
 
-ENGINES = ("law", "llama.cpp", "vllm")
+ENGINES = ("law", *sorted(SERVING_ENGINES))   # who sizes a cache: the textbook law or a serving engine (by name)
 LLAMA_CPP_KV = ("fp32", "fp16", "bf16", "q8_0")       # ggml cache types the calculator has a dtype for
 VLLM_KV = ("fp16", "bf16", "fp8", "fp32")              # --kv-cache-dtype auto (model dtype) or fp8
 
