@@ -44,7 +44,7 @@ MUTANTS = [
      [("k = self.split_heads(self.k_proj(src), self.n_kv_heads)", "k = self.split_heads(self.k_proj(x), self.n_kv_heads)")],
      "cross-attention"),
     ("01_attention", "MultiHeadAttention", "mha_errors",
-     [("        if n_heads % n_kv_heads != 0:\n", "        if False:\n")], "n_kv_heads"),
+     [("    if n_heads % n_kv_heads != 0:\n", "    if False:\n")], "n_kv_heads"),
     # --- 02 encoder-decoder ---------------------------------------------------------------------------------------
     ("02_encoder_decoder", "EncoderLayer", "encoder_layer_matches_torch",
      [("        x = self.norm1(x + self.dropout(self.self_attn(x, mask=mask)))\n        x = self.norm2(x + self.dropout(self.ff(x)))",

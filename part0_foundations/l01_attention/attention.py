@@ -73,20 +73,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model, n_heads, n_kv_heads=None, head_dim=None, d_context=None, bias=True):
         super().__init__()
-        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        for name, val in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
-            if not isinstance(val, int) or val <= 0:
-                raise ValueError(f"{name} must be a positive int, got {val!r}")
-        if n_heads % n_kv_heads != 0:
-            raise ValueError(
-                f"n_kv_heads ({n_kv_heads}) must divide n_heads ({n_heads}): each KV head serves a whole group"
-            )
-        if head_dim is None:
-            if d_model % n_heads != 0:
-                raise ValueError(f"head_dim: d_model ({d_model}) is not divisible by n_heads ({n_heads}); pass head_dim")
-            head_dim = d_model // n_heads
-        if not isinstance(head_dim, int) or head_dim <= 0:
-            raise ValueError(f"head_dim must be a positive int, got {head_dim!r}")
+        n_kv_heads, head_dim = _check_heads(d_model, n_heads, n_kv_heads, head_dim)
         d_context = d_model if d_context is None else d_context
         self.d_model, self.n_heads, self.n_kv_heads, self.head_dim = d_model, n_heads, n_kv_heads, head_dim
         self.d_context = d_context
@@ -105,13 +92,7 @@ class MultiHeadAttention(nn.Module):
 
         Returns (B, Lq, d_model), and the weights (B, n_heads, Lq, Lk) too when ``return_weights``.
         """
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x: expected shape (B, L, d_model={self.d_model}), got {tuple(x.shape)}")
-        src = x if context is None else context
-        if src.dim() != 3 or src.shape[-1] != self.d_context or src.shape[0] != x.shape[0]:
-            raise ValueError(
-                f"context: expected shape (B={x.shape[0]}, L, d_context={self.d_context}), got {tuple(src.shape)}"
-            )
+        src = _check_mha_inputs(self, x, context)
         ### BEGIN SOLUTION
         q = self.split_heads(self.q_proj(x), self.n_heads)
         k = self.split_heads(self.k_proj(src), self.n_kv_heads)
@@ -131,6 +112,37 @@ class MultiHeadAttention(nn.Module):
 
 
 # --- input checks, after the idea: bad shapes become a ValueError naming the argument -------------------------
+def _check_heads(d_model, n_heads, n_kv_heads, head_dim):
+    """Validate MultiHeadAttention's sizes; return (n_kv_heads, head_dim) with their defaults filled in."""
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    for name, val in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
+        if not isinstance(val, int) or val <= 0:
+            raise ValueError(f"{name} must be a positive int, got {val!r}")
+    if n_heads % n_kv_heads != 0:
+        raise ValueError(
+            f"n_kv_heads ({n_kv_heads}) must divide n_heads ({n_heads}): each KV head serves a whole group"
+        )
+    if head_dim is None:
+        if d_model % n_heads != 0:
+            raise ValueError(f"head_dim: d_model ({d_model}) is not divisible by n_heads ({n_heads}); pass head_dim")
+        head_dim = d_model // n_heads
+    if not isinstance(head_dim, int) or head_dim <= 0:
+        raise ValueError(f"head_dim must be a positive int, got {head_dim!r}")
+    return n_kv_heads, head_dim
+
+
+def _check_mha_inputs(mha, x, context):
+    """Validate MultiHeadAttention.forward's inputs; return the keys' and values' source (``context`` or ``x``)."""
+    if x.dim() != 3 or x.shape[-1] != mha.d_model:
+        raise ValueError(f"x: expected shape (B, L, d_model={mha.d_model}), got {tuple(x.shape)}")
+    src = x if context is None else context
+    if src.dim() != 3 or src.shape[-1] != mha.d_context or src.shape[0] != x.shape[0]:
+        raise ValueError(
+            f"context: expected shape (B={x.shape[0]}, L, d_context={mha.d_context}), got {tuple(src.shape)}"
+        )
+    return src
+
+
 def _check_attention_inputs(q, k, v, mask):
     """Raise a ValueError that names the offending argument; return the (Lq, Lk) pair."""
     for name, t in (("q", q), ("k", k), ("v", v)):

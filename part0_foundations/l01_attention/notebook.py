@@ -30,10 +30,11 @@ from part0_foundations.l01_attention import checks
     md(r"""
 ## 1. Helpers (given)
 
-`_check_attention_inputs` turns bad shapes into a `ValueError` that names the argument. `causal_mask` builds the
-boolean mask (True = may attend), aligned to the end so that one new query token sees the whole cache.
+`_check_attention_inputs`, `_check_heads` and `_check_mha_inputs` turn bad shapes and sizes into a `ValueError` that
+names the argument. `causal_mask` builds the boolean mask (True = may attend), aligned to the end so that one new
+query token sees the whole cache.
 """),
-    given(SRC, ["_check_attention_inputs", "causal_mask"]),
+    given(SRC, ["_check_attention_inputs", "_check_heads", "_check_mha_inputs", "causal_mask"]),
     md(r"""
 ## 2. Scaled dot-product attention
 
