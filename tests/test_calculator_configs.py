@@ -36,11 +36,16 @@ PUBLISHED = {
     "mixtral-8x7b": (None, 46.7e9), "qwen3-235b-a22b": (None, 235e9), "qwen3-coder-480b-a35b": (None, 480e9),
     "qwen3-vl-30b-a3b": (None, None), "qwen3.5-35b-a3b": (None, 35e9), "llama-4-scout": (None, 109e9),
     "kimi-k2": (None, None), "deepseek-v3.2": (None, 671e9), "minimax-m1": (None, 456e9),
+    # model cards: Qwen2-57B-A14B "57B"; Phi-4-mini-instruct "3.8B"; Hunyuan-A13B "80 billion total". OLMo-2-1124-13B's
+    # card says "13B": its checkpoint index's 54,864,793,600 bytes of float32 hold 13,716,198,400 (see the README)
+    "qwen2-57b-a14b": (None, 57e9), "phi-4-mini-instruct": (None, 3.8e9), "olmo-2-1124-13b": (None, 13_716_198_400),
+    "hunyuan-a13b-instruct": (None, 80e9),
 }
 
 
 NEW_FAMILIES = ("mixtral-8x7b", "qwen3-235b-a22b", "qwen3-coder-480b-a35b", "qwen3-vl-30b-a3b", "qwen3.5-35b-a3b",
-                "llama-4-scout", "kimi-k2", "deepseek-v3.2", "minimax-m1")
+                "llama-4-scout", "kimi-k2", "deepseek-v3.2", "minimax-m1", "qwen2-57b-a14b", "phi-4-mini-instruct",
+                "olmo-2-1124-13b", "hunyuan-a13b-instruct")
 
 
 def cfg(name):
@@ -89,7 +94,7 @@ def test_kv_bytes_per_token_from_the_config_fields(name):
     t = c.get("text_config", c)
     m = load_model(str(CONFIGS / name / "config.json"))
     full, window = _hand_attention_layers(c)
-    if "kv_lora_rank" in t:                              # MLA: latent + rope key, no factor 2
+    if t.get("kv_lora_rank"):                            # MLA: latent + rope key, no factor 2 (Hunyuan: null)
         index = t["index_head_dim"] if "index_topk" in t else 0    # V3.2: the indexer's key too
         expected = t["num_hidden_layers"] * (t["kv_lora_rank"] + t["qk_rope_head_dim"] + index) * 2
     else:
@@ -98,7 +103,7 @@ def test_kv_bytes_per_token_from_the_config_fields(name):
         head_dim = t.get("head_dim") or hidden // heads
         expected = 2 * full * t.get("num_key_value_heads", heads) * head_dim * 2
     assert m.kv_bytes_per_token(2) == expected
-    assert (m.n_full_layers, m.n_window_layers) == (full, window) or "kv_lora_rank" in t
+    assert (m.n_full_layers, m.n_window_layers) == (full, window) or t.get("kv_lora_rank")
     if window:
         assert m.window == t.get("sliding_window") or m.window == t["attention_chunk_size"]
 

@@ -8,7 +8,9 @@ Qwen/Qwen3-Coder-480B-A35B-Instruct, ``qwen3-vl-30b-a3b`` Qwen/Qwen3-VL-30B-A3B-
 Qwen/Qwen3.5-35B-A3B, ``llama-4-scout`` meta-llama/Llama-4-Scout-17B-16E-Instruct, ``kimi-k2``
 moonshotai/Kimi-K2-Instruct, ``deepseek-v3.2`` deepseek-ai/DeepSeek-V3.2 (all as vendored by NVIDIA's aiconfigurator,
 ``aic-core/src/aiconfigurator_core/model_configs/<org>--<name>_config.json``), ``minimax-m1`` MiniMaxAI/MiniMax-M1
-(the config.json of a dump of that repository's files).
+(the config.json of a dump of that repository's files), ``qwen2-57b-a14b`` Qwen/Qwen2-57B-A14B (TensorRT-LLM's
+Qwen2-MoE test), ``phi-4-mini-instruct`` microsoft/Phi-4-mini-instruct, ``olmo-2-1124-13b`` allenai/OLMo-2-1124-13B,
+``hunyuan-a13b-instruct`` tencent/Hunyuan-A13B-Instruct (Tencent's GitHub repository's models/config.json).
 """
 import json
 import subprocess
@@ -58,6 +60,18 @@ HAND = [
     ("qwen3.5-35b-a3b", 262144, 2, 262144 * 10 * 2048),
     # MiniMax-M1: 10 of 80 layers softmax attention (attn_type_list 1), 8 × 128 × 2 × 2 = 4,096 each
     ("minimax-m1", 1_000_000, 2, 1_000_000 * 10 * 4096),
+    # Qwen2-57B-A14B: 28 layers × 4 K/V heads × head_dim 128 (3584 / 28 heads) × 2 (K and V) × 2 bytes = 57,344 per
+    # token; "use_sliding_window": false, so its sliding_window of 131,072 windows nothing
+    ("qwen2-57b-a14b", 8192, 2, 8192 * 57_344),
+    # Phi-4-mini: 32 × 8 × 128 (3072 / 24) × 2 × 2 = 131,072 per token. Its sliding_window (262,144) is longer than its
+    # 131,072 positions: no token ever leaves the window, every layer holds the whole context
+    ("phi-4-mini-instruct", 8192, 2, 8192 * 131_072),
+    ("phi-4-mini-instruct", 131_072, 2, 131_072 * 131_072),
+    # OLMo-2-1124-13B, MHA: 40 × 40 K/V heads × 128 (5120 / 40) × 2 × 2 = 819,200 per token, at its 4,096 positions
+    ("olmo-2-1124-13b", 4096, 2, 4096 * 819_200),
+    # Hunyuan-A13B: 32 × 8 × 128 (4096 / 32, its attention_head_dim) × 2 × 2 = 131,072 per token; "use_cla": false,
+    # so no layer borrows another's K/V
+    ("hunyuan-a13b-instruct", 8192, 2, 8192 * 131_072),
 ]
 
 
@@ -189,12 +203,39 @@ def test_the_pure_layer_imports_nothing_heavy():
     ("minimax-m1", 456e9, None),              # model card: 456B total
     ("mixtral-8x7b", 46.7e9, 12.9e9),         # 46.7B total, 12.9B active
     ("llama-4-scout", 109e9, None),           # 109B total with the vision encoder ("17B active" is rounded)
+    # https://huggingface.co/Qwen/Qwen2-57B-A14B: "57B-A14B", 57B in total. By hand: embeddings and head
+    # 2 × 151,936 × 3,584 = 1,089,081,344; per layer attention 2 × 3,584² + 2 × 512 × 3,584 + biases 4,608 =
+    # 29,365,760, 64 experts × 3 × 3,584 × 2,560 = 1,761,607,680, the shared expert 3 × 3,584 × 20,480 = 220,200,960,
+    # router 64 × 3,584 and shared gate 3,584 = 232,960, norms 7,168: 2,011,413,504 × 28 layers; + final norm 3,584
+    # = 57,408,658,944 (0.72 % above 57B)
+    ("qwen2-57b-a14b", 57e9, None),
+    # https://huggingface.co/microsoft/Phi-4-mini-instruct: "3.8B parameters". By hand: tied embeddings
+    # 200,064 × 3,072 = 614,596,608; per layer q/k/v 5,120 × 3,072 + o 3,072² + MLP 3 × 8,192 × 3,072 + norms
+    # 6,144 = 100,669,440 × 32; + final norm = 3,836,021,760 (0.95 % above 3.8B)
+    ("phi-4-mini-instruct", 3.8e9, None),
+    # https://huggingface.co/tencent/Hunyuan-A13B-Instruct: "80 billion total parameters". By hand: tied embeddings
+    # 128,167 × 4,096 = 524,972,032; per layer attention 2 × 4,096² + 2 × 1,024 × 4,096 + q/k norms 256 =
+    # 41,943,296, router 64 × 4,096, 64 experts × 3 × 4,096 × 3,072 = 2,415,919,104, the shared MLP
+    # 3 × 4,096 × 3,072 = 37,748,736, norms 8,192: 2,495,881,472 × 32; + final norm = 80,393,183,232 (0.49 % above)
+    ("hunyuan-a13b-instruct", 80e9, None),
 ])
 def test_parameters_within_one_percent_of_the_card(name, total, active):
     m = load_model(path(name))
     assert m.params_total == pytest.approx(total, rel=0.01)
     if active:
         assert m.params_active == pytest.approx(active, rel=0.01)
+
+
+def test_olmo_2_counts_exactly_what_its_checkpoint_holds():
+    """OLMo-2-1124-13B's card says only "13B" (https://huggingface.co/allenai/OLMo-2-1124-13B, 5.5 % below the count,
+    too coarse for 1 %). Its checkpoint index (model.safetensors.index.json, vendored beside the config: see
+    tests/data/configs/README.md) holds total_size 54,864,793,600 bytes of float32 ("torch_dtype": "float32"):
+    54,864,793,600 / 4 = 13,716,198,400 parameters. By hand: embeddings and head 2 × 100,352 × 5,120 =
+    1,027,604,480; per layer q/k/v/o 4 × 5,120² + full-width q/k norms 2 × 5,120 + MLP 3 × 13,824 × 5,120 + norms
+    2 × 5,120 = 317,214,720 × 40; + final norm 5,120 = 13,716,198,400."""
+    m = load_model(path("olmo-2-1124-13b"))
+    assert m.params_total == 54_864_793_600 / 4 == 13_716_198_400
+    assert m.native_dtype == "fp32" and m.structure == "mha"
 
 
 def test_a_vision_tower_counts_in_the_total_not_in_the_active_parameters():
@@ -212,14 +253,52 @@ def test_a_vision_tower_counts_in_the_total_not_in_the_active_parameters():
      "layer type 'cross_attention' is a layer the calculator does not model"),
     ({"global_head_dim": 256}, "K/V head dims that differ by layer type ('global_head_dim'): not modelled"),
     ({"num_kv_shared_layers": 40}, "num_kv_shared_layers (40) must be fewer than the layers (32)"),
+    ({"model_type": "hunyuan", "use_cla": True},
+     "cross-layer attention: adjacent layers share one K/V (Hunyuan's CLA) ('use_cla'): not modelled"),
 ])
 def test_refusals_name_what_is_not_modelled(tmp_path, change, fragment):
-    d = {**cfg("mixtral-8x7b"), **change}
+    d = {**cfg("hunyuan-a13b-instruct" if change.get("model_type") == "hunyuan" else "mixtral-8x7b"), **change}
     p = tmp_path / "config.json"
     p.write_text(json.dumps(d))
     with pytest.raises(InputError) as e:
         load_model(str(p))
     assert fragment in str(e.value)
+
+
+def test_hunyuan_is_built_although_its_class_leaves_head_dim_empty():
+    """transformers 5.24's HunYuanMoEV1Config declares head_dim None and derives nothing when a file leaves it out
+    (Tencent's file states attention_head_dim 128 instead); its attention then computes None ** -0.5, so the model
+    cannot be built as the class leaves it. hf_config fills in hidden_size // num_attention_heads = 4096 // 32 = 128,
+    what the class's own rotary code computes, and builds it."""
+    import torch
+    import transformers
+
+    d = cfg("hunyuan-a13b-instruct")
+    c = hf_config.build(d, "config.json")
+    assert "head_dim" not in d and d["attention_head_dim"] == 128 and c.head_dim is None
+    with pytest.raises(TypeError), torch.device("meta"):
+        transformers.AutoModelForCausalLM.from_config(c)
+    params = hf_config.meta_parameters(d)
+    shapes = dict(params)
+    assert shapes["model.layers.0.self_attn.q_proj.weight"] == (32 * 128, 4096)
+    assert shapes["model.layers.0.self_attn.query_layernorm.weight"] == (128,)
+    assert sum(configs._numel(s) for _, s in params) == 80_393_183_232
+
+
+@pytest.mark.parametrize("name, context, hand", [
+    ("qwen2-57b-a14b", "8K", 8192 * 57_344), ("phi-4-mini-instruct", "8K", 8192 * 131_072),
+    ("olmo-2-1124-13b", "4K", 4096 * 819_200), ("hunyuan-a13b-instruct", "8K", 8192 * 131_072),
+])
+def test_the_new_families_plan_from_the_command_line(capsys, name, context, hand):
+    """`capacity plan --model <config.json> --accelerator h100 --context 8K --batch 1 --json` (OLMo 2 at its 4K
+    maximum: 8K is refused, beyond its 4,096 positions); the cache per sequence is the one worked by hand above."""
+    assert main(["plan", "--model", path(name), "--accelerator", "h100", "--context", context, "--batch", "1",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["kv_bytes_per_sequence"] == hand
+    if name == "olmo-2-1124-13b":
+        assert main(["plan", "--model", path(name), "--accelerator", "h100", "--context", "8K", "--json"]) == 2
+        assert "maximum context of 4096" in capsys.readouterr().err
 
 
 def test_layers_that_reuse_k_v_cache_nothing(tmp_path):

@@ -61,6 +61,10 @@ FAMILIES = {
     "kimi_k2": ("MLA, MoE, FP8 (DeepseekV3ForCausalLM)", "moonshotai/Kimi-K2-Instruct"),
     "deepseek_v32": ("MLA with indexer keys, MoE, FP8", "deepseek-ai/DeepSeek-V3.2"),
     "minimax_m1": ("lightning-attention hybrid, MoE (its own code)", "MiniMaxAI/MiniMax-M1"),
+    "qwen2_moe": ("GQA, MoE", "Qwen/Qwen2-57B-A14B"),
+    "phi3": ("GQA (a sliding window longer than the context: full attention)", "microsoft/Phi-4-mini-instruct"),
+    "olmo2": ("MHA", "allenai/OLMo-2-1124-13B"),
+    "hunyuan": ("GQA, MoE (HunYuanMoEV1ForCausalLM)", "tencent/Hunyuan-A13B-Instruct"),
 }
 
 # Limits checked before transformers sees the file: far beyond any published model, near enough that a model
@@ -85,7 +89,7 @@ _LIMITS = {
     "n_groups": (1, 4096), "linear_num_key_heads": (1, 4096), "linear_num_value_heads": (1, 4096),
     "linear_key_head_dim": (1, 4096), "linear_value_head_dim": (1, 4096), "linear_conv_kernel_dim": (1, 64),
 }
-_PER_LAYER = ("intermediate_size",)   # may be one value per layer
+_PER_LAYER = ("intermediate_size", "moe_intermediate_size")   # may be one value per layer (Gemma 3n, Hunyuan)
 _LISTS = ("layer_types", "layers_block_type", "mlp_only_layers", "attn_layer_indices")
 QUANT_METHODS = ("fp8", "mxfp4", "awq", "gptq")
 
@@ -237,6 +241,7 @@ NOT_MODELLED = {
     "global_head_dim": "K/V head dims that differ by layer type",
     "num_global_key_value_heads": "K/V head counts that differ by layer type",
     "kv_lora_rank_per_layer": "per-layer MLA latent widths",
+    "use_cla": "cross-layer attention: adjacent layers share one K/V (Hunyuan's CLA)",
 }
 
 
@@ -251,7 +256,8 @@ def layer_kinds(f: Fields) -> list[str]:
 
     What the file states comes first (its ``layer_types``, then a pattern it states), then the defaults' own
     ``layer_types`` (a class's default size: repeated by its period to the file's layer count), then a pattern
-    the defaults state; a ``sliding_window`` with no pattern windows every layer (Mistral-7B)."""
+    the defaults state; a ``sliding_window`` with no pattern windows every layer (Mistral-7B) when it is shorter
+    than the longest context."""
     for key, what in NOT_MODELLED.items():
         v = f.raw(key)
         if v not in (None, False, [], 0):
@@ -267,8 +273,12 @@ def layer_kinds(f: Fields) -> list[str]:
         kinds = _named_kinds(f, types, n) if types else _stated_kinds(f, f.defaults, n)
     if kinds is not None:
         return kinds
-    if f.raw("sliding_window") and f.raw("use_sliding_window") is not False:
+    window, longest = f.raw("sliding_window"), f.raw("max_position_embeddings")
+    if window and f.raw("use_sliding_window") is not False and not (
+            isinstance(window, int) and isinstance(longest, int) and window >= longest):
         return ["window"] * n
+    # no window, or one no shorter than the longest context (Phi-4-mini: 262,144 for 131,072 positions): every
+    # token stays in the cache, as in full attention
     return ["full"] * n
 
 

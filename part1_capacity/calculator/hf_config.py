@@ -125,6 +125,13 @@ def meta_parameters(config: dict, where: str = "config.json") -> list[tuple[str,
             break
         except (Exception, RecursionError) as exc:
             first = first or exc
+            if _fill_head_dim(cfg.get_text_config()):
+                try:                                  # the class's own fallback, which it never reaches
+                    with torch.device("meta"):
+                        model = getattr(tr, name).from_config(cfg)
+                    break
+                except (Exception, RecursionError):
+                    pass
     if model is None and cfg.get_text_config() is not cfg:
         # a tower that needs a library not installed (Gemma 3n's vision tower needs timm): the language model alone
         try:
@@ -136,6 +143,22 @@ def meta_parameters(config: dict, where: str = "config.json") -> list[tuple[str,
         msg = (str(first).strip().splitlines() or [type(first).__name__])[0][:200]
         raise InputError(f"{where}: transformers cannot build this model: {msg}") from None
     return [(n, tuple(p.shape)) for n, p in model.named_parameters()]
+
+
+def _fill_head_dim(cfg) -> bool:
+    """Give ``head_dim`` its derived value when a class leaves it None and its model cannot be built so.
+
+    ``HunYuanMoEV1Config`` (transformers 5.24) declares ``head_dim: int | None = None`` and derives nothing when a
+    file leaves it out (Tencent's Hunyuan-A13B file states ``attention_head_dim`` instead); its attention reads
+    ``getattr(config, "head_dim", hidden_size // num_attention_heads)`` — the attribute exists, so the fallback never
+    applies and ``None ** -0.5`` fails. The value the class meant (and its rotary code computes, and vLLM uses) is
+    ``hidden_size // num_attention_heads``. True when it was filled in."""
+    heads, hidden = getattr(cfg, "num_attention_heads", None), getattr(cfg, "hidden_size", None)
+    if getattr(cfg, "head_dim", 0) is not None or not isinstance(heads, int) or not isinstance(hidden, int) \
+            or heads <= 0:
+        return False
+    cfg.head_dim = hidden // heads
+    return True
 
 
 def version() -> str:
