@@ -15,12 +15,13 @@ Qwen2-MoE test), ``phi-4-mini-instruct`` microsoft/Phi-4-mini-instruct, ``olmo-2
 import json
 import subprocess
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
 from part0_foundations.l03_kv_cache import laws
-from part1_capacity.calculator import configs, hf_config, roofline
+from part1_capacity.calculator import configs, hf_config, param_count, roofline
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.loader import load_model
 from part1_capacity.calculator.plan import Workload, make_plan
@@ -173,18 +174,34 @@ def test_pure_reader_with_class_defaults_agrees_with_transformers(name):
         b.structure, b.n_full_layers, b.n_window_layers, b.window)
 
 
-# the pure count equals transformers' meta-device build (text model) for these structures
-EXACT = ["deepseek-r1", "deepseek-v2.5", "deepseek-v3.2", "jamba-1.5-mini", "kimi-k2", "llama-3.1-70b",
-         "llama-4-scout", "mistral-7b-v0.1", "mistral-nemo-12b", "mixtral-8x7b", "qwen3-235b-a22b", "qwen3-8b",
-         "qwen3-coder-480b-a35b"]
+# the pure count equals transformers' meta-device build for every published config transformers has a class for
+EXACT = [n for n in ALL if hf_config.known_model_type(cfg(n))]
+
+
+@lru_cache(maxsize=None)
+def meta(name):
+    """transformers' own parameter list for a published config, built on the meta device (imports torch)."""
+    return tuple(hf_config.meta_parameters(cfg(name)))
+
+
+def total(params, keep=lambda n: True):
+    return sum(param_count.numel(s) for n, s in params if keep(n))
 
 
 @pytest.mark.parametrize("name", EXACT)
 def test_pure_parameter_count_equals_the_meta_device_count(name):
+    """The text model alone, and the whole model a server loads (vision tower and projector included)."""
     d = cfg(name)
-    pure = sum(configs._numel(s) for _, s in configs.count_parameters(d, hf_config.defaults_for(d)))
-    meta = sum(configs._numel(s) for n, s in hf_config.meta_parameters(d) if not configs._MULTIMODAL.search(n))
-    assert pure == meta
+    text = lambda n: not param_count.MULTIMODAL.search(n)                        # noqa: E731
+    resolved = hf_config.defaults_for(d)
+    assert total(param_count.count_parameters(d, resolved)) == total(meta(name), text)
+    assert total(param_count.count_model_parameters(d, resolved)) == total(meta(name))
+
+
+def test_every_published_config_with_a_class_is_counted():
+    """MiniMax-M1 alone has no transformers class (its own code): it is counted from its fields, and its 456B card
+    checks that count (test_parameters_within_one_percent_of_the_card)."""
+    assert set(ALL) - set(EXACT) == {"minimax-m1"}
 
 
 def test_the_pure_layer_imports_nothing_heavy():
@@ -240,8 +257,7 @@ def test_olmo_2_counts_exactly_what_its_checkpoint_holds():
 
 def test_a_vision_tower_counts_in_the_total_not_in_the_active_parameters():
     m = load_model(path("llama-4-scout"))
-    text = sum(configs._numel(s) for _, s in configs.count_parameters(cfg("llama-4-scout"),
-                                                                      hf_config.defaults_for(cfg("llama-4-scout"))))
+    text = total(param_count.count_parameters(cfg("llama-4-scout"), hf_config.defaults_for(cfg("llama-4-scout"))))
     assert m.params_total > text                     # the vision encoder is loaded
     routed_unused = m.params_routed * (1 - 1 / 16)   # 1 of 16 experts per token
     assert m.params_active == pytest.approx(text - routed_unused, rel=1e-9)
@@ -265,6 +281,19 @@ def test_refusals_name_what_is_not_modelled(tmp_path, change, fragment):
     assert fragment in str(e.value)
 
 
+def test_experts_whose_width_differs_by_layer_are_refused_by_name(tmp_path):
+    """A width per layer is read when every layer has the same one (Hunyuan states 32 × 3,072); different widths are
+    a structure the count does not model, and the message says so."""
+    d = {**cfg("qwen2-57b-a14b"), "moe_intermediate_size": [2560] * 27 + [1280]}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(InputError, match="experts whose width differs by layer are not modelled"):
+        load_model(str(p))
+    d["moe_intermediate_size"] = [2560] * 28
+    p.write_text(json.dumps(d))
+    assert load_model(str(p)).params_total == load_model(path("qwen2-57b-a14b")).params_total
+
+
 def test_hunyuan_is_built_although_its_class_leaves_head_dim_empty():
     """transformers 5.24's HunYuanMoEV1Config declares head_dim None and derives nothing when a file leaves it out
     (Tencent's file states attention_head_dim 128 instead); its attention then computes None ** -0.5, so the model
@@ -278,11 +307,10 @@ def test_hunyuan_is_built_although_its_class_leaves_head_dim_empty():
     assert "head_dim" not in d and d["attention_head_dim"] == 128 and c.head_dim is None
     with pytest.raises(TypeError), torch.device("meta"):
         transformers.AutoModelForCausalLM.from_config(c)
-    params = hf_config.meta_parameters(d)
-    shapes = dict(params)
+    shapes = dict(meta("hunyuan-a13b-instruct"))
     assert shapes["model.layers.0.self_attn.q_proj.weight"] == (32 * 128, 4096)
     assert shapes["model.layers.0.self_attn.query_layernorm.weight"] == (128,)
-    assert sum(configs._numel(s) for _, s in params) == 80_393_183_232
+    assert total(meta("hunyuan-a13b-instruct")) == 80_393_183_232
 
 
 @pytest.mark.parametrize("name, context, hand", [
@@ -339,8 +367,15 @@ def test_the_stored_defaults_are_transformers_own():
     assert table["transformers"] == hf_config.version()
     assert set(table["model_types"]) == set(configs.COUNTED)
     assert table["known_types"] == hf_config.known_types()
+    assert table["known_architectures"] == hf_config.known_architectures()
     for mt in configs.COUNTED:
         assert table["model_types"][mt] == json.loads(json.dumps(hf_config.class_defaults(mt), default=str)), mt
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_stored_table_knows_which_files_transformers_has_a_class_for(name):
+    """The pure path asks the stored table, not transformers, whether a file has a class (MiniMax-M1 has none)."""
+    assert configs.transformers_has_class(cfg(name)) == (hf_config.known_model_type(cfg(name)) is not None)
 
 
 STORED = [n for n in ALL if configs.stored_type(cfg(n))]
@@ -356,15 +391,19 @@ def test_every_counted_type_has_a_published_config_counted_exactly():
 def test_the_pure_path_plans_exactly_as_the_transformers_path(name):
     d = cfg(name)
     pure = configs.profile_from_config(d, "config.json", model_id=name)          # stored defaults, pure count
-    full = configs.profile_from_fields(d, hf_config.defaults_for(d), "config.json", name,
-                                       hf_config.meta_parameters(d))
+    full = configs.profile_from_fields(d, hf_config.defaults_for(d), "config.json", name, list(meta(name)))
     assert pure == full
 
 
 def test_a_counted_config_plans_without_transformers_or_torch():
+    """Text-only, multimodal (its vision tower counted too), hybrid, a type named only by its class, and one
+    transformers has no class for."""
+    names = ("mixtral-8x7b", "gemma-3-27b-it", "qwen3-vl-30b-a3b", "nemotron-h-8b", "hunyuan-a13b-instruct", "gpt2",
+             "minimax-m1")
     code = ("import sys; from part1_capacity.cli import main; "
-            f"assert main(['plan', '--model', {path('mixtral-8x7b')!r}, '--accelerator', 'h100', '--context', '4096', "
-            "'--json']) == 0; "
+            f"paths = {[path(n) for n in names]!r}; "
+            "assert all(main(['plan', '--model', p, '--accelerator', 'h100', '--context', '1024', '--json']) == 0 "
+            "for p in paths); "
             "heavy = [m for m in ('transformers', 'torch') if m in sys.modules]; assert not heavy, heavy")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-800:]

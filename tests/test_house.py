@@ -38,7 +38,8 @@ KNOWN_PRIVATE_IMPORTS = {("part0_foundations/l02_encoder_decoder/checks.py",
 # search, the plan, then what is built on a plan.
 LAYERS = (
     ("base", ("errors", "units", "fmt", "validate", "dtypes")),
-    ("model", ("weights", "gguf_header", "profiles", "hf_config", "configs", "checkpoints", "hub", "loader")),
+    ("model", ("weights", "gguf_header", "profiles", "hf_config", "config_fields", "param_count", "configs",
+               "checkpoints", "hub", "loader")),
     ("hardware", ("hardware", "tiers")),
     ("sizing", ("sharding", "roofline", "index_memory")),
     ("engine rules", ("engine_rules",)),

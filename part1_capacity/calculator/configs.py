@@ -15,9 +15,11 @@ Two layers:
 - ``hf_config.defaults_for(config)`` — ``transformers`` builds the config class for the file, so the defaults and
   derived fields are exactly those an engine loading the model sees; ``profile_from_config`` joins the two.
 
-Parameters: ``count_parameters(config, defaults)`` counts a text model from its fields (pure Python; checked
-against ``transformers``' meta-device build in the tests); a file path plans with the exact meta-device list
-(``hf_config.meta_parameters``), a checkpoint with its headers.
+Parameters: ``param_count.count_model_parameters(config, defaults)`` counts the model from its fields (pure Python;
+held equal to ``transformers``' meta-device build for every published config in the tests). A config of a type it
+counts (``COUNTED``) plans in pure Python with the class defaults stored in data/config_defaults.json; another type
+plans with ``transformers``' defaults and its exact meta-device list (``hf_config.meta_parameters``), a checkpoint
+with its headers. The field reading itself is ``config_fields``.
 """
 from __future__ import annotations
 
@@ -29,7 +31,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from part1_capacity.calculator import validate
+from part1_capacity.calculator.config_fields import (DTYPE_NAMES, NOT_MODELLED, SHAPE_FIELDS, Fields, experts,
+                                                     head_dim_of, layer_kinds, named_kinds, ssm_fields)
 from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.param_count import (MULTIMODAL, count_model_parameters, count_parameters,
+                                                   is_routed_expert, numel)
 from part1_capacity.calculator.profiles import ModelProfile, profile_from_dict
 from part1_capacity.calculator.weights import WeightGroup
 
@@ -162,243 +168,6 @@ def _model_type(d: dict, where: str) -> str:
     return mt
 
 
-# --- the fields, read the way transformers reads them -------------------------------------------------------------
-# the canonical name first, then the names families publish it under (transformers' attribute_map)
-ALIASES = {
-    "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
-    "num_attention_heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
-    "hidden_size": ("hidden_size", "n_embd", "d_model", "dim"),
-    "max_position_embeddings": ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"),
-    "intermediate_size": ("intermediate_size", "n_inner", "ffn_hidden_size"),
-}
-SHAPE_FIELDS = ("num_hidden_layers", "num_attention_heads", "hidden_size")   # a file must state these itself
-
-
-class Fields:
-    """The text model's fields: the file's value, else the default's. ``where`` names the file in messages."""
-
-    def __init__(self, config: dict, defaults: dict | None, where: str):
-        defaults = defaults or {}
-        nested = isinstance(config.get("text_config"), dict)
-        self.file = config["text_config"] if nested else config
-        self.defaults = (defaults.get("text_config") if nested else defaults) or {}
-        if not nested and isinstance(defaults.get("text_config"), dict) and defaults["text_config"] is not None:
-            # a text-only file of a type whose class nests its text part (rare): read the nested defaults
-            self.defaults = {**defaults["text_config"], **{k: v for k, v in defaults.items() if k != "text_config"}}
-        self.top = config
-        self.where = f"{where}: text_config" if nested else where
-
-    def raw(self, name):
-        for key in ALIASES.get(name, (name,)):
-            if key in self.file:            # a field the file states, null included ("sliding_window": null)
-                return self.file[key]
-        for key in ALIASES.get(name, (name,)):
-            if self.defaults.get(key) is not None:
-                return self.defaults[key]
-        return None
-
-    def first(self, *names):
-        """The value of the first of ``names`` the file states, else the first the defaults give (a default's
-        alias never shadows the name the file uses: qwen3_moe's ``num_experts`` is its ``num_local_experts``)."""
-        for src in (self.file, self.defaults):
-            for name in names:
-                for key in ALIASES.get(name, (name,)):
-                    if src.get(key) is not None:
-                        return src[key]
-        return None
-
-    def stated(self, name) -> bool:
-        return any(self.file.get(k) is not None for k in ALIASES.get(name, (name,)))
-
-    def int(self, name, default=None, lo=0, hi=None):
-        v = self.raw(name)
-        if v is None:
-            if default is None:
-                raise InputError(f"{self.where}: missing field '{name}'")
-            return default
-        if isinstance(v, list):
-            raise InputError(f"{self.where}: field '{name}' is a list of {len(v)} values: one per layer is not "
-                             "modelled (every layer must have the same value)")
-        return validate.number(v, f"{self.where}: field '{name}'", lo=lo, hi=hi, integer=True)
-
-    def flag(self, name, default=False) -> bool:
-        v = self.raw(name)
-        return default if v is None else bool(v)
-
-
-# layer_types names → the calculator's layer kinds. "full": K/V of every token; "window": the last W tokens;
-# "chunked": the tokens of the current chunk; "linear": a recurrent state (delta-net, lightning, Mamba);
-# "both": attention and SSM side by side (Falcon-H1); "none": an MLP-only block.
-KINDS = {"full_attention": "full", "attention": "full", "global": "full", "full": "full", "global_attention": "full",
-         "indexed_attention": "full", "sliding_attention": "window", "sliding": "window", "local": "window",
-         "local_attention": "window", "chunked_attention": "chunked", "linear_attention": "linear",
-         "mamba": "linear", "mamba2": "linear", "ssm": "linear", "hybrid": "both", "mlp": "none", "moe": "none",
-         "-": "none", "E": "none", "M": "linear", "*": "full"}
-# fields that mean the cache holds something the calculator does not model, and what that is
-NOT_MODELLED = {
-    "cross_attention_layers": "cross-attention layers cache the image encoder's K/V beside the text's",
-    "is_encoder_decoder": "an encoder-decoder's cross-attention caches the encoder output per sequence",
-    "global_head_dim": "K/V head dims that differ by layer type",
-    "num_global_key_value_heads": "K/V head counts that differ by layer type",
-    "kv_lora_rank_per_layer": "per-layer MLA latent widths",
-    "use_cla": "cross-layer attention: adjacent layers share one K/V (Hunyuan's CLA)",
-}
-
-
-def _periodic(n: int, period: int, last_is_global=True) -> list[bool]:
-    """Layer i is local unless (i + 1) is a multiple of ``period``: the convention of every published period
-    (Gemma 2/3, Cohere 2, Qwen3-Next, Llama 4)."""
-    return [(i + 1) % period != 0 for i in range(n)]
-
-
-def layer_kinds(f: Fields) -> list[str]:
-    """Per layer: 'full', 'window', 'chunked', 'linear', 'both' or 'none', from every way a config marks it.
-
-    What the file states comes first (its ``layer_types``, then a pattern it states), then the defaults' own
-    ``layer_types`` (a class's default size: repeated by its period to the file's layer count), then a pattern
-    the defaults state; a ``sliding_window`` with no pattern windows every layer (Mistral-7B) when it is shorter
-    than the longest context."""
-    for key, what in NOT_MODELLED.items():
-        v = f.raw(key)
-        if v not in (None, False, [], 0):
-            raise InputError(f"{f.where}: {what} ('{key}'): not modelled")
-    n = f.int("num_hidden_layers", lo=1, hi=512)
-    kinds = _stated_kinds(f, f.file, n)
-    if kinds is None:
-        types = f.defaults.get("layer_types") or f.defaults.get("layers_block_type")
-        if isinstance(types, list) and types and len(types) != n:
-            period = next(p for p in range(1, len(types) + 1)
-                          if all(types[i] == types[i % p] for i in range(len(types))))
-            types = [types[i % period] for i in range(n)]
-        kinds = _named_kinds(f, types, n) if types else _stated_kinds(f, f.defaults, n)
-    if kinds is not None:
-        return kinds
-    window, longest = f.raw("sliding_window"), f.raw("max_position_embeddings")
-    if window and f.raw("use_sliding_window") is not False and not (
-            isinstance(window, int) and isinstance(longest, int) and window >= longest):
-        return ["window"] * n
-    # no window, or one no shorter than the longest context (Phi-4-mini: 262,144 for 131,072 positions): every
-    # token stays in the cache, as in full attention
-    return ["full"] * n
-
-
-def _named_kinds(f: Fields, types, n: int) -> list[str]:
-    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-        raise InputError(f"{f.where}: field 'layer_types' must be a list of names, got {validate.show(types)}")
-    bad = [t for t in types if t not in KINDS]
-    if bad:
-        raise InputError(f"{f.where}: layer type {validate.show(bad[0])} is a layer the calculator does not "
-                         f"model; known: {', '.join(k for k in KINDS if len(k) > 1)}")
-    if len(types) != n:
-        raise InputError(f"{f.where}: layer_types has {len(types)} entries for num_hidden_layers={n}")
-    return [KINDS[t] for t in types]
-
-
-def _stated_kinds(f: Fields, src: dict, n: int) -> list[str] | None:
-    """The layer kinds a pattern in ``src`` (the file's fields, or the defaults') states; None when it states none.
-    Sizes a pattern needs are read from the file, else the defaults (``f``)."""
-    types = src.get("layer_types") or src.get("layers_block_type")
-    if types is not None and src is f.file:
-        return _named_kinds(f, types, n)
-    pattern = src.get("hybrid_override_pattern")
-    if isinstance(pattern, str):                           # Nemotron-H: M (Mamba-2) * (attention) - (MLP) E (MoE)
-        if len(pattern) != n:
-            raise InputError(f"{f.where}: hybrid_override_pattern has {len(pattern)} entries for "
-                             f"num_hidden_layers={n}")
-        return [KINDS[c] for c in pattern]
-    attn_types = src.get("attn_type_list")                 # MiniMax: 1 softmax attention, 0 lightning attention
-    if attn_types is not None:
-        if not isinstance(attn_types, list) or len(attn_types) != n or set(attn_types) - {0, 1}:
-            raise InputError(f"{f.where}: field 'attn_type_list' must be {n} values of 0 (lightning) or 1 (softmax)")
-        return ["full" if t else "linear" for t in attn_types]
-    if src.get("attn_layer_period"):                       # Jamba: attention every period-th layer from the offset
-        period, offset = f.int("attn_layer_period", lo=1, hi=512), f.int("attn_layer_offset", 0, hi=511)
-        return ["full" if i % period == offset else "linear" for i in range(n)]
-    if src.get("attention_chunk_size"):                    # Llama 4: RoPE layers chunked, NoPE layers global
-        nope = f.raw("no_rope_layers")
-        if isinstance(nope, list) and len(nope) == n:
-            return ["chunked" if x else "full" for x in nope]
-        every = f.int("no_rope_layer_interval", 4, lo=1, hi=512)
-        return ["chunked" if local else "full" for local in _periodic(n, every)]
-    if src.get("full_attention_interval") and (f.raw("linear_num_key_heads") or f.raw("linear_key_head_dim")):
-        return ["linear" if local else "full" for local in _periodic(n, f.int("full_attention_interval", lo=1))]
-    p = src.get("sliding_window_pattern") or src.get("_sliding_window_pattern")
-    if p and f.raw("sliding_window") and f.raw("use_sliding_window") is not False:
-        p = validate.number(p, f"{f.where}: field 'sliding_window_pattern'", lo=1, hi=512, integer=True)
-        return ["window" if local else "full" for local in _periodic(n, p)]
-    return None
-
-
-def _ssm(f: Fields, n_layers: int) -> dict:
-    """The recurrent layers' state shape, by the fields that describe it (the state size itself comes from the
-    lesson-03 laws in ``profiles.ssm_from_dict``)."""
-    g = f.int
-    if f.raw("linear_num_key_heads") is not None or f.raw("linear_key_head_dim") is not None:
-        out = {"kind": "gated_deltanet", "n_layers": n_layers, "n_k_heads": g("linear_num_key_heads", lo=1),
-               "n_v_heads": g("linear_num_value_heads", lo=1), "k_head_dim": g("linear_key_head_dim", lo=1),
-               "v_head_dim": g("linear_value_head_dim", lo=1), "d_conv": g("linear_conv_kernel_dim", lo=1)}
-        if f.raw("mamba_ssm_dtype") or f.raw("mamba_ssm_cache_dtype"):
-            # the checkpoint names the state's dtype (Qwen3.5: "mamba_ssm_dtype": "float32"), which vLLM follows
-            out["state_dtype"] = DTYPE_NAMES.get(str(f.raw("mamba_ssm_cache_dtype") or f.raw("mamba_ssm_dtype")),
-                                                 "fp32")
-        return out
-    heads = f.first("mamba_n_heads", "mamba_num_heads")
-    if heads is not None:
-        def pick(a, b):            # the name the file uses, else the one the defaults give
-            return a if (a in f.file or (b not in f.file and f.raw(a) is not None)) else b
-        hn = pick("mamba_n_heads", "mamba_num_heads")
-        hd = pick("mamba_d_head", "mamba_head_dim")
-        ds = pick("mamba_d_state", "ssm_state_size")
-        dc = pick("mamba_d_conv", "conv_kernel")
-        ng = pick("mamba_n_groups", "n_groups")
-        if f.raw(hd) in (None, "auto") and f.raw("mamba_d_ssm"):
-            head_dim = g("mamba_d_ssm", lo=1) // g(hn, lo=1)
-        else:
-            head_dim = g(hd, lo=1)
-        out = {"kind": "mamba2", "n_layers": n_layers, "n_heads": g(hn, lo=1), "head_dim": head_dim,
-               "d_state": g(ds, lo=1), "d_conv": g(dc, lo=1), "n_groups": g(ng, lo=1)}
-        cache = f.raw("mamba_ssm_cache_dtype")
-        if any(a == "NemotronHForCausalLM" for a in (f.top.get("architectures") or [])) or cache:
-            # vLLM keeps Nemotron-H's SSM state in the checkpoint's mamba_ssm_cache_dtype, float32 by default
-            # (vllm/model_executor/models/config.py, NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE)
-            out["state_dtype"] = DTYPE_NAMES.get(str(cache or "float32"), "fp32")
-        return out
-    if f.raw("mamba_expand") is not None and f.raw("mamba_d_state") is not None:
-        return {"kind": "mamba1", "n_layers": n_layers, "d_inner": g("mamba_expand", lo=1) * g("hidden_size", lo=1),
-                "d_state": g("mamba_d_state", lo=1), "d_conv": g("mamba_d_conv", lo=1)}
-    if f.raw("block_size") is not None or f.raw("attn_type_list") is not None or f.raw("linear_attn_alpha_factor"):
-        # lightning attention (MiniMax): per head a head_dim × head_dim matrix, no convolution
-        heads = g("num_attention_heads", lo=1)
-        return {"kind": "lightning", "n_layers": n_layers, "n_heads": heads, "head_dim": _head_dim(f, heads)}
-    raise InputError(f"{f.where}: recurrent (linear-attention) layers whose state shape the config does not give "
-                     "(no Mamba, gated DeltaNet or lightning-attention fields): not modelled")
-
-
-DTYPE_NAMES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "torch.bfloat16": "bf16",
-               "torch.float16": "fp16", "torch.float32": "fp32"}
-
-
-def _head_dim(f: Fields, heads: int) -> int:
-    hd = f.raw("head_dim")
-    if hd is not None:
-        return f.int("head_dim", lo=1, hi=4096)
-    return f.int("hidden_size", lo=1) // heads
-
-
-def experts(f: Fields) -> tuple[int, int]:
-    """(routed experts per MoE layer, experts each token uses): 0, 0 for a dense model."""
-    e = f.first("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts") or 0
-    if isinstance(e, list) or not e or e == 1:
-        return 0, 0
-    k = f.first("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token")
-    if isinstance(k, list):
-        k = k[0] if len(set(k)) == 1 else None
-    if k is None:
-        raise InputError(f"{f.where}: {e} experts but no experts-per-token field (num_experts_per_tok)")
-    e = validate.number(e, f"{f.where}: experts", lo=2, hi=4096, integer=True)
-    k = validate.number(k, f"{f.where}: field 'num_experts_per_tok'", lo=1, hi=e, integer=True)
-    return e, k
-
 
 def check_config(config: dict, where: str) -> str:
     """The file's own checks, before any defaults: a JSON object with a model_type, numbers in range, and the
@@ -415,7 +184,7 @@ def check_config(config: dict, where: str) -> str:
             raise InputError(f"{f.where}: {what} ('{key}'): not modelled")
     types = f.file.get("layer_types")
     if isinstance(types, list):
-        _named_kinds(f, types, len(types))          # a layer type not modelled is named before anything else
+        named_kinds(f, types, len(types))          # a layer type not modelled is named before anything else
     missing = [k for k in SHAPE_FIELDS if not f.stated(k)]
     if missing:
         raise InputError(f"{f.where}: missing field '{missing[0]}' (with {', '.join(SHAPE_FIELDS)}, it defines "
@@ -432,7 +201,7 @@ def structure_fields(config: dict, defaults: dict | None = None, where: str = "c
     n_heads = f.int("num_attention_heads", lo=1, hi=1024)
     n_kv = f.int("num_key_value_heads", 1 if f.flag("multi_query") else n_heads, lo=1, hi=1024)
     hidden = f.int("hidden_size", lo=1, hi=65536)
-    head_dim = _head_dim(f, n_heads)
+    head_dim = head_dim_of(f, n_heads)
     shared = f.int("num_kv_shared_layers", 0, hi=512)         # Gemma 3n: the last layers reuse earlier K/V
     if shared >= len(kinds):
         raise InputError(f"{f.where}: num_kv_shared_layers ({shared}) must be fewer than the layers ({len(kinds)})")
@@ -462,7 +231,7 @@ def structure_fields(config: dict, defaults: dict | None = None, where: str = "c
         if f.raw("index_head_dim") and (f.raw("index_topk") or "indexed_attention" in (f.raw("layer_types") or [])):
             prof["index_head_dim"] = f.int("index_head_dim", lo=1)   # DeepSeek-V3.2: the indexer's key per token
     if n_lin:
-        prof["ssm"] = _ssm(f, n_lin)
+        prof["ssm"] = ssm_fields(f, n_lin)
     e, k = experts(f)
     if e:
         prof["_experts"] = (e, k)
@@ -479,12 +248,12 @@ def profile_from_fields(config: dict, defaults: dict | None = None, where: str =
     prof = structure_fields(config, defaults, where, model_id)
     prof.pop("_experts", None)
     if parameters is None:
-        parameters = count_parameters(config, defaults, where)
-    total = sum(_numel(s) for _, s in parameters)
-    routed = [(n, s) for n, s in parameters if _is_routed_expert(n)]
-    active = total - sum(_numel(s) for n, s in parameters if _MULTIMODAL.search(n))
+        parameters = count_model_parameters(config, defaults, where)
+    total = sum(numel(s) for _, s in parameters)
+    routed = [(n, s) for n, s in parameters if is_routed_expert(n)]
+    active = total - sum(numel(s) for n, s in parameters if MULTIMODAL.search(n))
     f = Fields(config, defaults, where)
-    routed_params = sum(_numel(s) for _, s in routed)
+    routed_params = sum(numel(s) for _, s in routed)
     if routed:
         e, k = experts(f)
         if e:
@@ -537,140 +306,6 @@ def families_by_structure(profiles) -> dict[str, list[str]]:
     return out
 
 
-# --- parameters from the fields ------------------------------------------------------------------------------------
-def count_parameters(config: dict, defaults: dict | None = None, where: str = "config.json"):
-    """(name, shape) of the text model's parameters, from its fields alone (pure Python): embeddings, attention
-    (GQA, MLA with its indexer), dense and expert MLPs (routed, shared, dense-first layers), recurrent blocks and
-    norms. Named like ``transformers``' modules, so quantization rules and the routed-expert share read them
-    alike. A vision or audio tower is not counted here (the meta-device list has it)."""
-    f = Fields(config, defaults, where)
-    kinds = layer_kinds(f)
-    D = f.int("hidden_size", lo=1)
-    V = f.int("vocab_size", lo=1)
-    H = f.int("num_attention_heads", lo=1)
-    KV = f.int("num_key_value_heads", H, lo=1)
-    hd = _head_dim(f, H)
-    inter = f.raw("intermediate_size")
-    inter = inter[0] if isinstance(inter, list) else inter
-    I = validate.number(inter or 4 * D, f"{f.where}: field 'intermediate_size'", lo=1, integer=True)
-    out = [("model.embed_tokens.weight", (V, D))]
-    if not f.flag("tie_word_embeddings"):
-        out.append(("lm_head.weight", (V, D)))
-    e, k = experts(f)
-    moe_I = f.int("moe_intermediate_size", I) if e else 0
-    dense_first = f.int("first_k_dense_replace", 0) if e else 0
-    mlp_only = set(f.raw("mlp_only_layers") or [])
-    step = f.int("decoder_sparse_step", 1, lo=1) if e else 1
-    mlp_types = f.raw("mlp_layer_types")
-    bias = f.flag("attention_bias") or f.flag("qkv_bias")
-    ssm = _ssm(f, 1) if any(x in ("linear", "both") for x in kinds) else None
-    pattern = f.raw("hybrid_override_pattern")
-    one_op_per_block = isinstance(pattern, str) and len(pattern) == len(kinds)
-    for i, kind in enumerate(kinds):
-        p = f"model.layers.{i}"
-        out.append((f"{p}.input_layernorm.weight", (D,)))
-        if kind in ("full", "window", "chunked", "both"):
-            out += _attention(f, p, D, H, KV, hd, bias)
-        if kind in ("linear", "both"):
-            out += _recurrent(f, p, D, ssm, H, hd)
-        moe = bool(e) and i >= dense_first and i not in mlp_only and (i + 1) % step == 0
-        if isinstance(mlp_types, list) and i < len(mlp_types):
-            moe = bool(e) and mlp_types[i] in ("sparse", "moe")
-        if f.raw("expert_layer_period"):          # Jamba: experts every period-th layer from the offset
-            moe = bool(e) and i % f.int("expert_layer_period", lo=1) == f.int("expert_layer_offset", 0)
-        if one_op_per_block:                      # Nemotron-H: a block is a mixer or an MLP, never both
-            if kind != "none":
-                continue
-            moe = bool(e) and pattern[i] == "E"
-        if True:
-            out.append((f"{p}.post_attention_layernorm.weight", (D,)))
-            out += _moe(f, p, D, e, moe_I) if moe else [(f"{p}.mlp.gate_up_proj.weight", (2 * I, D)),
-                                                       (f"{p}.mlp.down_proj.weight", (D, I))]
-    out.append(("model.norm.weight", (D,)))
-    return out
-
-
-def _attention(f: Fields, p: str, D: int, H: int, KV: int, hd: int, bias: bool):
-    if f.raw("kv_lora_rank"):
-        r, q = f.int("kv_lora_rank", lo=1), f.raw("q_lora_rank")
-        rope, nope, v = f.int("qk_rope_head_dim", lo=1), f.int("qk_nope_head_dim", lo=1), f.int("v_head_dim", lo=1)
-        a = [(f"{p}.self_attn.kv_a_proj_with_mqa.weight", (r + rope, D)), (f"{p}.self_attn.kv_a_layernorm.weight", (r,)),
-             (f"{p}.self_attn.kv_b_proj.weight", (H * (nope + v), r)), (f"{p}.self_attn.o_proj.weight", (D, H * v))]
-        if q:
-            q = f.int("q_lora_rank", lo=1)
-            a += [(f"{p}.self_attn.q_a_proj.weight", (q, D)), (f"{p}.self_attn.q_a_layernorm.weight", (q,)),
-                  (f"{p}.self_attn.q_b_proj.weight", (H * (nope + rope), q))]
-        else:
-            a.append((f"{p}.self_attn.q_proj.weight", (H * (nope + rope), D)))
-        if f.raw("index_head_dim") and f.raw("index_n_heads"):
-            ih, ihd = f.int("index_n_heads", lo=1), f.int("index_head_dim", lo=1)
-            a += [(f"{p}.self_attn.indexer.wq_b.weight", (ih * ihd, q or D)),
-                  (f"{p}.self_attn.indexer.wk.weight", (ihd, D)), (f"{p}.self_attn.indexer.k_norm.weight", (ihd,)),
-                  (f"{p}.self_attn.indexer.k_norm.bias", (ihd,)),
-                  (f"{p}.self_attn.indexer.weights_proj.weight", (ih, D))]
-        return a
-    a = [(f"{p}.self_attn.q_proj.weight", (H * hd, D)), (f"{p}.self_attn.k_proj.weight", (KV * hd, D)),
-         (f"{p}.self_attn.v_proj.weight", (KV * hd, D)), (f"{p}.self_attn.o_proj.weight", (D, H * hd))]
-    if bias:
-        a += [(f"{p}.self_attn.q_proj.bias", (H * hd,)), (f"{p}.self_attn.k_proj.bias", (KV * hd,)),
-              (f"{p}.self_attn.v_proj.bias", (KV * hd,))]
-        if f.flag("attention_bias"):
-            a.append((f"{p}.self_attn.o_proj.bias", (D,)))
-    weightless = f.raw("attn_temperature_tuning") is not None      # Llama 4's QK norm is an L2 norm, no weights
-    if (f.flag("use_qk_norm") and not weightless) or f.raw("model_type") in ("qwen3", "qwen3_moe"):
-        a += [(f"{p}.self_attn.q_norm.weight", (hd,)), (f"{p}.self_attn.k_norm.weight", (hd,))]
-    return a
-
-
-def _moe(f: Fields, p: str, D: int, e: int, I: int):
-    m = [(f"{p}.mlp.gate.weight", (e, D)), (f"{p}.mlp.experts.gate_up_proj", (e, 2 * I, D)),
-         (f"{p}.mlp.experts.down_proj", (e, D, I))]
-    shared = f.raw("shared_expert_intermediate_size") or (f.int("n_shared_experts", 0) * I) or (
-        f.int("intermediate_size", 0) if f.raw("intermediate_size_mlp") else 0)
-    if shared:
-        m += [(f"{p}.mlp.shared_experts.gate_up_proj.weight", (2 * shared, D)),
-              (f"{p}.mlp.shared_experts.down_proj.weight", (D, shared))]
-    return m
-
-
-def _recurrent(f: Fields, p: str, D: int, s: dict, H: int, hd: int):
-    kind = s["kind"]
-    if kind == "gated_deltanet":
-        kd, vd = s["n_k_heads"] * s["k_head_dim"], s["n_v_heads"] * s["v_head_dim"]
-        conv = 2 * kd + vd
-        return [(f"{p}.linear_attn.in_proj_qkvz.weight", (2 * kd + 2 * vd, D)),
-                (f"{p}.linear_attn.in_proj_ba.weight", (2 * s["n_v_heads"], D)),
-                (f"{p}.linear_attn.conv1d.weight", (conv, 1, s["d_conv"])),
-                (f"{p}.linear_attn.dt_bias", (s["n_v_heads"],)), (f"{p}.linear_attn.A_log", (s["n_v_heads"],)),
-                (f"{p}.linear_attn.norm.weight", (s["v_head_dim"],)), (f"{p}.linear_attn.out_proj.weight", (D, vd))]
-    if kind == "mamba2":
-        d_in = s["n_heads"] * s["head_dim"]
-        conv = d_in + 2 * s["n_groups"] * s["d_state"]
-        return [(f"{p}.mamba.in_proj.weight", (d_in + conv + s["n_heads"], D)),
-                (f"{p}.mamba.conv1d.weight", (conv, 1, s["d_conv"])), (f"{p}.mamba.conv1d.bias", (conv,)),
-                (f"{p}.mamba.dt_bias", (s["n_heads"],)), (f"{p}.mamba.A_log", (s["n_heads"],)),
-                (f"{p}.mamba.D", (s["n_heads"],)), (f"{p}.mamba.norm.weight", (d_in,)),
-                (f"{p}.mamba.out_proj.weight", (D, d_in))]
-    if kind == "mamba1":
-        d_in, ds = s["d_inner"], s["d_state"]
-        rank = f.int("mamba_dt_rank", -(-D // 16), lo=1)
-        return [(f"{p}.mamba.in_proj.weight", (2 * d_in, D)), (f"{p}.mamba.conv1d.weight", (d_in, 1, s["d_conv"])),
-                (f"{p}.mamba.conv1d.bias", (d_in,)), (f"{p}.mamba.x_proj.weight", (rank + 2 * ds, d_in)),
-                (f"{p}.mamba.dt_proj.weight", (d_in, rank)), (f"{p}.mamba.dt_proj.bias", (d_in,)),
-                (f"{p}.mamba.A_log", (d_in, ds)), (f"{p}.mamba.D", (d_in,)), (f"{p}.mamba.out_proj.weight", (D, d_in)),
-                # Jamba's Mamba-1 mixer normalises its time step, B and C
-                (f"{p}.mamba.dt_layernorm.weight", (rank,)), (f"{p}.mamba.b_layernorm.weight", (ds,)),
-                (f"{p}.mamba.c_layernorm.weight", (ds,))]
-    # lightning attention: q, k, v, output gate and output projections, a norm
-    inner = s["n_heads"] * s["head_dim"]
-    return [(f"{p}.self_attn.qkv_proj.weight", (3 * inner, D)), (f"{p}.self_attn.output_gate.weight", (inner, D)),
-            (f"{p}.self_attn.out_proj.weight", (D, inner)), (f"{p}.self_attn.norm.weight", (inner,))]
-
-
-def _is_routed_expert(name: str) -> bool:
-    return ".experts." in name
-
-
 def _not_converted(name: str, patterns) -> bool:
     return any(fnmatch.fnmatch(name, f"{p}.*") or fnmatch.fnmatch(name, f"*.{p}.*") for p in patterns)
 
@@ -682,7 +317,7 @@ def weight_groups(params, native: str, quant: dict) -> tuple[WeightGroup, ...]:
     convolution/state parameters in the native dtype (bf16), minus ``modules_to_not_convert``."""
     method = (quant or {}).get("quant_method")
     if not method:
-        return (WeightGroup("all parameters", float(sum(_numel(s) for _, s in params)), native),)
+        return (WeightGroup("all parameters", float(sum(numel(s) for _, s in params)), native),)
     qdtype = {"mxfp4": "mxfp4", "fp8": "fp8"}.get(method) or ("int8" if quant.get("bits") == 8 else "int4")
     skip = quant.get("modules_to_not_convert") or []
     if not isinstance(skip, list) or not all(isinstance(p, str) for p in skip):
@@ -690,14 +325,14 @@ def weight_groups(params, native: str, quant: dict) -> tuple[WeightGroup, ...]:
     quantized = kept = 0
     for name, shape in params:
         leaf = name.rsplit(".", 2)[-2] if name.count(".") >= 1 else name
-        matrix = (_is_routed_expert(name) and not name.endswith("bias")) if method == "mxfp4" else (
+        matrix = (is_routed_expert(name) and not name.endswith("bias")) if method == "mxfp4" else (
             (len(shape) == 2 and name.endswith(".weight") and "embed" not in name and "lm_head" not in name
              and leaf not in ("gate", "router", "shared_expert_gate"))
-            or (_is_routed_expert(name) and not name.endswith("bias")))
+            or (is_routed_expert(name) and not name.endswith("bias")))
         if matrix and not _not_converted(name, skip):
-            quantized += _numel(shape)
+            quantized += numel(shape)
         else:
-            kept += _numel(shape)
+            kept += numel(shape)
     groups = [WeightGroup(f"{method} matrices", float(quantized), qdtype)]
     if kept:
         groups.append(WeightGroup(f"embeddings, norms, routers and other unquantized ({native})", float(kept),
@@ -705,36 +340,25 @@ def weight_groups(params, native: str, quant: dict) -> tuple[WeightGroup, ...]:
     return tuple(groups)
 
 
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= int(s)
-    return n
-
-
-_MULTIMODAL = re.compile(r"(^|\.)(vision_tower|vision_model|visual|multi_modal_projector|audio_tower|"
-                         r"embed_vision|embed_audio|audio_model|vision_embed)\.")
-
-
-# Model types whose parameters ``count_parameters`` counts exactly: the tests hold each to transformers' meta-device
-# build on a published config (tests/test_families.py). A text-only config of these types plans in pure Python
-# with the class defaults stored in data/config_defaults.json (no transformers, no torch); every other type, and
-# every multimodal checkpoint (its vision tower), goes through transformers.
-COUNTED = ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "deepseek_v32", "jamba")
+# Model types whose parameters ``param_count`` counts exactly — the text model and, for a multimodal checkpoint, its
+# vision tower: the tests hold each to transformers' meta-device build on a published config
+# (tests/test_families.py). A config of these types plans in pure Python with the class defaults stored in
+# data/config_defaults.json (no transformers, no torch); every other type goes through transformers.
+COUNTED = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl_moe",
+           "qwen3_5_moe", "gpt2", "gemma2", "gemma3", "gpt_oss", "olmo2", "phi3", "hunyuan_v1_moe", "llama4",
+           "deepseek_v2", "deepseek_v3", "deepseek_v32", "jamba", "nemotron_h", "granitemoehybrid", "falcon_h1")
 STORED_DEFAULTS = Path(__file__).resolve().parent / "data" / "config_defaults.json"
 
 
 @lru_cache(maxsize=1)
 def stored_defaults() -> dict:
     """``{"model_types": {type: class defaults}, "architectures": {class: type}, "known_types": [every type
-    transformers has], "transformers": version}``."""
+    transformers has], "known_architectures": [every class its architectures resolve], "transformers": version}``."""
     return json.loads(STORED_DEFAULTS.read_text())
 
 
 def stored_type(d: dict) -> str | None:
-    """The stored model type that reads this text-only config (its own, or the one its architecture names)."""
-    if isinstance(d.get("text_config"), dict) or isinstance(d.get("vision_config"), dict):
-        return None
+    """The stored model type that reads this config (its own, or the one its architecture names)."""
     table = stored_defaults()
     mt = d.get("model_type")
     if mt in table["model_types"]:
@@ -745,6 +369,15 @@ def stored_type(d: dict) -> str | None:
     return next((table["architectures"][a] for a in archs if a in table["architectures"]), None)
 
 
+def transformers_has_class(d: dict) -> bool:
+    """Whether ``transformers`` has a config class for this file (its model_type, or a class its architectures
+    name), from the stored table: no import. False for a repository that ships its own code for a type
+    transformers lacks (MiniMax-M1)."""
+    table = stored_defaults()
+    archs = d.get("architectures") if isinstance(d.get("architectures"), list) else []
+    return d.get("model_type") in table["known_types"] or any(a in table["known_architectures"] for a in archs)
+
+
 def write_stored_defaults(path=STORED_DEFAULTS) -> dict:
     """Regenerate data/config_defaults.json from the installed transformers (run after changing its pin:
     ``python -m part1_capacity.calculator.configs``)."""
@@ -752,7 +385,7 @@ def write_stored_defaults(path=STORED_DEFAULTS) -> dict:
 
     table = {"transformers": hf_config.version(), "model_types": {mt: hf_config.class_defaults(mt) for mt in COUNTED},
              "architectures": {a: mt for mt in COUNTED for a in hf_config.architectures_of(mt)},
-             "known_types": hf_config.known_types()}
+             "known_types": hf_config.known_types(), "known_architectures": hf_config.known_architectures()}
     Path(path).write_text(json.dumps(table, indent=1, sort_keys=True, default=str) + "\n")
     return table
 
@@ -779,7 +412,7 @@ def _profile(text: str, where: str, model_id: str, params_json) -> ModelProfile:
     mt = stored_type(d)
     if mt is not None:                              # pure Python: the stored class defaults, the exact count
         return profile_from_fields(d, stored_defaults()["model_types"][mt], where, model_id, given)
-    if hf_config.known_model_type(d) is None:
+    if not transformers_has_class(d):
         # a repository that ships its own modelling code for a type transformers lacks (MiniMax-M1): read by
         # structure from the file alone — every field it states — and counted from those fields
         prof = profile_from_fields(d, {}, where, model_id, given)

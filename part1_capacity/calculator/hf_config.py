@@ -173,6 +173,17 @@ def architectures_of(model_type: str) -> list[str]:
     return [] if cls is None else ([cls] if isinstance(cls, str) else list(cls))
 
 
+def known_architectures() -> list[str]:
+    """Every class name ``known_model_type`` resolves through ``architectures`` (causal-LM and base-model classes)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
+
+    names = set()
+    for mapping in (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES):
+        for cls in mapping.values():
+            names.update([cls] if isinstance(cls, str) else cls)
+    return sorted(names)
+
+
 def known_types() -> list[str]:
     """Every model_type ``transformers`` has a config class for."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES

@@ -5,7 +5,7 @@ warm), then ``--repeat`` timed runs; the median wall time is reported with its r
 is served by a small Hub on 127.0.0.1 (tests/local_hub.py) holding a checkpoint written here (config.json and two
 safetensors shards); nothing leaves the machine.
 
-    python -m part1_capacity.experiments.bench_families [--repeat 3]
+    python -m part1_capacity.experiments.bench_families [--repeat 3] [--all]
 """
 from __future__ import annotations
 
@@ -30,10 +30,21 @@ def _tiny_hub_repo():
     return sharded_repo()
 
 
-def run(model: str, env: dict, repeat: int) -> tuple[float, float]:
+def _uncounted(folder: Path) -> str:
+    """The gemma-2-9b file relabelled as Gemma 1 (``gemma``, a type with no pure count): what a config of such a
+    type costs, transformers and torch imported and the model built on the meta device. Written for this run."""
+    d = json.loads((CONFIGS / "gemma-2-9b" / "config.json").read_text())
+    d.update(model_type="gemma", architectures=["GemmaForCausalLM"])
+    p = folder / "uncounted" / "config.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(d))
+    return str(p)
+
+
+def run(model: str, env: dict, repeat: int, context: str = "4096") -> tuple[float, float]:
     # the `capacity` command as a user runs it (its entry point beside this Python; PYTHONPATH picks this tree)
     argv = [str(Path(sys.executable).with_name("capacity")), "plan", "--model", model, "--accelerator", "h100",
-            "--context", "4096", "--json"]
+            "--context", context, "--json"]
     times = []
     for i in range(repeat + 1):
         t = time.perf_counter()
@@ -50,6 +61,7 @@ def run(model: str, env: dict, repeat: int) -> tuple[float, float]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--all", action="store_true", help="also every published config in tests/data/configs")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(REPO))
     from tests.local_hub import Hub
@@ -63,11 +75,18 @@ def main(argv=None) -> int:
         cases = [("bundled id", "llama-3.1-70b"),
                  ("config.json (counted type: pure Python)", str(CONFIGS / "llama-3.1-70b" / "config.json")),
                  ("config.json (MoE, counted)", str(CONFIGS / "mixtral-8x7b" / "config.json")),
+                 ("config.json (gemma2, counted)", str(CONFIGS / "gemma-2-9b" / "config.json")),
+                 ("config.json (multimodal, vision tower counted)", str(CONFIGS / "gemma-3-27b-it" / "config.json")),
+                 ("config.json (Mamba-2 hybrid, counted)", str(CONFIGS / "nemotron-h-8b" / "config.json")),
+                 ("config.json (no transformers class: MiniMax-M1)", str(CONFIGS / "minimax-m1" / "config.json")),
                  ("local-Hub id (headers by range)", "org/tiny-llama"),
-                 ("config.json (other type: transformers + meta device)", str(CONFIGS / "gemma-2-9b" / "config.json"))]
+                 ("config.json (type without a pure count: meta device)", _uncounted(Path(cache)))]
+        if a.all:
+            # at 1,024 tokens, which every file allows (GPT-2's longest context)
+            cases += [(f"config.json: {p.parent.name} (1K)", str(p)) for p in sorted(CONFIGS.glob("*/config.json"))]
         rows = []
         for label, model in cases:
-            med, best = run(model, env, a.repeat)
+            med, best = run(model, env, a.repeat, "1024" if label.endswith("(1K)") else "4096")
             rows.append((label, med, best))
     hub.stop()
     base = rows[0][1]
