@@ -115,6 +115,10 @@ def test_config_agrees_with_the_bundled_profile(name):
     for T in (1, 4096, 100_000):
         assert from_config.cache_bytes(T, 2) == bundled.cache_bytes(T, 2), T
     assert from_config.structure == bundled.structure
+    # the widths vLLM's start-up rule reads, typed into data/models.json, are the published file's
+    from part1_capacity.calculator.profiles import SHAPE_FIELDS
+    for k in SHAPE_FIELDS:
+        assert getattr(bundled, k) in (0, getattr(from_config, k)), (k, getattr(bundled, k), getattr(from_config, k))
 
 
 @pytest.mark.parametrize("name", [n for n in ALL if PUBLISHED[n][1]])

@@ -176,3 +176,38 @@ def test_eight_bit_column_says_when_a_type_runs_at_the_16_bit_rate():
     assert eight_bit_cell(h100) == "1,979 / 1,979"
     r = capacity("list", "accelerators")
     assert "fp8 / int8" in r.stdout and "16-bit rate / 624" in r.stdout
+
+
+def test_the_activation_term_reads_the_widths_from_the_profile():
+    """Mixtral-8x7B's published config (tests/data/configs/mixtral-8x7b): vocab_size 32,000, intermediate_size
+    14,336 (each expert's width too), 2 experts per token, hidden 4,096. Over 8,192 batched tokens, 256 sequences,
+    one rank: the dense pass 8,192 × (3 × 4,096 + 3 × 14,336) × 2 = 905,969,664; the fused-MoE pass
+    (8,192 × 3 × 4,096 + 8,192 × 2 × (3 × 14,336 + 4,096)) × 2 = 1,744,830,464; the sampler
+    256 × 32,000 × 14 + 8,192 × 4,096 × 2 = 181,796,864. The largest is the MoE pass, and nothing is approximate."""
+    import dataclasses
+
+    m = load_model(str(Path(__file__).parent / "data" / "configs" / "mixtral-8x7b" / "config.json"))
+    assert (m.vocab_size, m.intermediate_size, m.moe_intermediate_size, m.experts_per_token) == (32000, 14336,
+                                                                                                14336, 2)
+    assert vm.shapes(m) == ({"vocab": 32000, "intermediate": 14336, "moe_intermediate": 14336, "top_k": 2}, [])
+    assert vm.activation_bytes(m, 8192, 256, 1) == 1_744_830_464
+    # without the widths (a GGUF file's profile): 4 × hidden and vLLM's Llama-3 vocabulary stand in, and it says so.
+    # The dense pass 8,192 × (3 × 4,096 + 3 × 16,384) × 2 = 1,006,632,960 outgrows the sampler
+    # 256 × 128,256 × 14 + 67,108,864 = 526,794,752
+    bare = dataclasses.replace(m, vocab_size=0, intermediate_size=0, moe_intermediate_size=0, experts_per_token=0)
+    assert vm.shapes(bare)[1] == ["activation term approximate: vocabulary (128,256) and MLP width (16,384) not in "
+                                  "the profile"]
+    assert vm.activation_bytes(bare, 8192, 256, 1) == 1_006_632_960
+
+
+def test_bundled_widths_are_in_the_data_file_with_their_source():
+    """The widths moved out of the engine rule into data/models.json: each bundled model that carries them names the
+    config field they come from in its source."""
+    from part1_capacity.calculator.profiles import bundled_models
+
+    carried = {i: m for i, m in bundled_models().items() if m.vocab_size}
+    assert {"llama-3.1-8b", "gemma-3-27b", "deepseek-v2-lite", "gpt-oss-120b"} <= set(carried)
+    for i, m in carried.items():
+        assert f"vocabulary {m.vocab_size:,}" in m.source and "vocab_size" in m.source, i
+    assert carried["deepseek-v2-lite"].experts_per_token == 6 and carried["deepseek-v2-lite"].moe_intermediate_size \
+        == 1408

@@ -35,7 +35,7 @@ from part1_capacity.calculator.config_fields import (DTYPE_NAMES, NOT_MODELLED, 
                                                      head_dim_of, layer_kinds, named_kinds, ssm_fields)
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.param_count import (MULTIMODAL, count_model_parameters, count_parameters,
-                                                   is_routed_expert, numel)
+                                                   is_routed_expert, mlp_shapes, numel)
 from part1_capacity.calculator.profiles import ModelProfile, profile_from_dict
 from part1_capacity.calculator.weights import WeightGroup
 
@@ -247,6 +247,7 @@ def profile_from_fields(config: dict, defaults: dict | None = None, where: str =
     tower)."""
     prof = structure_fields(config, defaults, where, model_id)
     prof.pop("_experts", None)
+    prof.update(mlp_shapes(config, defaults, where))      # what the engines' start-up rules read beyond the cache
     if parameters is None:
         parameters = count_model_parameters(config, defaults, where)
     total = sum(numel(s) for _, s in parameters)

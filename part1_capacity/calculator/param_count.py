@@ -86,18 +86,10 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
     H = f.int("num_attention_heads", lo=1)
     KV = f.int("num_key_value_heads", H, lo=1)
     hd = head_dim_of(f, H)
-    inter = f.raw("intermediate_size")
-    inter = inter[0] if isinstance(inter, list) else inter
-    I = validate.number(inter or 4 * D, f"{f.where}: field 'intermediate_size'", lo=1, integer=True)
-    dense_I = f.int("intermediate_size_mlp", I, lo=1)          # Llama 4: its dense layers are wider than its experts
+    I, dense_I, e, k, moe_I = _widths(f, lay, D)
     out = [("model.embed_tokens.weight", (V, D))]
     if not _tied(f, defaults):
         out.append(("lm_head.weight", (V, D)))
-    e, k = experts(f)
-    if lay.get("always_moe") and not e:
-        e = f.int("num_experts", 1, lo=1)
-    width = lay.get("expert_width", "moe_intermediate_size")
-    moe_I = (I if width == "intermediate_size" else _one_width(f, width, I)) if e else 0
     dense_first = f.int("first_k_dense_replace", 0) if e else 0
     mlp_only = set(f.raw("mlp_only_layers") or [])
     step = f.int("decoder_sparse_step", 1, lo=1) if e else 1
@@ -126,6 +118,32 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
             moe = bool(e) and pattern[i] == "E"
         out += _moe(f, lay, p, D, e, moe_I, I) if moe else _mlp(f, lay, f"{p}.mlp", D, dense_I)
     out.append(("model.norm.weight", (D,)))
+    return out
+
+
+def _widths(f: Fields, lay: dict, D: int) -> tuple[int, int, int, int, int]:
+    """(intermediate_size, the dense layers' MLP width, routed experts, experts per token, one expert's width)."""
+    inter = f.raw("intermediate_size")
+    inter = inter[0] if isinstance(inter, list) else inter
+    I = validate.number(inter or 4 * D, f"{f.where}: field 'intermediate_size'", lo=1, integer=True)
+    dense_I = f.int("intermediate_size_mlp", I, lo=1)          # Llama 4: its dense layers are wider than its experts
+    e, k = experts(f)
+    if lay.get("always_moe") and not e:
+        e = f.int("num_experts", 1, lo=1)
+    width = lay.get("expert_width", "moe_intermediate_size")
+    moe_I = (I if width == "intermediate_size" else _one_width(f, width, I)) if e else 0
+    return I, dense_I, e, k, moe_I
+
+
+def mlp_shapes(config: dict, defaults: dict | None = None, where: str = "config.json") -> dict:
+    """What an engine's start-up rule reads beyond the cache (``profiles.SHAPE_FIELDS``): the vocabulary, the dense
+    MLP's inner width and, for experts, one expert's width and the experts each token uses."""
+    f = Fields(config, defaults, where)
+    _, lay = _layout(f)
+    _, dense_I, e, k, moe_I = _widths(f, lay, f.int("hidden_size", lo=1))
+    out = {"vocab_size": f.int("vocab_size", lo=1), "intermediate_size": dense_I}
+    if e and k:
+        out.update(moe_intermediate_size=moe_I, experts_per_token=k)
     return out
 
 

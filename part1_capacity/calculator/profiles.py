@@ -20,6 +20,9 @@ from part1_capacity.calculator.weights import groups_from_list
 
 DATA = Path(__file__).resolve().parent / "data"
 STRUCTURES = tuple(laws.STRUCTURES)   # the structure ids, defined once beside the laws
+# the shapes beyond the cache that an engine's start-up rule reads (vLLM's profile run: the vocabulary for the
+# sampler, the MLP and expert widths for the activations), from the model's config.json
+SHAPE_FIELDS = ("vocab_size", "intermediate_size", "moe_intermediate_size", "experts_per_token")
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,10 @@ class ModelProfile:
     native_dtype: str = "bf16"
     model_dtype: str = ""    # the dtype the model computes in (torch_dtype; "": native_dtype), e.g. bf16 for FP8
     params_routed: float = 0.0     # of params_total, the routed experts (0: not known, or dense)
+    vocab_size: int = 0            # tokens in the vocabulary (0: not known)
+    intermediate_size: int = 0     # the MLP's inner width (0: not known)
+    moe_intermediate_size: int = 0  # one routed expert's inner width (0: dense, or not known)
+    experts_per_token: int = 0     # routed experts each token uses (0: dense, or not known)
     hf_repo: str = ""        # the Hugging Face repository a server loads
     source: str = ""
     weight_groups: tuple = ()      # weights.WeightGroup per storage precision (empty: all at native_dtype)
@@ -260,6 +267,7 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
                             if "n_kv_shared_layers" in d else 0),
         model_dtype=get_dtype(d["model_dtype"], f"{w}.model_dtype").name if d.get("model_dtype") else "",
         params_routed=_routed(d, total, w),
+        **{k: _positive_int(d, k, w, allow_zero=True) for k in SHAPE_FIELDS if d.get(k) is not None},
         ssm=ssm, params_checkpoint=float(d.get("params_checkpoint") or 0.0), native_dtype=native,
         hf_repo=str(d.get("hf_repo", "")), source=str(d.get("source", "")),
         weight_groups=groups_from_list(d.get("weight_groups"), w),

@@ -52,25 +52,9 @@ FUSED_MOE_CHUNK = 32768                  # vllm/envs.py VLLM_FUSED_MOE_CHUNK_SIZ
 NON_TORCH = {"single": 0.25 * GiB, "tensor": 2.1 * GiB, "pipeline": 0.07 * GiB}
 ERROR_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
 
-# Shapes the activation term needs that model profiles do not carry yet (config.json: vocab_size,
-# intermediate_size; MoE: moe_intermediate_size, num_experts_per_tok). Keyed by bundled model id.
-SHAPES = {
-    "llama-3.1-8b": {"vocab": 128256, "intermediate": 14336},
-    "llama-3.1-70b": {"vocab": 128256, "intermediate": 28672},
-    "llama-3.1-405b": {"vocab": 128256, "intermediate": 53248},
-    "qwen2.5-7b": {"vocab": 152064, "intermediate": 18944},
-    "qwen2.5-0.5b": {"vocab": 151936, "intermediate": 4864},
-    "qwen3-8b": {"vocab": 151936, "intermediate": 12288},
-    "mistral-nemo-12b": {"vocab": 131072, "intermediate": 14336},
-    "gemma-2-9b": {"vocab": 256000, "intermediate": 14336},
-    "gemma-2-27b": {"vocab": 256000, "intermediate": 36864},
-    "gemma-3-27b": {"vocab": 262208, "intermediate": 21504},
-    "deepseek-v2-lite": {"vocab": 102400, "intermediate": 10944, "moe_intermediate": 1408, "top_k": 6},
-    "gpt-oss-20b": {"vocab": 201088, "intermediate": 2880, "moe_intermediate": 2880, "top_k": 4},
-    "gpt-oss-120b": {"vocab": 201088, "intermediate": 2880, "moe_intermediate": 2880, "top_k": 4},
-    "tinyllama-1.1b": {"vocab": 32000, "intermediate": 5632},
-    "llama-2-7b": {"vocab": 32000, "intermediate": 11008},
-}
+# The activation term reads the model's vocabulary and MLP widths from its profile (profiles.SHAPE_FIELDS: from
+# data/models.json for a bundled id, from the config.json otherwise). A profile without them (a GGUF file) is sized
+# with these stand-ins, and the note says so.
 FALLBACK_VOCAB = 128256
 
 
@@ -116,13 +100,17 @@ def pp_layers(n_layers: int, pp: int) -> list[int]:
 
 
 def shapes(profile) -> tuple[dict, list]:
-    s = SHAPES.get(profile.id)
-    if s:
+    """The widths the activation term uses (vocabulary, MLP, and for experts one expert's width and top-k), and a
+    note when the profile lacks them and stand-ins were used (FALLBACK_VOCAB, 4 × hidden)."""
+    vocab, inter = profile.vocab_size, profile.intermediate_size
+    s = {"vocab": vocab or FALLBACK_VOCAB, "intermediate": inter or 4 * profile.hidden_size}
+    if profile.moe_intermediate_size and profile.experts_per_token:
+        s.update(moe_intermediate=profile.moe_intermediate_size, top_k=profile.experts_per_token)
+    if vocab and inter:
         return s, []
-    inter = getattr(profile, "intermediate_size", 0) or 4 * profile.hidden_size
-    vocab = getattr(profile, "vocab_size", 0) or FALLBACK_VOCAB
-    return ({"vocab": vocab, "intermediate": inter},
-            [f"activation term approximate: vocabulary ({vocab:,}) and MLP width ({inter:,}) not in the profile"])
+    missing = [f"{what} ({s[key]:,})" for what, key, v in (("vocabulary", "vocab", vocab),
+                                                          ("MLP width", "intermediate", inter)) if not v]
+    return s, [f"activation term approximate: {' and '.join(missing)} not in the profile"]
 
 
 def activation_bytes(profile, batched: int, seqs: int, tp: int, last_stage: bool = True) -> float:
