@@ -40,12 +40,14 @@ PUBLISHED = {
     # card says "13B": its checkpoint index's 54,864,793,600 bytes of float32 hold 13,716,198,400 (see the README)
     "qwen2-57b-a14b": (None, 57e9), "phi-4-mini-instruct": (None, 3.8e9), "olmo-2-1124-13b": (None, 13_716_198_400),
     "hunyuan-a13b-instruct": (None, 80e9),
+    # model card: GLM-4.5-Air "106 billion total parameters" (its 12B active not checked: see the README)
+    "glm-4.5-air": (None, 106e9),
 }
 
 
 NEW_FAMILIES = ("mixtral-8x7b", "qwen3-235b-a22b", "qwen3-coder-480b-a35b", "qwen3-vl-30b-a3b", "qwen3.5-35b-a3b",
                 "llama-4-scout", "kimi-k2", "deepseek-v3.2", "minimax-m1", "qwen2-57b-a14b", "phi-4-mini-instruct",
-                "olmo-2-1124-13b", "hunyuan-a13b-instruct")
+                "olmo-2-1124-13b", "hunyuan-a13b-instruct", "glm-4.5-air")
 
 
 def cfg(name):

@@ -10,7 +10,8 @@ moonshotai/Kimi-K2-Instruct, ``deepseek-v3.2`` deepseek-ai/DeepSeek-V3.2 (all as
 ``aic-core/src/aiconfigurator_core/model_configs/<org>--<name>_config.json``), ``minimax-m1`` MiniMaxAI/MiniMax-M1
 (the config.json of a dump of that repository's files), ``qwen2-57b-a14b`` Qwen/Qwen2-57B-A14B (TensorRT-LLM's
 Qwen2-MoE test), ``phi-4-mini-instruct`` microsoft/Phi-4-mini-instruct, ``olmo-2-1124-13b`` allenai/OLMo-2-1124-13B,
-``hunyuan-a13b-instruct`` tencent/Hunyuan-A13B-Instruct (Tencent's GitHub repository's models/config.json).
+``hunyuan-a13b-instruct`` tencent/Hunyuan-A13B-Instruct (Tencent's GitHub repository's models/config.json),
+``glm-4.5-air`` zai-org/GLM-4.5-Air (as vendored by a fork of aiconfigurator, ``triple-mu/aiconfigurator``).
 """
 import json
 import subprocess
@@ -73,6 +74,11 @@ HAND = [
     # Hunyuan-A13B: 32 × 8 × 128 (4096 / 32, its attention_head_dim) × 2 × 2 = 131,072 per token; "use_cla": false,
     # so no layer borrows another's K/V
     ("hunyuan-a13b-instruct", 8192, 2, 8192 * 131_072),
+    # GLM-4.5-Air: 46 layers × 8 K/V heads × head_dim 128 (stated: not 4096 / 96) × 2 × 2 = 188,416 per token.
+    # "partial_rotary_factor": 0.5 rotates half of each head, the cache still holds all of it; the MTP layer
+    # ("num_nextn_predict_layers": 1) is not part of the model transformers builds and is not counted
+    ("glm-4.5-air", 8192, 2, 8192 * 188_416),
+    ("glm-4.5-air", 131_072, 2, 131_072 * 188_416),
 ]
 
 
@@ -235,6 +241,14 @@ def test_the_pure_layer_imports_nothing_heavy():
     # 41,943,296, router 64 × 4,096, 64 experts × 3 × 4,096 × 3,072 = 2,415,919,104, the shared MLP
     # 3 × 4,096 × 3,072 = 37,748,736, norms 8,192: 2,495,881,472 × 32; + final norm = 80,393,183,232 (0.49 % above)
     ("hunyuan-a13b-instruct", 80e9, None),
+    # https://huggingface.co/zai-org/GLM-4.5-Air: "GLM-4.5-Air adopts a more compact design with 106 billion total
+    # parameters". By hand: embeddings and head 2 × 151,552 × 4,096 = 1,241,513,984; per layer attention q
+    # 4,096 × 12,288 + k, v 2 × 4,096 × 1,024 + o 12,288 × 4,096 + q/k/v biases (attention_bias; o_proj has none)
+    # 14,336 = 109,066,240 and norms 8,192; layer 0 dense 3 × 4,096 × 10,944 = 134,479,872 → 243,554,304; layers
+    # 1-45 route 128 experts of 3 × 4,096 × 1,408 = 2,214,592,512, one shared expert of that width 17,301,504 and
+    # a router 128 × 4,096 = 524,288 → 2,341,492,736 × 45 = 105,367,173,120; + final norm 4,096 =
+    # 106,852,245,504 (0.80 % above 106B; the router's score-correction bias is a buffer, the MTP layer not built)
+    ("glm-4.5-air", 106e9, None),
 ])
 def test_parameters_within_one_percent_of_the_card(name, total, active):
     m = load_model(path(name))
@@ -316,6 +330,7 @@ def test_hunyuan_is_built_although_its_class_leaves_head_dim_empty():
 @pytest.mark.parametrize("name, context, hand", [
     ("qwen2-57b-a14b", "8K", 8192 * 57_344), ("phi-4-mini-instruct", "8K", 8192 * 131_072),
     ("olmo-2-1124-13b", "4K", 4096 * 819_200), ("hunyuan-a13b-instruct", "8K", 8192 * 131_072),
+    ("glm-4.5-air", "8K", 8192 * 188_416),
 ])
 def test_the_new_families_plan_from_the_command_line(capsys, name, context, hand):
     """`capacity plan --model <config.json> --accelerator h100 --context 8K --batch 1 --json` (OLMo 2 at its 4K
@@ -399,7 +414,7 @@ def test_a_counted_config_plans_without_transformers_or_torch():
     """Text-only, multimodal (its vision tower counted too), hybrid, a type named only by its class, and one
     transformers has no class for."""
     names = ("mixtral-8x7b", "gemma-3-27b-it", "qwen3-vl-30b-a3b", "nemotron-h-8b", "hunyuan-a13b-instruct", "gpt2",
-             "minimax-m1")
+             "minimax-m1", "glm-4.5-air")
     code = ("import sys; from part1_capacity.cli import main; "
             f"paths = {[path(n) for n in names]!r}; "
             "assert all(main(['plan', '--model', p, '--accelerator', 'h100', '--context', '1024', '--json']) == 0 "

@@ -71,6 +71,7 @@ FAMILIES = {
     "phi3": ("GQA (a sliding window longer than the context: full attention)", "microsoft/Phi-4-mini-instruct"),
     "olmo2": ("MHA", "allenai/OLMo-2-1124-13B"),
     "hunyuan": ("GQA, MoE (HunYuanMoEV1ForCausalLM)", "tencent/Hunyuan-A13B-Instruct"),
+    "glm4_moe": ("GQA, MoE", "zai-org/GLM-4.5-Air"),
 }
 
 # Limits checked before transformers sees the file: far beyond any published model, near enough that a model
@@ -347,7 +348,8 @@ def weight_groups(params, native: str, quant: dict) -> tuple[WeightGroup, ...]:
 # data/config_defaults.json (no transformers, no torch); every other type goes through transformers.
 COUNTED = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl_moe",
            "qwen3_5_moe", "gpt2", "gemma2", "gemma3", "gpt_oss", "olmo2", "phi3", "hunyuan_v1_moe", "llama4",
-           "deepseek_v2", "deepseek_v3", "deepseek_v32", "jamba", "nemotron_h", "granitemoehybrid", "falcon_h1")
+           "deepseek_v2", "deepseek_v3", "deepseek_v32", "jamba", "nemotron_h", "granitemoehybrid", "falcon_h1",
+           "glm4_moe")
 STORED_DEFAULTS = Path(__file__).resolve().parent / "data" / "config_defaults.json"
 
 

@@ -45,7 +45,8 @@ def is_routed_expert(name: str) -> bool:
 # (Nemotron-H's squared ReLU); expert_width: the field of the routed experts' width; shared: the field of the
 # always-on shared expert's width; shared_gate: a sigmoid gate of one output on it (Qwen2-MoE family);
 # always_moe: every layer routes, one expert or many (Hunyuan); mamba_norm: the field that switches the gated norm
-# of a Mamba-2 mixer (always there unless named).
+# of a Mamba-2 mixer (always there unless named); o_bias: False when attention_bias biases q/k/v alone and never
+# the output projection (GLM-4.5: Glm4MoeAttention builds o_proj with bias=False).
 _QWEN_NEXT = {"qk_norm": "head", "gated_query": True, "shared_gate": True,
               "shared": "shared_expert_intermediate_size"}
 _GEMMA = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
@@ -64,6 +65,7 @@ LAYOUTS = {
     "nemotron_h": {"norms": ("norm",), "plain": True, "shared": "moe_shared_expert_intermediate_size"},
     "falcon_h1": {"norms": ("input_layernorm", "pre_ff_layernorm"), "mamba_norm": "mamba_rms_norm"},
     "llama4_text": {"shared": "intermediate_size"},
+    "glm4_moe": {"o_bias": False},
 }
 
 
@@ -188,7 +190,7 @@ def _attention(f: Fields, lay: dict, p: str, D: int, H: int, KV: int, hd: int):
     if lay.get("qkv_bias") or f.flag("attention_bias") or f.flag("qkv_bias"):
         a += [(f"{p}.self_attn.q_proj.bias", (q_out,)), (f"{p}.self_attn.k_proj.bias", (KV * hd,)),
               (f"{p}.self_attn.v_proj.bias", (KV * hd,))]
-        if f.flag("attention_bias"):
+        if f.flag("attention_bias") and lay.get("o_bias", True):
             a.append((f"{p}.self_attn.o_proj.bias", (D,)))
     norm = lay.get("qk_norm")
     weightless = f.raw("attn_temperature_tuning") is not None      # Llama 4's QK norm is an L2 norm, no weights
