@@ -18,6 +18,8 @@ Runs apart from the default suite (about two minutes): ``make classroom-round``,
 import csv
 import json
 import os
+import pwd
+import re
 import shutil
 import subprocess
 import sys
@@ -120,8 +122,6 @@ def test_a_class_round_through_the_hub(class_dir, request):
         instructor, students = users["instructor"], [users[ana], users[ben]]
 
         # The students' servers run as their own accounts, with nbgrader pointed at the class's exchange.
-        import pwd
-
         for s in students:
             home = Path(pwd.getpwnam(s.name).pw_dir)
             assert home == state / "home" / s.name and home.stat().st_uid == pwd.getpwnam(s.name).pw_uid
@@ -184,9 +184,13 @@ def test_a_class_round_through_the_hub(class_dir, request):
             seen[s.name] = r.json()["content"]
             mine = (course / "feedback" / s.name / ASSIGNMENT / "attention.html").read_text(encoding="utf-8")
             assert seen[s.name] == mine
+            account = pwd.getpwnam(s.name)  # fetched by the student's own account, into their own home
+            local = Path(account.pw_dir) / fb / "attention.html"
+            assert local.stat().st_uid == account.pw_uid
         assert seen[ana] != seen[ben]
         for name, points in ((ana, full), (ben, 0)):
-            assert f"Score: {points:g} / {full:g}" in " ".join(seen[name].split()).replace(".0 ", " "), name
+            score = re.search(r"Score:\s*([0-9.]+)\s*/\s*([0-9.]+)", seen[name])
+            assert score and (float(score[1]), float(score[2])) == (points, full), name
         timings["feedback fetched"] = time.monotonic() - t0
 
         shots = _screenshots(hub, ana, {ana: f"{full:g} / {full:g}", ben: f"0 / {full:g}"}, class_dir,
