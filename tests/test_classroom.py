@@ -159,7 +159,7 @@ def _moodle_zip(path: Path, files: dict):
             z.writestr(name, content)
 
 
-def test_zip_collect_from_an_lms_zip_one_line_per_file_left_out(tmp_path):
+def test_zip_collect_from_an_lms_zip_one_line_per_file_left_out(tmp_path, monkeypatch, capsys):
     """`course.classroom zip-collect` runs real `nbgrader zip_collect` on an LMS's zip: each file it leaves out is one
     line; what it collects lands in submitted/<full name>/ byte for byte, names with spaces and non-ASCII letters (in
     either Unicode form) included; nobody else's submission or grade is touched. What grading then says of a
@@ -179,11 +179,13 @@ def test_zip_collect_from_an_lms_zip_one_line_per_file_left_out(tmp_path):
     before = {p: p.read_bytes() for p in (tmp_path / "submitted" / "Earlier Student").rglob("*") if p.is_file()}
     gradebook = hashlib.sha256((tmp_path / "gradebook.db").read_bytes()).hexdigest()
 
-    out = _cli(tmp_path, "zip-collect", "01_atention")
-    assert out.returncode == 2 and out.stderr.startswith("error: assignment: unknown id '01_atention'; one of: ")
-    assert len(out.stderr.strip().splitlines()) == 1
-    out = _cli(tmp_path, "zip-collect", "01_attention")
-    assert out.returncode == 2 and out.stderr.strip() == (
+    # Refused before nbgrader starts (so in this process: the command's main with this course root).
+    monkeypatch.setenv("COURSE_ROOT", str(tmp_path))
+    assert classroom.main(["zip-collect", "01_atention"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: assignment: unknown id '01_atention'; one of: ") and len(err.splitlines()) == 1
+    assert classroom.main(["zip-collect", "01_attention"]) == 2
+    assert capsys.readouterr().err.strip() == (
         "error: downloaded/01_attention/archive/: no file in it; allowed: the LMS's download of every submission "
         "(a .zip, or its folders)")
 
