@@ -223,9 +223,12 @@ clean:
 # configurable-http-proxy, JupyterHub's proxy, from the npm registry into a gitignored folder; `make classroom` clones
 # the course into build/classroom/course (the instructor's course root), registers every assignment there and starts
 # the hub on 127.0.0.1:8000. CLASSROOM_PASSWORD is required; CLASSROOM_STUDENTS names the students (comma-separated).
+# Run as root, the hub makes a system account for each student (their server runs as it; `userdel` them afterwards).
+# `make classroom-round`: the whole round through the hub (release, fetch, submit, collect, grade, feedback, export,
+# two screenshots), as root, apart from `make test` (about 2.5 minutes on 2 cores).
 CHP_PKG := configurable-http-proxy@5.3.0
 CHP_DIR := build/chp
-.PHONY: classroom classroom-deps
+.PHONY: classroom classroom-deps classroom-round
 classroom-deps: $(CHP_DIR)/.done
 
 $(CHP_DIR)/.done:
@@ -239,6 +242,9 @@ classroom: $(CORE) classroom-deps
 	cd build/classroom/course && COURSE_ROOT=$(CURDIR)/build/classroom/course PYTHONPATH=$(CURDIR)/build/classroom/course \
 	  $(CURDIR)/$(BIN)/python -m course.classroom register
 	$(BIN)/python -m jupyterhub -f classroom/jupyterhub_config.py
+
+classroom-round: $(CORE) classroom-deps system-packages
+	$(BIN)/python -m pytest -q -m hub_round tests/test_classroom_round.py
 
 # mutation: mutation testing (mutmut, pinned in requirements-mutation.txt) of the modules whose numbers users act on
 # and of every lesson's and exercise's checks — one module at a time, with the tests that cover it, each in its own

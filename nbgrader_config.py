@@ -38,9 +38,13 @@ from nbgrader.preprocessors import ClearOutput, DeduplicateIds, OverwriteKernels
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import GetGrades  # noqa: E402
 
-from course.nbgrader_ext import HiddenChecksAsRules, OfflineFeedback, QuietOverwriteCells  # noqa: E402
+from course.nbgrader_ext import HiddenChecksAsRules, LmsCollector, OfflineFeedback, QuietOverwriteCells  # noqa: E402
 
 c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec, QuietOverwriteCells,
                                       CheckCellMetadata]
 c.GenerateFeedback.exporter_class = OfflineFeedback
 c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, HiddenChecksAsRules]
+
+# `nbgrader zip_collect` (and `python -m course.classroom zip-collect`): an LMS's zip of every submission in
+# downloaded/<assignment>/archive/, Moodle's layout by default; another LMS: set FileNameCollectorPlugin.named_regexp.
+c.ZipCollectApp.collector_plugin = LmsCollector

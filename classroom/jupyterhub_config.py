@@ -2,14 +2,25 @@
 
 Users: ``instructor`` (admin; their server opens the course root, where the formgrader and `nbgrader` run) and
 the students in ``CLASSROOM_STUDENTS`` (comma-separated; default student1,student2), all with the password in
-``CLASSROOM_PASSWORD`` (required: nothing listens without one). Every user's server is a process of the account
-that runs the hub (JupyterHub's SimpleLocalProcessSpawner), each with its own home under ``CLASSROOM_DIR``
-(default build/classroom); the proxy is configurable-http-proxy from the npm registry (build/chp, `make classroom`).
-The same hub settings on Kubernetes are classroom/z2jh-values.yaml (Zero to JupyterHub).
+``CLASSROOM_PASSWORD`` (required: nothing listens without one). nbgrader files a submission under the name of the
+system account that submits it, so when the hub runs as root each student's server runs as a system account of the
+student's name (JupyterHub's LocalAuthenticator creates a missing one with ``useradd``, its home under
+``CLASSROOM_DIR``/home, default build/classroom) and the instructor's server as the hub's account, which owns the
+course root. Run as another account, every server is a process of that account (JupyterHub's
+SimpleLocalProcessSpawner) and every submission is filed under its name: a trial for one student only. The proxy is
+configurable-http-proxy from the npm registry (build/chp, `make classroom`). The same hub settings on Kubernetes are
+classroom/z2jh/values.yaml (Zero to JupyterHub).
 """
 import os
+import pwd
+import shutil
+import stat
 import sys
 from pathlib import Path
+
+from jupyterhub.auth import DummyAuthenticator, LocalAuthenticator
+from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
+from traitlets import default
 
 c = get_config()  # noqa: F821  (provided by JupyterHub)
 
@@ -34,16 +45,68 @@ c.JupyterHub.db_url = f"sqlite:///{STATE / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(STATE / "jupyterhub_cookie_secret")
 c.JupyterHub.pid_file = str(STATE / "jupyterhub.pid")
 
-c.JupyterHub.authenticator_class = "dummy"
+AS_ROOT = os.geteuid() == 0
+HOMES = STATE / "home"
+# The interpreter of the users' servers: this one, or one with the same packages that the students' accounts can run
+# (a virtual environment whose Python lives in a private home, e.g. pyenv's, cannot be run by other accounts).
+PYTHON = os.environ.get("CLASSROOM_PYTHON", sys.executable)
+
+
+def _closed_folder(path: str) -> str:
+    """The first folder on the way to ``path`` (as written and as resolved) that other accounts cannot enter, or ""."""
+    for p in (Path(path).absolute(), Path(os.path.realpath(path))):
+        for d in reversed(p.parents):
+            if not d.stat().st_mode & stat.S_IXOTH:
+                return str(d)
+    return ""
+
+
+if AS_ROOT and STUDENTS and (closed := _closed_folder(PYTHON)):
+    sys.exit(f"CLASSROOM_PYTHON: the students' accounts cannot run {PYTHON} ({closed} is closed to other accounts); "
+             "allowed: an interpreter with this environment's packages outside private folders")
+HOMES.mkdir(parents=True, exist_ok=True)
+HOMES.chmod(0o755)  # students' accounts reach their homes (and the exchange beside them)
+
+
+class ClassAuthenticator(LocalAuthenticator, DummyAuthenticator):
+    """The class's one password (DummyAuthenticator); as root, a system account for each student (LocalAuthenticator,
+    made with ``useradd`` when missing). The instructor needs none: their server runs as the hub's account."""
+
+    def system_user_exists(self, user):
+        return user.name == INSTRUCTOR or super().system_user_exists(user)
+
+
+class ClassSpawner(SimpleLocalProcessSpawner):
+    """As root, a student's server runs as the student's system account (LocalProcessSpawner: setuid, the account's
+    home); the instructor's, and everyone's when the hub is not root, as the hub's account in its own folder."""
+
+    def _own_account(self):
+        return AS_ROOT and self.user.name != INSTRUCTOR
+
+    @default("home_dir")
+    def _default_home_dir(self):
+        return pwd.getpwnam(self.user.name).pw_dir if self._own_account() else super()._default_home_dir()
+
+    def make_preexec_fn(self, name):
+        return LocalProcessSpawner.make_preexec_fn(self, name) if self._own_account() else super().make_preexec_fn(name)
+
+    def user_env(self, env):
+        return LocalProcessSpawner.user_env(self, env) if self._own_account() else super().user_env(env)
+
+
+c.JupyterHub.authenticator_class = ClassAuthenticator
 c.DummyAuthenticator.password = os.environ["CLASSROOM_PASSWORD"]
 c.Authenticator.allowed_users = {INSTRUCTOR, *STUDENTS}
 c.Authenticator.admin_users = {INSTRUCTOR}
+c.LocalAuthenticator.create_system_users = AS_ROOT
+# The student's name is appended; the home sits with the class's other state.
+c.LocalAuthenticator.add_user_cmd = ["useradd", "--create-home", "--home-dir", str(HOMES / "USERNAME"),
+                                     "--shell", "/bin/bash"]
 
-c.JupyterHub.spawner_class = "simple"  # each user's server: a local process of this account, in its own home
-c.SimpleLocalProcessSpawner.home_dir_template = str(STATE / "home" / "{username}")
-c.Spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
+c.JupyterHub.spawner_class = ClassSpawner
+c.SimpleLocalProcessSpawner.home_dir_template = str(HOMES / "{username}")
 c.Spawner.default_url = "/lab"
-if os.geteuid() == 0:  # a container or CI machine where everything runs as root: Jupyter refuses without this
+if AS_ROOT:  # the instructor's server runs as root here: Jupyter refuses without this
     c.Spawner.args = ["--allow-root"]
 c.Spawner.start_timeout = 120
 c.Spawner.http_timeout = 120
@@ -55,10 +118,13 @@ c.Exchange.root = {str(EXCHANGE)!r}
 
 
 def pre_spawn(spawner):
-    """The instructor works in the course root; a student in their home, with nbgrader pointed at the exchange."""
+    """The instructor works in the course root with this interpreter; a student in their home, with nbgrader pointed
+    at the exchange."""
     EXCHANGE.mkdir(parents=True, exist_ok=True)
     EXCHANGE.chmod(0o777)
-    env = {"NBGRADER_EXCHANGE": str(EXCHANGE), "PATH": str(Path(sys.executable).parent) + os.pathsep +
+    python = sys.executable if spawner.user.name == INSTRUCTOR else PYTHON
+    spawner.cmd = [python, "-m", "jupyterhub.singleuser"]
+    env = {"NBGRADER_EXCHANGE": str(EXCHANGE), "PATH": str(Path(python).parent) + os.pathsep +
            os.environ.get("PATH", "")}
     if spawner.user.name == INSTRUCTOR:
         spawner.home_dir = str(COURSE)
@@ -67,6 +133,8 @@ def pre_spawn(spawner):
         home = Path(spawner.home_dir)
         home.mkdir(parents=True, exist_ok=True)
         (home / "nbgrader_config.py").write_text(STUDENT_CONFIG)
+        if spawner._own_account():
+            shutil.chown(home / "nbgrader_config.py", user=spawner.user.name)
     spawner.environment.update(env)
 
 

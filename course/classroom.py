@@ -3,12 +3,15 @@
     python -m course.classroom register                       # every assignment into the course's gradebook.db
     python -m course.classroom autograde 01_attention --jobs 2
     python -m course.classroom export-checks                  # checks.csv: student, assignment, check, points, max
+    python -m course.classroom zip-collect 01_attention       # an LMS's zip in downloaded/01_attention/archive/
 
 The course root is the folder of nbgrader_config.py (``COURSE_ROOT`` overrides it, as in nbgrader_config.py).
 Grading runs real ``nbgrader autograde``, one student per process, ``--jobs`` at a time: the integrity check hashes
 only the grader's own files (course.autograde.GRADING_INPUTS), so gradings of different students may overlap.
 Bad input (an unknown assignment, no submission, a file that is not a notebook, another lesson's notebook) is one
-line naming the student and the file; the other students are graded as usual.
+line naming the student and the file; the other students are graded as usual. ``zip-collect`` runs real
+``nbgrader zip_collect`` with the course's collector (course.nbgrader_ext.LmsCollector: Moodle's layout) and says
+in one line each what it left out.
 """
 from __future__ import annotations
 
@@ -168,6 +171,39 @@ def autograde(root: Path, assignment: str, jobs: int = 2, extra: list[str] = ())
     return outcomes
 
 
+@dataclass
+class Collected:
+    students: list[str]        # whose submission is now in submitted/<student>/<assignment>/
+    skipped: list[str]         # one line per file left out
+
+
+def zip_collect(root: Path, assignment: str) -> Collected:
+    """``nbgrader zip_collect`` of the files and zips in ``downloaded/<assignment>/archive/`` into submitted/ (a
+    student's earlier submission of it is replaced; nobody else's is touched)."""
+    from course.nbgrader_ext import SKIPPED
+
+    check_assignment(assignment)
+    archive = root / "downloaded" / assignment / "archive"
+    if not archive.is_dir() or not any(archive.iterdir()):
+        raise ClassroomError(f"downloaded/{assignment}/archive/: no file in it; allowed: the LMS's download of "
+                             f"every submission (a .zip, or its folders)")
+    cmd = nbgrader_cmd() + ["zip_collect", assignment, "--force"]
+    proc = subprocess.run(cmd, cwd=root, env=_env(root), capture_output=True, text=True)
+    log = (proc.stdout + proc.stderr).splitlines()
+    if proc.returncode != 0:
+        why = next((ln for ln in reversed(log) if "ERROR" in ln or "Error" in ln), log[-1] if log else "")
+        raise ClassroomError(f"downloaded/{assignment}/: nbgrader zip_collect exited {proc.returncode}: {why.strip()}")
+    submitted = (root / "submitted").resolve()
+    students = sorted({Path(ln.split("Copying to:", 1)[1].strip()).resolve().relative_to(submitted).parts[0]
+                       for ln in log if "Copying to:" in ln
+                       and Path(ln.split("Copying to:", 1)[1].strip()).resolve().is_relative_to(submitted)})
+    skipped = [ln.split("] ", 1)[-1].strip() for ln in log if SKIPPED in ln]
+    if not students:
+        raise ClassroomError(f"downloaded/{assignment}/archive/: no submission of {assignment} in it"
+                             + (f" ({'; '.join(skipped)})" if skipped else ""))
+    return Collected(students, skipped)
+
+
 CSV_FIELDS = ["student", "assignment", "notebook", "check", "points", "max_points"]
 
 
@@ -206,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="gradings at a time (default: every core)")
     e = sub.add_parser("export-checks", help="each check's points per student (CSV)")
     e.add_argument("--out", default="checks.csv")
+    z = sub.add_parser("zip-collect", help="nbgrader zip_collect an LMS's zip of submissions into submitted/")
+    z.add_argument("assignment")
     args, extra = ap.parse_known_args(argv)
     if extra and args.cmd != "autograde":
         ap.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -223,6 +261,13 @@ def main(argv: list[str] | None = None) -> int:
                     print(w, file=sys.stderr)
                 print(o.line, file=sys.stdout if o.graded else sys.stderr)
             return 0 if all(o.graded for o in outcomes) else 1
+        elif args.cmd == "zip-collect":
+            got = zip_collect(root, args.assignment)
+            for s in got.students:
+                print(f"{s}: collected into submitted/{s}/{args.assignment}/")
+            for line in got.skipped:
+                print(line, file=sys.stderr)
+            return 1 if got.skipped else 0
         else:
             n = export_checks(root, Path(args.out))
             print(f"{args.out}: {n} rows (student, assignment, check)")

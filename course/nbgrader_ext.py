@@ -8,16 +8,22 @@
   HTML file nbgrader's exchange hands a student renders its math with no network.
 - ``HIDDEN_FEEDBACK``: feedback shows a hidden check's cell as its rule (the comment above the hidden region) and its
   result (the cell's output), not the code that runs it.
+- ``LmsCollector``: ``nbgrader zip_collect``'s collector for the zip of every submission an LMS hands out (Moodle's
+  layout by default); what it leaves out is logged one line each.
 """
 from __future__ import annotations
 
+import os
 import re
+import unicodedata
 from functools import lru_cache
 from pathlib import Path
 
 from nbconvert.exporters import HTMLExporter
+from nbgrader.plugins import FileNameCollectorPlugin
 from nbgrader.preprocessors import ClearHiddenTests, OverwriteCells
 from nbgrader import utils
+from traitlets import default
 
 # nbconvert's base/mathjax.html.j2 macro: a CDN script and a MathJax 2 configuration, between these comments.
 _MATHJAX_BLOCK = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
@@ -85,3 +91,41 @@ class QuietOverwriteCells(OverwriteCells):
             if source and "### BEGIN HIDDEN TESTS" in source and cell.source.rstrip("\n") == _released(source):
                 cell.source = source
         return super().preprocess_cell(cell, resources, cell_index)
+
+
+# Moodle's "Download all submissions", one folder per student and plugin (mod/assign/locallib.php,
+# download_submissions: the full name with "_" made " ", "_", the participant's number, "_assignsubmission_file_").
+MOODLE_LAYOUT = r".*/(?P<student_id>[^/_]+)_(?P<participant>[0-9]+)_assignsubmission_file_/(?P<file_id>[^/]+)$"
+MOODLE_EXAMPLE = "<Full Name>_<number>_assignsubmission_file_/<notebook>"
+SKIPPED = ": not collected: "  # in each line about a file left out, between who and why (course.classroom reads it)
+
+
+class LmsCollector(FileNameCollectorPlugin):
+    """Each extracted file of an LMS's download → its student (the full name, in Unicode's composed form, so a name
+    typed on another system is the same id) and notebook. A file outside the layout, a file that is not a notebook,
+    and a second participant with a name already collected are left out with one line each; a notebook of another
+    name is collected, and grading names it."""
+
+    @default("named_regexp")
+    def _moodle(self):
+        return MOODLE_LAYOUT
+
+    def collect(self, submitted_file):
+        where = os.path.relpath(submitted_file, self.parent.coursedir.root)
+        m = re.match(self.named_regexp, submitted_file)
+        if m is None:
+            self.log.warning("%s%snot in the LMS's layout (%s)", where, SKIPPED, MOODLE_EXAMPLE)
+            return None
+        info = {k: v for k, v in m.groupdict().items() if v is not None}
+        info["student_id"] = unicodedata.normalize("NFC", info["student_id"])
+        student, name = info["student_id"], info["file_id"]
+        if os.path.splitext(name)[1] not in self.valid_ext:
+            self.log.warning("%s%s%s is not a notebook (allowed: %s)", student, SKIPPED, name, ", ".join(self.valid_ext))
+            return None
+        seen = self.__dict__.setdefault("_participants", {})
+        number = info.get("participant")
+        if seen.setdefault(student, number) != number:
+            self.log.warning("%s%sa second participant of this name (number %s; number %s is collected): grade it "
+                             "by hand", student, SKIPPED, number, seen[student])
+            return None
+        return info

@@ -146,3 +146,95 @@ def test_feedback_math_renders_offline_in_chromium(tmp_path):
             page.close()
         b.close()
     assert typeset["cdn"] == 0 and typeset["offline"] >= 3, typeset
+
+
+def _moodle_zip(path: Path, files: dict):
+    """A zip as Moodle's "Download all submissions" makes it: one folder per student, named
+    ``<Full Name>_<participant number>_assignsubmission_file_`` (mod/assign/locallib.php, download_submissions)."""
+    import zipfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as z:
+        for name, content in files.items():
+            z.writestr(name, content)
+
+
+def test_zip_collect_from_an_lms_zip_one_line_per_file_left_out(tmp_path, monkeypatch, capsys):
+    """`course.classroom zip-collect` runs real `nbgrader zip_collect` on an LMS's zip: each file it leaves out is one
+    line; what it collects lands in submitted/<full name>/ byte for byte, names with spaces and non-ASCII letters (in
+    either Unicode form) included; nobody else's submission or grade is touched. What grading then says of a
+    collected notebook of another lesson or a file that is not JSON is classroom.submissions (graded for real by the
+    test above)."""
+    import hashlib
+    import unicodedata
+
+    shutil.copytree(REPO / "solutions", tmp_path / "solutions")
+    shutil.copytree(REPO / "exercises", tmp_path / "exercises")
+    shutil.copy(REPO / "nbgrader_config.py", tmp_path)
+    classroom.register(tmp_path, ["01_attention"])
+    solved = (REPO / "solutions" / "01_attention" / "attention.ipynb").read_text()
+    blank = (REPO / "exercises" / "01_attention" / "attention.ipynb").read_text()
+    # Someone collected and graded earlier (by hand, from e-mail): zip-collect leaves them alone.
+    _put(tmp_path, "Earlier Student", "attention.ipynb", solved)
+    before = {p: p.read_bytes() for p in (tmp_path / "submitted" / "Earlier Student").rglob("*") if p.is_file()}
+    gradebook = hashlib.sha256((tmp_path / "gradebook.db").read_bytes()).hexdigest()
+
+    # Refused before nbgrader starts (so in this process: the command's main with this course root).
+    monkeypatch.setenv("COURSE_ROOT", str(tmp_path))
+    assert classroom.main(["zip-collect", "01_atention"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: assignment: unknown id '01_atention'; one of: ") and len(err.splitlines()) == 1
+    assert classroom.main(["zip-collect", "01_attention"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: downloaded/01_attention/archive/: no file in it; allowed: the LMS's download of every submission "
+        "(a .zip, or its folders)")
+
+    archive = tmp_path / "downloaded" / "01_attention" / "archive"
+    _moodle_zip(archive / "only-notes.zip", {"Mal Lory_1003_assignsubmission_file_/notes.txt": "my notes"})
+    out = _cli(tmp_path, "zip-collect", "01_attention")
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "error: downloaded/01_attention/archive/: no submission of 01_attention in it (Mal Lory: not collected: "
+        "notes.txt is not a notebook (allowed: .ipynb))"), out.stderr
+    (archive / "only-notes.zip").unlink()
+
+    zoe_nfd = unicodedata.normalize("NFD", "Zoë Kim")  # as a Mac writes the name
+    files = {
+        "Ana Alves_1001_assignsubmission_file_/attention.ipynb": solved,
+        f"{zoe_nfd}_1002_assignsubmission_file_/attention.ipynb": blank,
+        "Jo Park_1006_assignsubmission_file_/attention.ipynb": blank,
+        "Jo Park_1006_assignsubmission_file_/notes.txt": "scratch",       # beside a notebook: left out
+        "Mal Lory_1003_assignsubmission_file_/notes.txt": "my notes",      # no notebook at all
+        "Oscar Ode_1004_assignsubmission_file_/kv_cache.ipynb": blank,     # another lesson's notebook
+        "Nina Null_1005_assignsubmission_file_/attention.ipynb": "not a notebook",
+        "index.html": "<html></html>",                                      # outside the layout
+        "Ana Alves_1009_assignsubmission_file_/attention.ipynb": blank,    # a second Ana Alves
+    }
+    _moodle_zip(archive / "Lesson 01-Attention-77.zip", files)
+    out = _cli(tmp_path, "zip-collect", "01_attention")
+    assert out.returncode == 1, out.stderr
+    collected = ["Ana Alves", "Jo Park", "Nina Null", "Oscar Ode", "Zoë Kim"]
+    assert out.stdout.splitlines() == [f"{s}: collected into submitted/{s}/01_attention/" for s in collected]
+    assert sorted(out.stderr.splitlines()) == sorted([
+        "Ana Alves: not collected: a second participant of this name (number 1009; number 1001 is collected): "
+        "grade it by hand",
+        "Jo Park: not collected: notes.txt is not a notebook (allowed: .ipynb)",
+        "Mal Lory: not collected: notes.txt is not a notebook (allowed: .ipynb)",
+        "downloaded/01_attention/extracted/Lesson 01-Attention-77/index.html: not collected: not in the LMS's "
+        "layout (<Full Name>_<number>_assignsubmission_file_/<notebook>)",
+    ]), out.stderr
+
+    sub = tmp_path / "submitted"
+    assert sorted(p.name for p in sub.iterdir()) == sorted(["Earlier Student", *collected])
+    assert (sub / "Ana Alves" / "01_attention" / "attention.ipynb").read_text() == solved
+    assert (sub / "Zoë Kim" / "01_attention" / "attention.ipynb").read_text() == blank  # one id, composed form
+    assert sorted(p.name for p in (sub / "Jo Park" / "01_attention").iterdir()) == ["attention.ipynb"]
+    assert {p: p.read_bytes() for p in (sub / "Earlier Student").rglob("*") if p.is_file()} == before
+    assert hashlib.sha256((tmp_path / "gradebook.db").read_bytes()).hexdigest() == gradebook
+
+    problems = {s.student: s.problem for s in classroom.submissions(tmp_path, "01_attention")}
+    assert problems == {
+        "Earlier Student": "", "Ana Alves": "", "Zoë Kim": "", "Jo Park": "",
+        "Oscar Ode": "holds kv_cache.ipynb, lesson 03_kv_cache's notebook, not attention.ipynb",
+        "Nina Null": "attention.ipynb: the notebook is not valid JSON: Expecting value: line 1 column 1 (char 0)",
+    }
+

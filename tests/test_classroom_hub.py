@@ -2,109 +2,81 @@
 
 The hub starts on 127.0.0.1 with the project's pinned JupyterHub and configurable-http-proxy from the npm registry
 (build/chp); a student with the wrong password is refused, with the right one logged in, and their server starts
-in their own home with nbgrader pointed at the class's exchange.
+in their own home — as root, as the student's own system account, which the hub made — with nbgrader pointed at the
+class's exchange. The whole round (release, fetch, submit, collect, grade, feedback) is tests/test_classroom_round.py,
+run apart. Student names are fresh each run and their accounts are removed afterwards.
 """
 import os
-import re
-import signal
-import socket
+import pwd
+import shutil
 import subprocess
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 import pytest
 import requests
 
-from course.notebook_spec import REPO
-
-CHP = REPO / "build" / "chp" / "node_modules" / ".bin" / "configurable-http-proxy"
-
-
-def _free_port_block(n=3):
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + n < 65535 and all(_free(port + i) for i in range(n)):
-            return port
-    raise RuntimeError("no three free ports in a row on 127.0.0.1")
-
-
-def _free(port):
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
+from tests.class_hub import CONFIG, PASSWORD, User, class_names, free_port_block, running_hub, student_python
 
 
 @pytest.fixture
-def hub(tmp_path):
-    assert CHP.exists(), f"{CHP} is missing: `make classroom-deps` installs configurable-http-proxy from npm"
-    port = _free_port_block()
-    env = dict(os.environ, CLASSROOM_DIR=str(tmp_path / "class"), CLASSROOM_PORT=str(port),
-               CLASSROOM_PASSWORD="pw-for-the-test", CLASSROOM_STUDENTS="student1,student2")
-    (tmp_path / "class").mkdir()
-    log = open(tmp_path / "hub.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(REPO / "classroom" / "jupyterhub_config.py")],
-                            cwd=tmp_path / "class", env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{url}/hub/api", timeout=5).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert proc.poll() is None, (tmp_path / "hub.log").read_text()[-3000:]
-            time.sleep(1)
-        yield url, tmp_path / "class", proc
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+def class_dir():
+    d = Path(tempfile.mkdtemp(prefix="class-hub-"))
+    d.chmod(0o755)  # the students' accounts reach their homes in it
+    (d / "class").mkdir(mode=0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
-def _login(url, user, password):
-    s = requests.Session()
-    page = s.get(f"{url}/hub/login", timeout=10)
-    xsrf = re.search(r'name="_xsrf"\s+value="([^"]+)"', page.text) or re.search(r"_xsrf=([^&\"']+)", page.text)
-    data = {"username": user, "password": password}
-    if xsrf:
-        data["_xsrf"] = xsrf.group(1)
-    r = s.post(f"{url}/hub/login", data=data, timeout=30, allow_redirects=False)
-    return s, r
-
-
-def test_hub_smoke(hub):
+def test_hub_smoke(class_dir):
     import jupyterhub
 
-    url, state, proc = hub
-    assert requests.get(f"{url}/hub/api", timeout=10).json()["version"] == jupyterhub.__version__
-    _, refused = _login(url, "student1", "wrong")
-    assert refused.status_code == 403
-    _, stranger = _login(url, "mallory", "pw-for-the-test")
-    assert stranger.status_code == 403  # not on the class list
-    s, ok = _login(url, "student1", "pw-for-the-test")
-    assert ok.status_code == 302, ok.text[:500]
-    s.get(f"{url}/hub/spawn", timeout=180)
-    deadline = time.monotonic() + 180
-    status = None
-    while time.monotonic() < deadline:
-        # The server's unauthenticated version endpoint, through the proxy: 200 once the proxy routes to it.
-        status = s.get(f"{url}/user/student1/api", timeout=10, allow_redirects=False)
-        if status.status_code == 200 and "version" in status.json():
-            break
-        time.sleep(2)
-    assert status is not None and status.status_code == 200, (state.parent / "hub.log").read_text()[-3000:]
-    cfg = (state / "home" / "student1" / "nbgrader_config.py").read_text()
-    assert f"c.Exchange.root = {str(state / 'exchange')!r}" in cfg
-    assert "c.CourseDirectory.course_id = 'inference-memory'" in cfg
+    student, other = class_names("sam", "kim")
+    python = student_python(class_dir) if os.geteuid() == 0 else sys.executable
+    with running_hub(class_dir / "class", [student, other], python) as hub:
+        url, state = hub.url, hub.state
+        assert requests.get(f"{url}/hub/api", timeout=10).json()["version"] == jupyterhub.__version__
+        assert User(hub, student).login("wrong").status_code == 403
+        assert User(hub, "mallory").login().status_code == 403  # not on the class list
+        u = User(hub, student)
+        ok = u.login()
+        assert ok.status_code == 302, ok.text[:500]
+        u.get_token()
+        u.start_server()
+        # The server's unauthenticated version endpoint, through the proxy.
+        assert "version" in requests.get(u.server("api"), timeout=10).json()
+        home = state / "home" / student
+        cfg = (home / "nbgrader_config.py").read_text()
+        assert f"c.Exchange.root = {str(state / 'exchange')!r}" in cfg
+        assert "c.CourseDirectory.course_id = 'inference-memory'" in cfg
+        if os.geteuid() == 0:
+            # The server runs as the student's account: the files it wrote are the account's.
+            account = pwd.getpwnam(student)
+            assert account.pw_dir == str(home)
+            runtime = list((home / ".local" / "share" / "jupyter" / "runtime").glob("jpserver-*.json"))
+            assert runtime and all(p.stat().st_uid == account.pw_uid != 0 for p in runtime)
+    assert not hub.leftovers
+    for name in (student, other):
+        with pytest.raises(KeyError):
+            pwd.getpwnam(name)  # the accounts the hub made are gone
+
+
+def test_hub_refuses_an_interpreter_students_cannot_run(tmp_path):
+    """As root, a students' interpreter inside a folder closed to other accounts stops the hub with one line."""
+    if os.geteuid() != 0:
+        pytest.skip("only as root does the hub run students' servers as their own accounts")
+    closed = tmp_path / "private"
+    closed.mkdir(mode=0o700)
+    (closed / "python").symlink_to(sys.executable)
+    env = dict(os.environ, CLASSROOM_DIR=str(tmp_path / "class"), CLASSROOM_PORT=str(free_port_block()),
+               CLASSROOM_PASSWORD=PASSWORD, CLASSROOM_STUDENTS="nobody-here", CLASSROOM_PYTHON=str(closed / "python"))
+    proc = subprocess.run([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    said = [ln for ln in out.splitlines() if ln.startswith("CLASSROOM_PYTHON")]
+    assert len(said) == 1 and "Traceback" not in out, out[-3000:]
+    assert said[0].startswith(f"CLASSROOM_PYTHON: the students' accounts cannot run {closed / 'python'} (")
+    assert said[0].endswith("is closed to other accounts); allowed: an interpreter with this environment's packages "
+                            "outside private folders")

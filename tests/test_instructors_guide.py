@@ -111,3 +111,16 @@ def test_guide_workflow_from_a_fresh_clone(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     with Gradebook(f"sqlite:///{clone / 'gradebook.db'}") as gb:
         assert {s.student_id: s.score for s in gb.assignment_submissions("01_attention")} == expected
+
+
+def test_both_guides_show_the_round_screenshots_small_enough():
+    """The two screenshots the class round took (tests/test_classroom_round.py --screenshots) are in the site, shown
+    by the English and the Korean guide, and small: PNG files under 150 KB each."""
+    shots = ["assets/classroom/assignment-list.png", "assets/classroom/formgrader.png"]
+    en, ko = GUIDE.read_text(encoding="utf-8"), GUIDE.with_name("instructors.ko.md").read_text(encoding="utf-8")
+    assert [s for s in shots if f"]({s})" in en] == shots
+    # The Korean edition is built under ko/, and the screenshots are the English edition's files.
+    assert [s for s in shots if f'src="../{s}"' in ko] == shots
+    for s in shots:
+        data = (REPO / "site" / s).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and 10_000 < len(data) < 150_000, (s, len(data))

@@ -9,7 +9,6 @@ nav in order. The calculator page is checked against the CLI, a pasted published
 import functools
 import json
 import http.server
-import shutil
 import subprocess
 import sys
 import threading
@@ -65,16 +64,10 @@ PAGES = _pages()
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
+    from tests.chromium import launch
 
-    exe = shutil.which("chromium") or "/usr/bin/chromium"
-    assert Path(exe).exists(), "Debian's chromium is missing: `make setup` installs it"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run", "--disable-quic"])
+    with launch() as b:
         yield b
-        b.close()
 
 
 # Elements that must fit their own box: code lines and display equations (tables may scroll inside their wrapper).
