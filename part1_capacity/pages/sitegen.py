@@ -305,6 +305,14 @@ def overflow_table(plan: dict, tr=EN) -> str:
     return "\n".join(out) + "\n"
 
 
+def counted_types(tr=EN) -> str:
+    """The model types the page counts from their config's fields alone (configs.COUNTED), for the live page."""
+    from part1_capacity.calculator.configs import COUNTED
+
+    return tr("The page counts these {n} model types from their fields: {types}.", n=len(COUNTED),
+              types=", ".join(f"`{t}`" for t in COUNTED)) + "\n"
+
+
 def families_table(tr=EN) -> str:
     """The config.json families the calculator reads (configs.FAMILIES), each with the published file its tests
     read, and the GGUF architectures (checkpoints.GGUF_ARCHITECTURES)."""
@@ -438,5 +446,6 @@ def build(out):
         n=fmt_count(overflow_plan["accelerators_without_kv"])) + "\n\n" + overflow_table(overflow_plan, tr))
     i18n.write_text(out, "models.md", lambda tr: data_tables(tr)[0])
     i18n.write_text(out, "families.md", families_table)
+    i18n.write_text(out, "counted_types.md", counted_types)
     i18n.write_text(out, "accelerators.md", lambda tr: data_tables(tr)[1])
     i18n.write_text(out, "tiers.md", lambda tr: data_tables(tr)[2])
