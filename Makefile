@@ -1,6 +1,6 @@
 # Two commands set up a fresh machine and do the work:
 #   make run    the main job: the calculator on the bundled data, then the course site
-#   make test   the whole test suite
+#   make test   the test suite (the long end-to-end runs: make test-long; CI runs both)
 # Both bootstrap a virtual environment in .venv with the pinned stack first. `make run` needs no llama.cpp: only
 # the tests and the engine experiments do, so only `make test` (and `make setup`) build it, once (see `llama`).
 
@@ -17,7 +17,7 @@ GGML_FLAGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGM
 # Tools spawned by nbgrader/jupyter (alembic, kernels) come from the venv without activating it.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup setup-core run test site notebooks doctor clean
+.PHONY: setup setup-core run test test-long site notebooks doctor clean
 
 # Everything the tests need: the Python stack, Chromium, bubblewrap, CJK fonts, Pyodide for the calculator page,
 # llama.cpp (compiled once per machine: see `llama`), matmul-bench.
@@ -74,9 +74,14 @@ run: $(LIGHT)
 site: $(CORE) pyodide
 	$(BIN)/python tools/build_site.py
 
-# The slowest ten tests are listed at the end: the suite is kept under 5 minutes on 2 cores.
+# The default suite on both cores (pytest-xdist: a module's tests on one worker), kept under 5 minutes on 2 cores;
+# the slowest ten tests are listed at the end. It skips the long end-to-end runs (marked `long`), each naming the
+# smoke test that stands in for it; `make test-long` runs them and saves tests/long_run.json. CI runs both.
 test: setup
-	$(BIN)/python -m pytest -q --durations=10
+	$(BIN)/python -m pytest -q -n 2 --durations=10
+
+test-long: setup
+	$(BIN)/python -m pytest -q -n 2 --long -m long --durations=0
 
 # What is installed and what is not, and which commands need which (seconds; needs no .venv).
 doctor:

@@ -1,5 +1,17 @@
-"""Shared pytest set-up. ``--notebook PATH`` makes tests/autograder/ grade a learner's notebook."""
+"""Shared pytest set-up. ``--notebook PATH`` makes tests/autograder/ grade a learner's notebook.
+
+Long runs (``@pytest.mark.long(smoke=...)``): an end-to-end run too long for `make test` (the suite is kept under
+5 minutes on 2 cores) is skipped by default and run by `make test-long` (``pytest --long -m long``); CI runs both.
+A long test is skipped only because two things stand in for it: the fast smoke test its marker names, which always
+runs and goes through the same seam, and its saved run, ``tests/long_run.json`` (outcome, seconds, date and commit
+of its last run, written by every ``--long`` run); tests/test_suite.py checks both for every long test.
+
+With pytest-xdist (`make test` runs ``-n 2``) a module's tests stay on one worker, so module fixtures are built once;
+modules that share files on disk are kept together (``SHARED_FILES``).
+"""
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,11 +37,31 @@ def pytest_addoption(parser):
                      help="seconds allowed to the notebook's cells together (--notebook)")
     parser.addoption("--screenshots", action="store", default=None,
                      help="keep the class round's screenshots in this folder (-m hub_round)")
+    parser.addoption("--long", action="store_true", default=False,
+                     help="run the long end-to-end tests too (skipped by default); `make test-long` runs only them")
+    parser.addoption("--long-table", action="store_true", default=False,
+                     help="with --collect-only: print every collected test and the smoke test of each long one (JSON)")
+
+
+LONG_RUN = REPO / "tests" / "long_run.json"   # the saved run of the long tests (see the module docstring)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "long(smoke): an end-to-end run skipped unless --long; smoke='tests/x.py::test_y' names the fast "
+                   "test that always runs and covers the same seam (make test-long runs the long ones; CI runs both)")
 
 
 def pytest_collection_modifyitems(config, items):
-    """The whole class round through JupyterHub (marker hub_round) runs only when asked for by name:
+    """Long tests are skipped unless ``--long``; the reason names the smoke test that stands in.
+    The whole class round through JupyterHub (marker hub_round) runs only when asked for by name:
     ``pytest -m hub_round`` (``make classroom-round``); the default run skips it and says how to run it."""
+    if not config.getoption("--long"):
+        for item in items:
+            mark = item.get_closest_marker("long")
+            if mark is not None:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"long (make test-long runs it); {mark.kwargs.get('smoke', '?')} stands in"))
     if "hub_round" in (config.option.markexpr or ""):
         return
     skip = pytest.mark.skip(reason="the class round through JupyterHub runs apart: make classroom-round "
@@ -37,6 +69,76 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "hub_round" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_collection_finish(session):
+    """``--long-table``: one JSON line, ``{"tests": [...], "long": {long test: its smoke test}}`` (tests/test_suite.py)."""
+    if session.config.getoption("--long-table"):
+        long = {i.nodeid: i.get_closest_marker("long").kwargs.get("smoke") for i in session.items
+                if i.get_closest_marker("long")}
+        print("LONG-TABLE " + json.dumps({"tests": [i.nodeid for i in session.items], "long": long}))
+
+
+# Modules that share files on disk, kept on one xdist worker: tests/test_site.py rewrites site/generated/, which
+# tests/test_i18n.py reads (and both generate it when it is missing, through the one session fixture `built_site`).
+SHARED_FILES = {"tests/test_site.py": "site", "tests/test_i18n.py": "site"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist: whole modules to a worker (their module fixtures — gradings, a built site — are built once);
+    the modules of ``SHARED_FILES`` together."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            module = nodeid.split("::", 1)[0]
+            return SHARED_FILES.get(module, module)
+
+    return ByModule(config, log)
+
+
+_LONG_RESULTS: dict = {}
+_STARTED: dict = {}
+
+
+def pytest_sessionstart(session):
+    from course.records import load_average
+
+    _STARTED["load_average"] = load_average()
+
+
+def pytest_runtest_logreport(report):
+    """Outcome and seconds of each long test that ran (on xdist's controller too: workers send it their reports)."""
+    if "long" not in report.keywords:
+        return
+    entry = _LONG_RESULTS.setdefault(report.nodeid, {"outcome": "passed", "seconds": 0.0})
+    entry["seconds"] = round(entry["seconds"] + report.duration, 1)
+    if report.failed:
+        entry["outcome"] = "failed"
+    elif report.skipped and report.when == "setup":
+        entry["outcome"] = "skipped"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A ``--long`` run saves what it ran into LONG_RUN (merged: a partial run updates only its own tests)."""
+    if hasattr(session.config, "workerinput") or not session.config.getoption("--long"):
+        return
+    ran = {k: v for k, v in _LONG_RESULTS.items() if v["outcome"] != "skipped"}
+    if not ran:
+        return
+    from course.records import run_record
+
+    record = run_record(program="python -m pytest")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    record["load_average_at_start"] = _STARTED.get("load_average", record["load_average_at_start"])
+    stamp = {"date_utc": record["date_utc"], "commit": commit.stdout.strip() or None,
+             "load_average_at_start": record["load_average_at_start"]}
+    saved = json.loads(LONG_RUN.read_text()) if LONG_RUN.exists() else {"tests": {}}
+    saved["record"] = record
+    saved["tests"].update({k: {**v, **stamp} for k, v in sorted(ran.items())})
+    saved["tests"] = dict(sorted(saved["tests"].items()))
+    LONG_RUN.write_text(json.dumps(saved, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +209,17 @@ def disk_dir(tmp_path):
         pytest.skip("no disk-backed directory to test page-cache eviction on")
     with tempfile.TemporaryDirectory(dir=here) as d:
         yield Path(d)
+
+
+@pytest.fixture(scope="session")
+def built_site():
+    """The course site, built once per session by the real tool (`tools/build_site.py`: every generator, then
+    `mkdocs build --strict`) into _build/site/; tests/test_site.py checks it and tests/test_i18n.py reads its
+    site/generated/."""
+    import subprocess as sp
+
+    site = REPO / "_build" / "site"
+    done = sp.run([sys.executable, str(REPO / "tools" / "build_site.py")], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert (site / "index.html").exists()
+    return site

@@ -80,17 +80,13 @@ def test_korean_page_shows_the_same_generated_files(page):
 
 
 @pytest.fixture(scope="module")
-def generated():
-    """site/generated/ complete for every page of both languages (generated as the mkdocs hook does if not)."""
-    import importlib.util
-
+def generated(request):
+    """site/generated/ complete for every page of both languages: when it is not, the site is built (the session's
+    one build, which tests/test_site.py checks too: the generators run once)."""
     from hooks.generated import missing_generated
 
     if missing_generated(SITE):
-        spec = importlib.util.spec_from_file_location("build_site", REPO / "tools" / "build_site.py")
-        build_site = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(build_site)
-        build_site.run_generators()
+        request.getfixturevalue("built_site")
     missing = missing_generated(SITE)
     assert not missing, f"the generators did not write {missing[:3]}"
     return GENERATED

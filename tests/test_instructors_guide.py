@@ -7,6 +7,9 @@ A class of six is in ``~/inbox`` (a temporary home): four finished notebooks (tw
 non-ASCII letter in their names), one with only the attention written, one blank. `--jobs 2` grades two at a time, so
 gradings overlap: with the old integrity check (which hashed `submitted/`, `autograded/` and the gradebook) they
 voided each other. Expected points are the contract's, summed by hand from ``LESSON``, not read from a run.
+
+The class of six is a long run (`make test-long`); `make test` runs the same block, verbatim, from a fresh clone,
+with a class of one (the student with only the attention written: a partial grade, passed and failed checks).
 """
 import csv
 import json
@@ -42,7 +45,11 @@ def test_guide_block_is_what_the_test_runs():
         assert needed in block, f"the guide's workflow lost {needed!r}"
 
 
-def _notebooks(home: Path):
+CLASS = ("alice", "bob", "ana maria", "zoë", "carol", "dan")
+SMOKE_CLASS = ("carol",)
+
+
+def _notebooks(home: Path, students):
     from part0_foundations.l01_attention.checks import LESSON
 
     solved = json.loads((REPO / "solutions" / "01_attention" / "attention.ipynb").read_text())
@@ -55,16 +62,22 @@ def _notebooks(home: Path):
     attention_only = sum(c.points for c in LESSON.checks if c.name == "scaled_dot_product_attention")
     class_ = {"alice": (solved, full), "bob": (solved, full), "ana maria": (solved, full), "zoë": (solved, full),
               "carol": (half, attention_only), "dan": (blank, 0)}
+    class_ = {s: class_[s] for s in students}
     for student, (nb, _) in class_.items():
         (home / "inbox" / student).mkdir(parents=True)
         (home / "inbox" / student / "attention.ipynb").write_text(json.dumps(nb))
     return {s: pts for s, (_, pts) in class_.items()}, full
 
 
-def test_guide_workflow_from_a_fresh_clone(tmp_path):
+@pytest.mark.parametrize("students", [
+    pytest.param(SMOKE_CLASS, id="one"),
+    pytest.param(CLASS, id="six", marks=pytest.mark.long(
+        smoke="tests/test_instructors_guide.py::test_guide_workflow_from_a_fresh_clone[one]")),
+])
+def test_guide_workflow_from_a_fresh_clone(tmp_path, students):
     clone, home = tmp_path / "course", tmp_path / "home"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
-    expected, full = _notebooks(home)
+    expected, full = _notebooks(home, students)
     assert 0 < expected["carol"] < full  # a partial grade, not all or nothing
     venv = Path(sys.prefix)
     script = "\n".join(f"ln -s {venv} .venv" if ln.startswith("make setup") else ln

@@ -5,6 +5,10 @@
 - real `nbgrader autograde`: the solution scores full marks, the released notebook scores 0 without crashing
   (scores read from the gradebook, not from `nbgrader validate`, whose exit code is always 0);
 - the pytest autograder grades a notebook: every check passes on the solution and fails on the release.
+
+The two gradings per lesson (nbgrader's and pytest's) are long runs (``@long``): `make test` runs them for one lesson,
+``SMOKE`` (the same tests, the same seams), and `make test-long` for every lesson. The release is checked for every
+lesson in every run (one `nbgrader generate_assignment` for all of them).
 """
 import importlib
 import json
@@ -22,6 +26,14 @@ from course.notebook_spec import REPO, all_specs, build_source_notebook, generat
 
 SPECS = all_specs()
 IDS = [s.ASSIGNMENT for s in SPECS]
+# The lesson graded end to end by `make test`: the quickest to grade (every lesson is graded by `make test-long`).
+SMOKE = "p1_01_kv_from_config"
+
+
+def _long_but_smoke(test):
+    """The specs, each lesson's test marked long but SMOKE's, which stands in for them."""
+    return [pytest.param(s, id=s.ASSIGNMENT, marks=() if s.ASSIGNMENT == SMOKE else
+                         pytest.mark.long(smoke=f"tests/test_notebooks.py::{test}[{SMOKE}]")) for s in SPECS]
 
 
 def _cells(path):
@@ -40,28 +52,37 @@ def test_solutions_match_package_source(spec):
 
 @pytest.fixture(scope="module")
 def course_root(tmp_path_factory):
-    """A throw-away nbgrader course: generate every assignment, submit the solution and the release."""
+    """A throw-away nbgrader course with every assignment released: one real `nbgrader generate_assignment` for all
+    of them (the assignment id is nbgrader's glob)."""
     root = tmp_path_factory.mktemp("course")
     shutil.copytree(REPO / "solutions", root / "solutions")
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
     # nbgrader_config.py imports the course's grader (course.autograde): from this tree.
     env = dict(os.environ, COURSE_ROOT=str(root), NBGRADER_EXCHANGE=str(root / "exchange"),
                PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
+    done = subprocess.run(nbgrader_cmd() + ["generate_assignment", "*", "--force"], cwd=root, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return root, env
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_release_is_what_nbgrader_makes(spec, course_root):
+    """exercises/ in the repo is exactly what real `nbgrader generate_assignment` makes from solutions/."""
+    root, _ = course_root
+    released = root / "exercises" / spec.ASSIGNMENT / spec.NOTEBOOK
+    assert released.exists(), f"nbgrader generate_assignment made no {released.relative_to(root)}"
+    assert _cells(released) == _cells(REPO / "exercises" / spec.ASSIGNMENT / spec.NOTEBOOK), (
+        f"exercises/{spec.ASSIGNMENT} is not what nbgrader generate_assignment makes: run `make notebooks`")
+
+
+@pytest.mark.parametrize("spec", _long_but_smoke("test_release_and_autograde_with_real_nbgrader"))
 def test_release_and_autograde_with_real_nbgrader(spec, course_root):
+    """The solution and the release (as nbgrader released it) submitted and graded by real `nbgrader autograde`:
+    full marks and none, each check's points as the lesson's contract gives them."""
     root, env = course_root
     a = spec.ASSIGNMENT
     nbg = nbgrader_cmd()
-    subprocess.run(nbg + ["generate_assignment", a, "--force"], cwd=root, env=env, check=True, capture_output=True)
-
-    # exercises/ in the repo must be exactly what nbgrader makes.
-    released = root / "exercises" / a / spec.NOTEBOOK
-    assert _cells(released) == _cells(REPO / "exercises" / a / spec.NOTEBOOK), (
-        f"exercises/{a} is not what nbgrader generate_assignment makes: run `make notebooks`")
-
     for student, src in (("ref_solution", root / "solutions" / a), ("blank_release", root / "exercises" / a)):
         dst = root / "submitted" / student / a
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -108,16 +129,20 @@ def _broken_release(spec, folder):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def pytest_gradings(tmp_path_factory):
-    """Every pytest-route grading of this module, started at once in the background: each is a subprocess that
-    grades one notebook, and running them beside the serial nbgrader tests keeps a second CPU busy. The tests
-    below read their results; what they check does not depend on the order the gradings ran in."""
+def pytest_gradings(request, tmp_path_factory):
+    """The pytest-route gradings of the lessons whose test below runs (skipped long tests grade nothing), started at
+    once in the background: each is a subprocess that grades one notebook, and running them beside the serial
+    nbgrader tests keeps a second CPU busy. The tests below read their results; what they check does not depend on
+    the order the gradings ran in."""
     from concurrent.futures import ThreadPoolExecutor
 
+    runs = {item.callspec.params["spec"].ASSIGNMENT for item in request.session.items
+            if item.module is request.module and item.originalname == "test_pytest_autograder_on_notebooks"
+            and item.get_closest_marker("skip") is None}
     folder = tmp_path_factory.mktemp("broken")
     pool = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1))
     jobs = {}
-    for spec in SPECS:
+    for spec in (s for s in SPECS if s.ASSIGNMENT in runs):
         for kind, nb in (("solution", REPO / "solutions" / spec.ASSIGNMENT / spec.NOTEBOOK),
                          ("release", REPO / "exercises" / spec.ASSIGNMENT / spec.NOTEBOOK),
                          ("broken", _broken_release(spec, folder))):
@@ -126,7 +151,7 @@ def pytest_gradings(tmp_path_factory):
     pool.shutdown(wait=True, cancel_futures=True)
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+@pytest.mark.parametrize("spec", _long_but_smoke("test_pytest_autograder_on_notebooks"))
 def test_pytest_autograder_on_notebooks(spec, pytest_gradings):
     code, out = pytest_gradings[spec.ASSIGNMENT, "solution"].result()
     assert code == 0 and " passed" in out and "failed" not in out, out[-3000:]

@@ -9,23 +9,12 @@ nav in order. The calculator page is checked against the CLI, a pasted published
 import functools
 import json
 import http.server
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SITE = REPO / "_build" / "site"
-
-
-@pytest.fixture(scope="module")
-def built_site():
-    subprocess.run([sys.executable, str(REPO / "tools" / "build_site.py")], cwd=REPO, check=True,
-                   capture_output=True, text=True)
-    assert (SITE / "index.html").exists()
-    return SITE
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,51 @@
+"""The suite's own rules (tests/conftest.py): `make test` skips a long end-to-end test only when a smoke test that
+always runs stands in for it and a saved run of it is kept (tests/long_run.json); CI runs both commands."""
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import LONG_RUN, REPO
+
+
+@pytest.fixture(scope="module")
+def table():
+    """Every test of the suite and the smoke test each long one names, from a collection of the whole suite."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "--long-table", str(REPO / "tests")], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("LONG-TABLE ")), None)
+    assert done.returncode == 0 and line, done.stdout[-2000:] + done.stderr[-2000:]
+    return json.loads(line.split(" ", 1)[1])
+
+
+def test_every_long_test_names_a_smoke_test_that_runs_by_default(table):
+    assert table["long"], "no long test collected: the marker or the collection changed"
+    for test, smoke in table["long"].items():
+        assert smoke, f"{test}: @pytest.mark.long needs smoke='tests/x.py::test_y'"
+        assert smoke in table["tests"], f"{test}: its smoke test {smoke} is not in the suite"
+        assert smoke not in table["long"], f"{test}: its smoke test {smoke} is itself long"
+
+
+def test_every_long_test_has_a_passing_saved_run(table):
+    """`make test-long` (pytest --long) saves each long test's outcome, seconds, date and commit."""
+    assert LONG_RUN.exists(), "tests/long_run.json is missing: run `make test-long`"
+    saved = json.loads(LONG_RUN.read_text(encoding="utf-8"))["tests"]
+    for test in table["long"]:
+        assert test in saved, f"{test} has no saved run in tests/long_run.json: run `make test-long`"
+        assert saved[test]["outcome"] == "passed", f"{test}: its saved run {saved[test]['outcome']}"
+        assert saved[test]["seconds"] > 0 and saved[test]["date_utc"]
+
+
+def test_ci_runs_the_default_suite_and_the_long_tests():
+    """.ci/run calls `make test` and `make test-long`; the first skips the long tests, the second runs only them."""
+    ci = [ln.strip() for ln in (REPO / ".ci" / "run").read_text().splitlines()
+          if ln.strip() and not ln.lstrip().startswith("#")]
+    assert "make test" in ci and "make test-long" in ci, ci
+    assert ci.index("make test") < ci.index("make test-long")
+    make = (REPO / "Makefile").read_text()
+    recipe = {t: re.search(rf"^{t}:.*\n\t(.*)$", make, re.M).group(1) for t in ("test", "test-long")}
+    assert "pytest" in recipe["test"] and "--long" not in recipe["test"], recipe
+    assert re.search(r"--long\b", recipe["test-long"]) and "-m long" in recipe["test-long"], recipe
