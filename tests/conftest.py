@@ -7,7 +7,7 @@ runs and goes through the same seam, and its saved run, ``tests/long_run.json`` 
 of its last run, written by every ``--long`` run); tests/test_suite.py checks both for every long test.
 
 With pytest-xdist (`make test` runs ``-n 2``) a module's tests stay on one worker, so module fixtures are built once;
-modules that share files on disk are kept together (``SHARED_FILES``).
+files on disk that two modules share are written once per run, under a lock (``built_site``).
 """
 import json
 import os
@@ -52,8 +52,34 @@ def pytest_configure(config):
                    "test that always runs and covers the same seam (make test-long runs the long ones; CI runs both)")
 
 
+def pytest_collection_finish(session):
+    """``--long-table``: one JSON line, ``{"tests": [...], "long": {long test: its smoke test}}`` (test_suite.py)."""
+    if session.config.getoption("--long-table"):
+        from tests.test_suite import _table
+
+        print("LONG-TABLE " + json.dumps(_table(session.items)))
+
+
+# The slowest modules (seconds measured alone on the shared 2-core machine), handed out first to pytest-xdist's
+# workers so that no long module starts last while the other worker idles.
+SLOW_FIRST = ("tests/test_site.py", "tests/test_instructors_guide.py", "tests/test_grader_hostile.py",
+              "tests/test_notebooks.py", "tests/test_i18n.py", "tests/test_classroom.py", "tests/test_main_job.py",
+              "tests/test_student_build.py", "tests/test_suite.py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist: whole modules to a worker (their module fixtures — gradings, a browser — are built once), in
+    collection order (the workers put ``SLOW_FIRST`` first)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
+    return LoadScopeScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Long tests are skipped unless ``--long``; the reason names the smoke test that stands in.
+    """Long tests are skipped unless ``--long`` (the reason names the smoke test that stands in). On an xdist worker
+    the slowest modules come first (every worker sorts the same collection the same way).
     The whole class round through JupyterHub (marker hub_round) runs only when asked for by name:
     ``pytest -m hub_round`` (``make classroom-round``); the default run skips it and says how to run it."""
     if not config.getoption("--long"):
@@ -62,6 +88,9 @@ def pytest_collection_modifyitems(config, items):
             if mark is not None:
                 item.add_marker(pytest.mark.skip(
                     reason=f"long (make test-long runs it); {mark.kwargs.get('smoke', '?')} stands in"))
+    if hasattr(config, "workerinput"):
+        rank = {m: i for i, m in enumerate(SLOW_FIRST)}
+        items.sort(key=lambda i: rank.get(i.nodeid.split("::", 1)[0], len(rank)))
     if "hub_round" in (config.option.markexpr or ""):
         return
     skip = pytest.mark.skip(reason="the class round through JupyterHub runs apart: make classroom-round "
@@ -69,33 +98,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "hub_round" in item.keywords:
             item.add_marker(skip)
-
-
-def pytest_collection_finish(session):
-    """``--long-table``: one JSON line, ``{"tests": [...], "long": {long test: its smoke test}}`` (tests/test_suite.py)."""
-    if session.config.getoption("--long-table"):
-        long = {i.nodeid: i.get_closest_marker("long").kwargs.get("smoke") for i in session.items
-                if i.get_closest_marker("long")}
-        print("LONG-TABLE " + json.dumps({"tests": [i.nodeid for i in session.items], "long": long}))
-
-
-# Modules that share files on disk, kept on one xdist worker: tests/test_site.py rewrites site/generated/, which
-# tests/test_i18n.py reads (and both generate it when it is missing, through the one session fixture `built_site`).
-SHARED_FILES = {"tests/test_site.py": "site", "tests/test_i18n.py": "site"}
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config, log):
-    """pytest-xdist: whole modules to a worker (their module fixtures — gradings, a built site — are built once);
-    the modules of ``SHARED_FILES`` together."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ByModule(LoadScopeScheduling):
-        def _split_scope(self, nodeid):
-            module = nodeid.split("::", 1)[0]
-            return SHARED_FILES.get(module, module)
-
-    return ByModule(config, log)
 
 
 _LONG_RESULTS: dict = {}
@@ -212,14 +214,24 @@ def disk_dir(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def built_site():
-    """The course site, built once per session by the real tool (`tools/build_site.py`: every generator, then
-    `mkdocs build --strict`) into _build/site/; tests/test_site.py checks it and tests/test_i18n.py reads its
-    site/generated/."""
-    import subprocess as sp
+def built_site(request):
+    """The course site, built by the real tool (`tools/build_site.py`: every generator into site/generated/, then
+    `mkdocs build --strict` into _build/site/) once per test run, whichever module asks first: tests/test_site.py
+    checks it, tests/test_i18n.py reads its site/generated/. Under a file lock, so that with pytest-xdist the other
+    worker waits for that one build instead of reading files while they are written (or writing them again)."""
+    import fcntl
+    import uuid
 
-    site = REPO / "_build" / "site"
-    done = sp.run([sys.executable, str(REPO / "tools" / "build_site.py")], cwd=REPO, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    site, stamp = REPO / "_build" / "site", REPO / "_build" / ".site-built-by"
+    run = getattr(request.config, "workerinput", {}).get("testrunuid") or _STARTED.setdefault("run", uuid.uuid4().hex)
+    stamp.parent.mkdir(exist_ok=True)
+    with open(REPO / "_build" / ".site.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (stamp.exists() and stamp.read_text() == run and (site / "index.html").exists()):
+            stamp.unlink(missing_ok=True)
+            done = subprocess.run([sys.executable, str(REPO / "tools" / "build_site.py")], cwd=REPO,
+                                  capture_output=True, text=True)
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+            stamp.write_text(run)
     assert (site / "index.html").exists()
     return site

@@ -17,6 +17,8 @@ attacks; each is aimed at what the grader must refuse:
 Expected: 2 of 10 points (the two checks the wrong attention really passes), every other check failed with a
 message naming what happened, nothing outside the scratch folder changed, no process left, nothing received, a
 bounded report in bounded time; the same points per check from pytest and from nbgrader.
+The nbgrader route is a long run (`make test-long`); the pytest route, the same notebook through the same grading
+engine, stands in for it in `make test`.
 """
 import json
 import os
@@ -384,6 +386,7 @@ def _assert_nothing_escaped(victims, before, listeners):
     assert listeners.received == [], f"a local service received {listeners.received[:3]}"
 
 
+@pytest.mark.long(smoke="tests/test_grader_hostile.py::test_pytest_route_survives_every_attack")
 def test_nbgrader_autograde_gives_the_same_points(attack, tmp_path, pytest_route):
     """Real `nbgrader autograde`, with another student's full-marks submission in the same course: the hostile
     notebook gets exactly the pytest route's points per check, and nothing escaped."""

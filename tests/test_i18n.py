@@ -80,13 +80,11 @@ def test_korean_page_shows_the_same_generated_files(page):
 
 
 @pytest.fixture(scope="module")
-def generated(request):
-    """site/generated/ complete for every page of both languages: when it is not, the site is built (the session's
-    one build, which tests/test_site.py checks too: the generators run once)."""
+def generated(built_site):
+    """site/generated/ as this code generates it, for every page of both languages: the run's one site build
+    (conftest's `built_site`, which tests/test_site.py checks too: the generators run once per run)."""
     from hooks.generated import missing_generated
 
-    if missing_generated(SITE):
-        request.getfixturevalue("built_site")
     missing = missing_generated(SITE)
     assert not missing, f"the generators did not write {missing[:3]}"
     return GENERATED
@@ -313,17 +311,31 @@ def test_korean_notebooks_are_the_generated_ones_and_grade_the_same_cells(spec):
 MUTANT = ("q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])", "q @ k.transpose(-2, -1)")   # no 1/√d
 
 
+class _Gradings(dict):
+    """(language, kind) → the grader's report, each notebook graded when a test first asks for it (a test skipped
+    as long grades nothing)."""
+
+    def __init__(self, notebooks):
+        super().__init__()
+        self.notebooks = notebooks
+
+    def __missing__(self, key):
+        from course.autograde import Limits, grade
+
+        self[key] = grade("part0_foundations.l01_attention.checks", self.notebooks[key], Limits(check_s=60))
+        return self[key]
+
+
 @pytest.fixture(scope="module")
 def attention_gradings(tmp_path_factory):
     """The Korean notebook finished, blank and with the mutant, and the English one with the same mutant (the English
     finished and blank notebooks are graded in tests/test_notebooks.py: full points and none)."""
     import json as _json
 
-    from course.autograde import Limits, grade
     from course.notebook_spec import course_dirs
 
     tmp = tmp_path_factory.mktemp("ko-grading")
-    out = {}
+    notebooks = {}
     for lang in ("en", "ko"):
         sol, rel = (d / "01_attention" / "attention.ipynb" for d in course_dirs(lang))
         nb = _json.loads(sol.read_text(encoding="utf-8"))
@@ -337,12 +349,17 @@ def attention_gradings(tmp_path_factory):
         mutant = tmp / f"mutant-{lang}.ipynb"
         mutant.write_text(_json.dumps(nb), encoding="utf-8")
         kinds = (("full", sol), ("blank", rel), ("mutant", mutant)) if lang == "ko" else (("mutant", mutant),)
-        for kind, path in kinds:
-            out[lang, kind] = grade("part0_foundations.l01_attention.checks", path, Limits(check_s=60))
-    return out
+        notebooks.update({(lang, kind): path for kind, path in kinds})
+    return _Gradings(notebooks)
 
 
-@pytest.mark.parametrize("kind", ["full", "blank", "mutant"])
+# The finished and the blank Korean notebook are long runs; the mutant (graded like the English one, check by check,
+# its failure stated in Korean) stands in for them: the same notebook, language and grader.
+_SMOKE = "tests/test_i18n.py::test_korean_notebook_grades_like_the_english_one[mutant]"
+
+
+@pytest.mark.parametrize("kind", [pytest.param("full", marks=pytest.mark.long(smoke=_SMOKE)),
+                                  pytest.param("blank", marks=pytest.mark.long(smoke=_SMOKE)), "mutant"])
 def test_korean_notebook_grades_like_the_english_one(attention_gradings, kind):
     from part0_foundations.l01_attention.checks import LESSON
 

@@ -10,9 +10,21 @@ import pytest
 from tests.conftest import LONG_RUN, REPO
 
 
+def _table(items) -> dict:
+    return {"tests": [i.nodeid for i in items],
+            "long": {i.nodeid: i.get_closest_marker("long").kwargs.get("smoke") for i in items
+                     if i.get_closest_marker("long")}}
+
+
 @pytest.fixture(scope="module")
-def table():
-    """Every test of the suite and the smoke test each long one names, from a collection of the whole suite."""
+def table(request):
+    """Every test of the suite and the smoke test each long one names: this run's collection when it is the whole
+    suite (`make test`), else a collection of the whole suite (`pytest --collect-only --long-table`)."""
+    opt = request.config.option
+    files = {p.relative_to(REPO).as_posix() for p in (REPO / "tests").rglob("test_*.py")}
+    collected = {i.nodeid.split("::", 1)[0] for i in request.session.items}
+    if files <= collected and not (opt.keyword or opt.markexpr or opt.deselect):
+        return _table(request.session.items)
     done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                            "--long-table", str(REPO / "tests")], cwd=REPO, capture_output=True, text=True,
                           timeout=600)
