@@ -80,8 +80,9 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_collection_modifyitems(config, items):
     """Long tests are skipped unless ``--long`` (the reason names the smoke test that stands in). On an xdist worker
     the slowest modules come first (every worker sorts the same collection the same way).
-    The whole class round through JupyterHub (marker hub_round) runs only when asked for by name:
-    ``pytest -m hub_round`` (``make classroom-round``); the default run skips it and says how to run it."""
+    The whole class round through JupyterHub (marker hub_round, a long run too) runs only when asked for:
+    ``pytest -m hub_round`` (``make classroom-round``) or ``--long`` (`make test-long`, so CI runs it); the default
+    run skips it and says how to run it."""
     if not config.getoption("--long"):
         for item in items:
             mark = item.get_closest_marker("long")
@@ -91,7 +92,7 @@ def pytest_collection_modifyitems(config, items):
     if hasattr(config, "workerinput"):
         rank = {m: i for i, m in enumerate(SLOW_FIRST)}
         items.sort(key=lambda i: rank.get(i.nodeid.split("::", 1)[0], len(rank)))
-    if "hub_round" in (config.option.markexpr or ""):
+    if "hub_round" in (config.option.markexpr or "") or config.getoption("--long"):
         return
     skip = pytest.mark.skip(reason="the class round through JupyterHub runs apart: make classroom-round "
                                    "(pytest -m hub_round tests/test_classroom_round.py)")

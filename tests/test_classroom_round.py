@@ -32,7 +32,7 @@ import pytest
 from course.notebook_spec import REPO
 from tests.class_hub import PASSWORD, User, class_names, running_hub, student_python
 
-pytestmark = pytest.mark.hub_round
+pytestmark = [pytest.mark.hub_round, pytest.mark.long(smoke="tests/test_classroom_hub.py::test_hub_smoke")]
 
 ASSIGNMENT, NOTEBOOK, COURSE_ID = "01_attention", "attention.ipynb", "inference-memory"
 
