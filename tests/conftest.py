@@ -46,18 +46,17 @@ def pytest_addoption(parser):
 LONG_RUN = REPO / "tests" / "long_run.json"   # the saved run of the long tests (see the module docstring)
 
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "long(smoke): an end-to-end run skipped unless --long; smoke='tests/x.py::test_y' names the fast "
-                   "test that always runs and covers the same seam (make test-long runs the long ones; CI runs both)")
-
-
 def pytest_collection_finish(session):
     """``--long-table``: one JSON line, ``{"tests": [...], "long": {long test: its smoke test}}`` (test_suite.py)."""
     if session.config.getoption("--long-table"):
-        from tests.test_suite import _table
+        print("LONG-TABLE " + json.dumps(long_table(session.items)))
 
-        print("LONG-TABLE " + json.dumps(_table(session.items)))
+
+def long_table(items) -> dict:
+    """The collected tests' ids and, for each long one, the smoke test its marker names."""
+    return {"tests": [i.nodeid for i in items],
+            "long": {i.nodeid: i.get_closest_marker("long").kwargs.get("smoke") for i in items
+                     if i.get_closest_marker("long")}}
 
 
 # The slowest modules (seconds measured alone on the shared 2-core machine), handed out first to pytest-xdist's

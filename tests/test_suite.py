@@ -7,13 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import LONG_RUN, REPO
-
-
-def _table(items) -> dict:
-    return {"tests": [i.nodeid for i in items],
-            "long": {i.nodeid: i.get_closest_marker("long").kwargs.get("smoke") for i in items
-                     if i.get_closest_marker("long")}}
+from tests.conftest import LONG_RUN, REPO, long_table
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +18,7 @@ def table(request):
     files = {p.relative_to(REPO).as_posix() for p in (REPO / "tests").rglob("test_*.py")}
     collected = {i.nodeid.split("::", 1)[0] for i in request.session.items}
     if files <= collected and not (opt.keyword or opt.markexpr or opt.deselect):
-        return _table(request.session.items)
+        return long_table(request.session.items)
     done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                            "--long-table", str(REPO / "tests")], cwd=REPO, capture_output=True, text=True,
                           timeout=600)
