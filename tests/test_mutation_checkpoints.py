@@ -45,3 +45,44 @@ def test_per_dtype_bytes_leave_out_the_mtp_layers(tmp_path):
     # only n_layers <= i < n_layers + n_mtp is skipped (81,920 − 16,384 B loaded).
     c2 = checkpoints.read_safetensors([f], n_layers=0, n_mtp=1)
     assert c2.loaded_bytes == 81920 - 16384 and c2.by_type == {"BF16": 32768, "F32": 32768}
+
+
+# --- GGUF metadata, worked by hand -----------------------------------------------------------------------------------
+def gguf_file(tmp_path, arch, fields, tensors=None, name="m"):
+    """A GGUF of ``arch`` with ``fields`` (keys without a ``general.`` / ``split.`` namespace get ``<arch>.``; an int is
+    written as uint32, a list as an array, a str as a string) and ``tensors`` (name → numpy array)."""
+    import gguf
+    import numpy as np
+
+    p = tmp_path / f"{name}.gguf"
+    w = gguf.GGUFWriter(str(p), arch)
+    for key, v in fields.items():
+        k = key if key.startswith(("general.", "split.")) else f"{arch}.{key}"
+        if isinstance(v, list):
+            w.add_array(k, v)
+        elif isinstance(v, str):
+            w.add_string(k, v)
+        else:
+            w.add_uint32(k, v)
+    for t, a in (tensors if tensors is not None else {"a.weight": np.zeros((10, 64), np.float32)}).items():
+        w.add_tensor(t, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return p
+
+
+BASE = {"block_count": 4, "embedding_length": 64, "context_length": 2048, "attention.head_count": 4,
+        "attention.head_count_kv": 2}
+
+
+def layers_of(tmp_path, arch, **fields):
+    d = checkpoints.gguf_profile_dict(gguf_file(tmp_path, arch, {**BASE, **fields}))
+    return d["n_window_layers"], d["n_full_layers"]
+
+
+def test_a_sliding_window_pattern_of_0_makes_every_layer_slide(tmp_path):
+    # llama.cpp src/llama-hparams.cpp set_swa_pattern: is_swa = n_pattern == 0 || il % n_pattern < n_pattern - 1
+    assert layers_of(tmp_path, "gemma2", **{"attention.sliding_window": 128,
+                                            "attention.sliding_window_pattern": 0}) == (4, 0)

@@ -12,9 +12,9 @@
   tensor table, through the ``gguf`` package (``GGUFReader`` maps the file; no tensor data is read). Which layer
   is which follows llama.cpp (``src/models/<arch>.cpp``, ``llama-hparams.cpp``): sliding-window layers from
   ``<arch>.attention.sliding_window_pattern`` or the architecture's period (gemma2 2, gemma3 6, gpt-oss 2: layer
-  ``i`` slides when ``i % n < n − 1``, ``set_swa_pattern``); recurrent layers — nemotron_h: ``head_count_kv`` and
-  ``feed_forward_length`` both 0; jamba: ``head_count_kv`` 0; qwen3next: all but every
-  ``full_attention_interval``-th (default 4); MLA (deepseek2): ``attention.kv_lora_rank`` and
+  ``i`` slides when ``i % n < n − 1``, every layer when ``n`` is 0, ``set_swa_pattern``); recurrent layers —
+  nemotron_h: ``head_count_kv`` and ``feed_forward_length`` both 0; jamba: ``head_count_kv`` 0; qwen3next: all but
+  every ``full_attention_interval``-th (default 4); MLA (deepseek2): ``attention.kv_lora_rank`` and
   ``attention.key_length_mla``, the cached RoPE key ``rope.dimension_count`` wide.
 
 ``safetensors`` and ``gguf`` are imported only here, only when such a path is given.
@@ -242,8 +242,9 @@ def gguf_profile_dict(path, field: str = "model", reader=None) -> dict:
            "max_context": f("context_length", lo=1), "source": f"read from the GGUF's metadata ({arch})"}
     if arch in SWA_PERIOD:
         pattern = f("attention.sliding_window_pattern", SWA_PERIOD[arch], lo=0, hi=512)
+        # llama-hparams.cpp set_swa_pattern: a pattern of 0 makes every layer slide
         swa = ([bool(x) for x in pattern] if isinstance(pattern, list)
-               else [i % max(pattern, 1) < pattern - 1 for i in range(n)])
+               else [pattern == 0 or i % pattern < pattern - 1 for i in range(n)])
         out.update(n_window_layers=sum(swa), window=f("attention.sliding_window", lo=1), n_full_layers=n - sum(swa))
     elif arch in MLA:
         if None in (gguf_field(r, f"{arch}.attention.kv_lora_rank"), gguf_field(r, f"{arch}.attention.key_length_mla")):
