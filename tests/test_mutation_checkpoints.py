@@ -1,5 +1,9 @@
 """The checkpoint reader's bytes (part1_capacity/calculator/checkpoints.py), worked by hand: sub-byte dtypes round
-up to whole bytes, and the per-dtype breakdown leaves out the MTP layers vLLM skips (as ``loaded_bytes`` does)."""
+up to whole bytes, and the per-dtype breakdown leaves out the MTP layers vLLM skips (as ``loaded_bytes`` does).
+
+A GGUF's metadata read as llama.cpp reads it (src/llama-hparams.cpp, src/models/<arch>.cpp): tiny files written with
+the ``gguf`` package, each figure worked from the fields written; every refusal names its field; a safetensors
+folder's shards and the dtype sizes of safetensors' own table."""
 import json
 import struct
 
@@ -86,3 +90,322 @@ def test_a_sliding_window_pattern_of_0_makes_every_layer_slide(tmp_path):
     # llama.cpp src/llama-hparams.cpp set_swa_pattern: is_swa = n_pattern == 0 || il % n_pattern < n_pattern - 1
     assert layers_of(tmp_path, "gemma2", **{"attention.sliding_window": 128,
                                             "attention.sliding_window_pattern": 0}) == (4, 0)
+
+
+def test_gguf_field_reads_strings_numbers_lists_and_string_lists(tmp_path):
+    p = gguf_file(tmp_path, "llama", {**BASE, "general.name": "Tiny", "attention.head_count": [4, 4, 4, 4],
+                                      "tags": ["a", "bc"]})
+    r = checkpoints._open_gguf(p, "model")
+    assert checkpoints.gguf_field(r, "general.name") == "Tiny"
+    assert checkpoints.gguf_field(r, "llama.block_count") == 4
+    assert checkpoints.gguf_field(r, "llama.attention.head_count") == [4, 4, 4, 4]
+    assert checkpoints.gguf_field(r, "llama.tags") == ["a", "bc"]
+    assert checkpoints.gguf_field(r, "llama.nothing") is None
+
+
+def test_a_full_attention_gguf_by_hand(tmp_path):
+    import numpy as np
+
+    # 10 × 64 float32 (640 values, 2,560 B) + 4 × 8 × 16 float16 (512 values, 1,024 B)
+    tensors = {"a.weight": np.zeros((10, 64), np.float32), "b.weight": np.zeros((4, 8, 16), np.float16)}
+    p = gguf_file(tmp_path, "llama", {**BASE, "general.name": "Tiny\x1b[31m"}, tensors)
+    d = checkpoints.gguf_profile_dict(p)
+    ckpt = d.pop("_checkpoint")
+    assert d == {"id": "gguf:m", "name": "Tiny\\x1b[31m", "_architecture": "llama", "n_layers": 4, "n_heads": 4,
+                 "n_kv_heads": 2, "head_dim": 16, "hidden_size": 64, "max_context": 2048,
+                 "source": "read from the GGUF's metadata (llama)", "n_full_layers": 4, "params_total": 1152.0,
+                 "params_active": 1152.0, "native_dtype": "fp32"}
+    assert (ckpt.source, ckpt.loaded_bytes, ckpt.file_bytes, ckpt.n_tensors, ckpt.path) == (
+        "gguf", 3584.0, 3584.0, 2, str(p))
+    assert ckpt.by_type == {"F32": 2560, "F16": 1024}
+
+
+def test_heads_and_head_size_as_llama_cpp_defaults_them(tmp_path):
+    def fields(**kw):
+        d = checkpoints.gguf_profile_dict(gguf_file(tmp_path, "llama", {**BASE, **kw}, name="x"))
+        return d["name"], d["n_kv_heads"], d["head_dim"]
+    no_kv = {k: v for k, v in BASE.items() if k != "attention.head_count_kv"}
+    d = checkpoints.gguf_profile_dict(gguf_file(tmp_path, "llama", no_kv, name="nokv"))
+    assert d["n_kv_heads"] == 4                                    # head_count_kv defaults to head_count
+    assert fields() == ("x", 2, 16)                                # the file's stem without general.name; 64 / 4
+    assert fields(**{"attention.key_length": 32}) == ("x", 2, 32)
+    assert fields(**{"attention.head_count_kv": 3}) == ("x", 4, 16)   # 3 does not divide 4: one K/V per head
+
+
+@pytest.mark.parametrize("count, used, active", [
+    (4, 1, 1152 - 512 * 3 / 4), (4, 8, 1152), (4, 0, 1152 - 512), (None, 1, 1152), (0, 1, 1152)])
+def test_routed_experts_count_k_of_n_toward_the_active_parameters(tmp_path, count, used, active):
+    import numpy as np
+
+    tensors = {"a.weight": np.zeros((10, 64), np.float32), "blk.0.ffn_up_exps.weight": np.zeros((4, 8, 16), np.float32)}
+    extra = {"expert_used_count": used, **({} if count is None else {"expert_count": count})}
+    d = checkpoints.gguf_profile_dict(gguf_file(tmp_path, "llama", {**BASE, **extra}, tensors))
+    assert (d["params_total"], d["params_active"]) == (1152.0, active)
+
+
+@pytest.mark.parametrize("file_type, name", [
+    # llama.cpp include/llama.h enum llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q5_0 8,
+    # MOSTLY_Q4_K_M 15, MOSTLY_BF16 32, MOSTLY_MXFP4_MOE 38; any other (or none) read as fp32
+    (0, "fp32"), (1, "fp16"), (7, "q8_0"), (8, "q5_0"), (15, "q4_k_m"), (32, "bf16"), (38, "mxfp4"), (99, "fp32"),
+    ("q8_0", "fp32"), (None, "fp32")])
+def test_the_files_type(tmp_path, file_type, name):
+    extra = {} if file_type is None else {"general.file_type": file_type}
+    assert checkpoints.gguf_profile_dict(gguf_file(tmp_path, "llama", {**BASE, **extra}))["native_dtype"] == name
+
+
+@pytest.mark.parametrize("arch, n, pattern, expected", [
+    # set_swa_pattern(n_pattern): layer il slides when il % n_pattern < n_pattern − 1 (gemma2 2, gemma3 6,
+    # openai-moe 2 by default, src/models/<arch>.cpp load_swa_pattern)
+    ("gemma2", 4, None, (2, 2)), ("gemma3", 7, None, (6, 1)), ("gpt-oss", 3, None, (2, 1)),
+    ("gemma3", 6, 3, (4, 2)), ("gemma2", 4, 1, (0, 4)), ("gemma2", 4, 512, (4, 0)),
+    ("gemma2", 4, [1, 1, 1, 0], (3, 1))])         # a per-layer array is read as is (load_swa_pattern's get_arr)
+def test_sliding_window_layers(tmp_path, arch, n, pattern, expected):
+    extra = {"block_count": n, "attention.sliding_window": 128}
+    if pattern is not None:
+        extra["attention.sliding_window_pattern"] = pattern
+    d = checkpoints.gguf_profile_dict(gguf_file(tmp_path, arch, {**BASE, **extra}))
+    assert (d["n_window_layers"], d["n_full_layers"], d["window"]) == (*expected, 128)
+
+
+def test_mla_by_hand(tmp_path):
+    mla = {**BASE, "block_count": 3, "attention.head_count_kv": 1, "attention.kv_lora_rank": 32,
+           "attention.key_length_mla": 24, "rope.dimension_count": 8, "attention.key_length": 40}
+    d = checkpoints.gguf_profile_dict(gguf_file(tmp_path, "deepseek2", mla))
+    assert (d["n_kv_heads"], d["kv_lora_rank"], d["qk_rope_head_dim"], d["head_dim"], d["n_full_layers"]) == \
+        (4, 32, 8, 24, 3)
+    old = ("model: a deepseek2 GGUF without attention.key_length_mla caches decompressed K/V (an old conversion); "
+           "convert it again with a current llama.cpp")
+    for drop in ("attention.key_length_mla", "attention.kv_lora_rank"):
+        with pytest.raises(InputError) as e:
+            checkpoints.gguf_profile_dict(gguf_file(tmp_path, "deepseek2", {k: v for k, v in mla.items() if k != drop},
+                                                    name=drop))
+        assert str(e.value) == old
+
+
+SSM = {"ssm.conv_kernel": 4, "ssm.inner_size": 256, "ssm.state_size": 16, "ssm.time_step_rank": 8,
+       "ssm.group_count": 2}
+
+
+def test_recurrent_layers_of_each_architecture(tmp_path):
+    def read(arch, name, **kw):
+        d = checkpoints.gguf_profile_dict(gguf_file(tmp_path, arch, {**BASE, **SSM, **kw}, name=name))
+        return d["n_full_layers"], d["n_kv_heads"], d["ssm"]
+    # nemotron_h: recurrent where head_count_kv and feed_forward_length are both 0 (layers 0 and 3); attention where
+    # only the feed-forward is 0 (layer 1); layer 2 is an MLP
+    assert read("nemotron_h", "n", **{"attention.head_count_kv": [0, 2, 0, 0], "feed_forward_length": [0, 0, 128, 0]}) \
+        == (1, 2, {"kind": "mamba2", "n_heads": 8, "head_dim": 32, "d_state": 16, "d_conv": 4, "n_groups": 2,
+                   "n_layers": 2})
+    # jamba: recurrent wherever head_count_kv is 0
+    assert read("jamba", "j", **{"attention.head_count_kv": [0, 2, 0, 0]}) == (
+        1, 2, {"kind": "mamba1", "d_inner": 256, "d_state": 16, "d_conv": 4, "n_layers": 3})
+    # qwen3next: every 4th layer is attention (3 and 7 of 8), or every full_attention_interval-th
+    delta = {"kind": "gated_deltanet", "n_k_heads": 2, "n_v_heads": 8, "k_head_dim": 16, "v_head_dim": 16, "d_conv": 4}
+    assert read("qwen3next", "q", block_count=8) == (2, 2, {**delta, "n_layers": 6})
+    assert read("qwen3next", "q2", block_count=8, full_attention_interval=2) == (4, 2, {**delta, "n_layers": 4})
+    no_groups = {k: v for k, v in SSM.items() if k != "ssm.group_count"}
+    d = checkpoints.gguf_profile_dict(gguf_file(tmp_path, "qwen3next", {**BASE, **no_groups}, name="q3"))
+    assert d["ssm"]["n_k_heads"] == 0
+
+
+def refused(tmp_path, arch, fields, message, name="m"):
+    with pytest.raises(InputError) as e:
+        checkpoints.gguf_profile_dict(gguf_file(tmp_path, arch, fields, name=name))
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"block_count": None}, "model: m.gguf: missing GGUF field 'llama.block_count'"),
+    ({"embedding_length": [64, 64]}, "model: GGUF field 'llama.embedding_length' must be one number, got a list of 2"),
+    ({"attention.head_count": [4, 4, 4]}, "model: m.gguf: a per-layer field has 3 values for 4 layers"),
+    ({"attention.head_count": 0, "attention.head_count_kv": None}, "model: m.gguf: attention.head_count must be >= 1"),
+    ({"attention.head_count_kv": 0}, "model: m.gguf: attention.head_count_kv must be >= 1 on at least one layer "
+                                     "(0 marks a layer without attention)"),
+    ({"block_count": 0}, "model: GGUF field 'llama.block_count': must be a positive integer <= 512, got 0"),
+    ({"block_count": 513}, "model: GGUF field 'llama.block_count': must be a positive integer <= 512, got 513"),
+    ({"embedding_length": 0}, "model: GGUF field 'llama.embedding_length': must be a positive integer <= 65,536, got 0"),
+    ({"embedding_length": 65537},
+     "model: GGUF field 'llama.embedding_length': must be a positive integer <= 65,536, got 65537"),
+    ({"attention.head_count": 4097},
+     "model: GGUF field 'llama.attention.head_count': must be >= 0 and <= 4,096, got 4097"),
+    ({"attention.head_count_kv": 4097},
+     "model: GGUF field 'llama.attention.head_count_kv': must be >= 0 and <= 4,096, got 4097"),
+    ({"attention.key_length": 0},
+     "model: GGUF field 'llama.attention.key_length': must be a positive integer <= 2,147,483,648, got 0"),
+    ({"context_length": 0},
+     "model: GGUF field 'llama.context_length': must be a positive integer <= 2,147,483,648, got 0"),
+    ({"context_length": 2 ** 31 + 1},
+     "model: GGUF field 'llama.context_length': must be a positive integer <= 2,147,483,648, got 2147483649"),
+    ({"feed_forward_length": 2 ** 31 + 1},
+     "model: GGUF field 'llama.feed_forward_length': must be >= 0 and <= 2,147,483,648, got 2147483649"),
+    ({"expert_count": 2 ** 31 + 1},
+     "model: GGUF field 'llama.expert_count': must be >= 0 and <= 2,147,483,648, got 2147483649"),
+    ({"expert_count": 2, "expert_used_count": 2 ** 31 + 1},
+     "model: GGUF field 'llama.expert_used_count': must be >= 0 and <= 2,147,483,648, got 2147483649"),
+])
+def test_metadata_out_of_range_is_refused_naming_the_field(tmp_path, change, message):
+    fields = {k: v for k, v in {**BASE, **change}.items() if v is not None}
+    refused(tmp_path, "llama", fields, message)
+
+
+def test_an_unsupported_architecture_names_the_supported_ones(tmp_path):
+    refused(tmp_path, "rwkv6", BASE, "model: GGUF architecture 'rwkv6' is not supported; supported: llama, mistral, "
+            "qwen2, qwen3, granite, olmo2, phi3, stablelm, gemma2, gemma3, gpt-oss, deepseek2, nemotron_h, jamba, "
+            "qwen3next")
+
+
+@pytest.mark.parametrize("arch, change, message", [
+    ("gemma2", {"attention.sliding_window_pattern": 513},
+     "model: GGUF field 'gemma2.attention.sliding_window_pattern': must be >= 0 and <= 512, got 513"),
+    ("gemma2", {"attention.sliding_window": 0},
+     "model: GGUF field 'gemma2.attention.sliding_window': must be a positive integer <= 2,147,483,648, got 0"),
+    ("gemma2", {}, "model: m.gguf: missing GGUF field 'gemma2.attention.sliding_window'"),
+    ("deepseek2", {"attention.kv_lora_rank": 0, "attention.key_length_mla": 24, "rope.dimension_count": 8},
+     "model: GGUF field 'deepseek2.attention.kv_lora_rank': must be a positive integer <= 2,147,483,648, got 0"),
+    ("deepseek2", {"attention.kv_lora_rank": 32, "attention.key_length_mla": 0, "rope.dimension_count": 8},
+     "model: GGUF field 'deepseek2.attention.key_length_mla': must be a positive integer <= 2,147,483,648, got 0"),
+    ("deepseek2", {"attention.kv_lora_rank": 32, "attention.key_length_mla": 24, "rope.dimension_count": 0},
+     "model: GGUF field 'deepseek2.rope.dimension_count': must be a positive integer <= 2,147,483,648, got 0"),
+    ("qwen3next", {**SSM, "full_attention_interval": 0},
+     "model: GGUF field 'qwen3next.full_attention_interval': must be a positive integer <= 512, got 0"),
+    ("qwen3next", {**SSM, "full_attention_interval": 513},
+     "model: GGUF field 'qwen3next.full_attention_interval': must be a positive integer <= 512, got 513"),
+    *[("jamba", {**SSM, "attention.head_count_kv": [0, 2, 0, 0], k: 0},
+       f"model: GGUF field 'jamba.{k}': must be a positive integer <= 2,147,483,648, got 0")
+      for k in ("ssm.conv_kernel", "ssm.inner_size", "ssm.state_size", "ssm.time_step_rank")],
+    ("nemotron_h", {**SSM, "attention.head_count_kv": [0, 2, 0, 0], "ssm.group_count": 2 ** 31 + 1},
+     "model: GGUF field 'nemotron_h.ssm.group_count': must be >= 0 and <= 2,147,483,648, got 2147483649"),
+])
+def test_layer_kind_fields_out_of_range_are_refused(tmp_path, arch, change, message):
+    refused(tmp_path, arch, {**BASE, **change}, message)
+
+
+def test_edges_that_are_accepted(tmp_path):
+    big = {**BASE, "block_count": 512, "embedding_length": 65536, "attention.head_count": 4096,
+           "attention.head_count_kv": 4096, "context_length": 2 ** 31}
+    d = checkpoints.gguf_profile_dict(gguf_file(tmp_path, "llama", big, name="big"))
+    assert (d["n_layers"], d["hidden_size"], d["n_heads"], d["n_kv_heads"], d["max_context"]) == (
+        512, 65536, 4096, 4096, 2 ** 31)
+    one = {**BASE, "block_count": 1, "embedding_length": 1, "attention.head_count": 1, "attention.head_count_kv": 1,
+           "context_length": 1, "attention.key_length": 1}
+    d = checkpoints.gguf_profile_dict(gguf_file(tmp_path, "llama", one, name="one"))
+    assert (d["n_layers"], d["hidden_size"], d["head_dim"], d["max_context"]) == (1, 1, 1, 1)
+    q = {**BASE, **{k: 1 for k in SSM}, "full_attention_interval": 512, "ssm.group_count": 0}
+    d = checkpoints.gguf_profile_dict(gguf_file(tmp_path, "qwen3next", q, name="q"))
+    assert d["n_full_layers"] == 0 and d["ssm"]["n_layers"] == 4 and d["ssm"]["d_conv"] == 1
+    mla = {**BASE, "attention.kv_lora_rank": 1, "attention.key_length_mla": 1, "rope.dimension_count": 1}
+    d = checkpoints.gguf_profile_dict(gguf_file(tmp_path, "deepseek2", mla, name="mla"))
+    assert (d["kv_lora_rank"], d["head_dim"], d["qk_rope_head_dim"]) == (1, 1, 1)
+    g = {**BASE, "attention.sliding_window": 1, "attention.sliding_window_pattern": 0}
+    assert checkpoints.gguf_profile_dict(gguf_file(tmp_path, "gemma2", g, name="g"))["window"] == 1
+
+
+def test_split_gguf_naming(tmp_path):
+    one = gguf_file(tmp_path, "llama", {**BASE, "split.count": 1}, name="whole")
+    assert checkpoints.gguf_profile_dict(one)["n_layers"] == 4           # one part: nothing else to open
+    refused(tmp_path, "llama", {**BASE, "split.count": 2}, "model: m.gguf is one part of a split GGUF (2 parts): "
+            "pass the first part, named like model-00001-of-00002.gguf")
+    refused(tmp_path, "llama", {**BASE, "split.count": 3}, "model: m-00002-of-00003.gguf is one part of a split GGUF "
+            "(3 parts): pass the first part, named like model-00001-of-00003.gguf", name="m-00002-of-00003")
+    refused(tmp_path, "llama", {**BASE, "split.count": 1001},
+            "model: GGUF field 'split.count': must be a positive integer <= 1,000, got 1001")
+
+
+# --- safetensors folders ---------------------------------------------------------------------------------------------
+# safetensors' Dtype sizes (safetensors/src/tensor.rs Dtype::bitsize): a byte for BOOL, 8-bit integers and
+# floats, F4 4 bits, F6 6 bits, 16-, 32- and 64-bit types
+BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
+        "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32,
+        "F32": 32, "C64": 64, "F64": 64, "I64": 64, "U64": 64}
+
+
+@pytest.mark.parametrize("dtype", BITS)
+def test_bits_of_every_safetensors_dtype(dtype):
+    assert checkpoints.tensor_bytes(dtype, (2, 4), "t") == BITS[dtype]          # 8 values: the bits are the bytes
+
+
+def test_an_unknown_dtype_lists_the_known_ones():
+    with pytest.raises(InputError) as e:
+        checkpoints.tensor_bytes("Q4", (3,), "hub: tensor 'w'")
+    assert str(e.value) == "hub: tensor 'w': tensor dtype 'Q4' is not known; known: " + ", ".join(BITS)
+
+
+def test_layers_without_the_model_prefix_and_the_last_mtp_layer(tmp_path):
+    # 2 hidden layers + 2 MTP layers (2 and 3) are skipped; layer 4 lies beyond them and loads; "layers.2" counts
+    # without a "model." prefix; "model.layers.20x." is not a layer name
+    c = checkpoints.checkpoint_from_tensors([
+        ("layers.1.w", "BF16", (4,)), ("layers.2.w", "BF16", (4,)), ("model.layers.3.w", "F32", (4,)),
+        ("model.layers.4.w", "F32", (4,)), ("model.layers.2x.w", "U8", (4,))], 2, 2, "p", "where")
+    assert (c.loaded_bytes, c.file_bytes, c.n_tensors, c.path) == (8 + 16 + 4, 8 + 8 + 16 + 16 + 4, 5, "p")
+    assert c.by_type == {"BF16": 8, "F32": 16, "U8": 4} and c.source == "safetensors"
+
+
+def _st(path, names=("w",)):
+    _safetensors(path, {n: ("BF16", (2,), 4) for n in names})
+
+
+def test_which_folders_hold_a_model(tmp_path):
+    (tmp_path / "a").mkdir()
+    assert not checkpoints.is_model_folder(tmp_path / "a")
+    (tmp_path / "a" / "model.safetensors.index.json").write_text("{}")
+    assert checkpoints.is_model_folder(tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    _st(tmp_path / "b" / "x.safetensors")
+    assert checkpoints.is_model_folder(tmp_path / "b") and not checkpoints.is_model_folder(tmp_path / "b" / "x.safetensors")
+
+
+def test_shards_without_an_index_are_every_safetensors_file_in_name_order(tmp_path):
+    _st(tmp_path / "b.safetensors", ("w2",))
+    _st(tmp_path / "a.safetensors", ("w1",))
+    assert checkpoints.safetensors_files(tmp_path) == [tmp_path / "a.safetensors", tmp_path / "b.safetensors"]
+    assert [t[0] for t in checkpoints.safetensors_tensors(checkpoints.safetensors_files(tmp_path))] == ["w1", "w2"]
+    (tmp_path / "e").mkdir()
+    with pytest.raises(InputError) as e:
+        checkpoints.safetensors_files(tmp_path / "e")
+    assert str(e.value) == f"model: folder {tmp_path / 'e'} has no *.safetensors and no model.safetensors.index.json"
+
+
+NOT_A_NAME = "is not a file name (one name in the folder, at most 255 bytes)"
+
+
+@pytest.mark.parametrize("index, message", [
+    ({}, "model: model.safetensors.index.json has no 'weight_map' object naming the shards"),
+    ({"weight_map": {}}, "model: model.safetensors.index.json has no 'weight_map' object naming the shards"),
+    ({"weight_map": ["a.safetensors"]}, "model: model.safetensors.index.json has no 'weight_map' object naming the shards"),
+    ({"weight_map": {"w": ["a.safetensors"]}},
+     "model: model.safetensors.index.json: 'weight_map' values must be shard file names, got ['a.safetensors']"),
+    *[({"weight_map": {"w": n}}, f"model: model.safetensors.index.json: shard name {shown} {NOT_A_NAME}")
+      for n, shown in (("sub/a.safetensors", "'sub/a.safetensors'"), ("sub\\a.safetensors", "'sub\\\\a.safetensors'"),
+                       ("", "''"), (".", "'.'"), ("..", "'..'"),
+                       ("a" * 256, "'" + "a" * 34 + "…(258 chars)"),           # names cut to 40 characters
+                       ("é" * 128, "'" + "é" * 34 + "…(130 chars)"))],       # 128 characters but 256 bytes
+])
+def test_an_index_that_names_no_shards_is_refused(tmp_path, index, message):
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(InputError) as e:
+        checkpoints.safetensors_files(tmp_path)
+    assert str(e.value) == message
+
+
+def test_an_index_names_each_shard_once_and_a_255_byte_name_is_a_file_name(tmp_path):
+    name = "a" * 243 + ".safetensors"                    # 255 bytes
+    _st(tmp_path / name, ("w1", "w2"))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"w1": name, "w2": name}}))
+    assert checkpoints.safetensors_files(tmp_path) == [tmp_path / name]
+
+
+def test_a_folder_reads_its_mtp_layers_from_the_text_config(tmp_path):
+    from part1_capacity.calculator.loader import load_model
+
+    cfg = {"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+           "num_key_value_heads": 2, "intermediate_size": 16, "vocab_size": 4, "max_position_embeddings": 64}
+    d = tmp_path / "mtpmodel"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({**cfg, "num_nextn_predict_layers": 1}))
+    _safetensors(d / "model.safetensors", {"model.layers.0.w": ("BF16", (8,), 16), "model.layers.1.w": ("BF16", (8,), 16)})
+    m = load_model(str(d))
+    assert (m.checkpoint.loaded_bytes, m.checkpoint.file_bytes) == (16, 32)
+    assert m.id == "mtpmodel" and m.source.endswith("; weights from 2 safetensors headers")
+    (d / "config.json").write_text(json.dumps({**cfg, "num_nextn_predict_layers": 17}))
+    with pytest.raises(InputError) as e:
+        load_model(str(d))
+    assert str(e.value) == ("model: config.json: field 'num_nextn_predict_layers': must be >= 0 and <= 16, got 17")
