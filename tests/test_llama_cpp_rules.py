@@ -78,3 +78,34 @@ def test_compute_buffer_stages():
     # without post-norms: 4 activations
     plain = lc.GraphShape(n_vocab=1000, n_embd=64, n_head=4, q_width=64, n_ff=128)
     assert lc.compute_buffer_bytes(plain, 256)["feed_forward"] == 262144 + 512 * (256 + 256) * 4
+
+
+def test_context_defaults_and_the_request_kept():
+    # one sequence, n_batch 2,048, n_ubatch 512 (common defaults): 1,000 → 1,024 cells in one stream
+    c = lc.context(1000)
+    assert (c.n_ctx_requested, c.n_seq, c.n_ctx, c.n_ctx_seq, c.n_stream, c.n_ubatch) == (1000, 1, 1024, 1024, 1, 512)
+
+
+def test_padding_note_of_a_split_context_counts_whole_cells():
+    # 4,096 over 3 sequences: ⌈1,365.3 / 256⌉ × 256 = 1,536 cells each
+    plain = NS(is_mla=False, n_window_layers=0, ssm=None)
+    assert lc.notes(plain, 4096, 3) == ["context padded: 4,096 tokens over 3 sequence(s) → 1,536 cells per sequence "
+                                        "(multiples of 256; llama-context.cpp)"]
+
+
+def test_components_pass_the_batch_sizes_on():
+    # n_batch 256 clamps the micro-batch to 256 (llama-context.cpp n_ubatch = min(n_batch, n_ubatch)); the window
+    # cache is then pad(min(16,384, 100 + 256), 256) = 512 cells; 2 window layers × 1 head × 64 × 2 B = 256 B a cell
+    assert lc.components(SWA, 16384, n_batch=256)["K_swa"] == 512 * 256
+    assert lc.components(SWA, 16384, n_ubatch=256)["K_swa"] == 512 * 256
+    assert lc.components(SWA, 16384)["K_swa"] == 768 * 256             # 100 + 512 → 768 with the defaults
+
+
+def test_recurrent_rows_with_snapshots_per_sequence():
+    # llama-memory-recurrent.cpp: n_rows = mem_size × (1 + n_rs_seq), mem_size = max(1, n_seq_max)
+    assert lc.recurrent_cells(2, 1) == 4 and lc.recurrent_cells(0, 2) == 3
+    hybrid = NS(is_mla=False, n_full_layers=0, n_window_layers=0, n_kv_heads=1, head_dim=64,
+                ssm=NS(n_layers=2, conv_elements=10, state_elements=110))
+    # 2 rows × 2 layers × 10 conv values × 4 B = 160 B; the SSM state 2 × 2 × 100 × 4 B = 1,600 B
+    c = lc.components(hybrid, 256, n_seq=1, n_rs_seq=1)
+    assert (c["R"], c["S"]) == (160, 1600)
