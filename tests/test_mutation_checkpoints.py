@@ -54,7 +54,7 @@ def test_per_dtype_bytes_leave_out_the_mtp_layers(tmp_path):
 # --- GGUF metadata, worked by hand -----------------------------------------------------------------------------------
 def gguf_file(tmp_path, arch, fields, tensors=None, name="m"):
     """A GGUF of ``arch`` with ``fields`` (keys without a ``general.`` / ``split.`` namespace get ``<arch>.``; an int is
-    written as uint32, a list as an array, a str as a string) and ``tensors`` (name → numpy array)."""
+    written as uint32, a float as float32, a list as an array, a str as a string) and ``tensors`` (name → numpy array)."""
     import gguf
     import numpy as np
 
@@ -66,6 +66,8 @@ def gguf_file(tmp_path, arch, fields, tensors=None, name="m"):
             w.add_array(k, v)
         elif isinstance(v, str):
             w.add_string(k, v)
+        elif isinstance(v, float):
+            w.add_float32(k, v)
         else:
             w.add_uint32(k, v)
     for t, a in (tensors if tensors is not None else {"a.weight": np.zeros((10, 64), np.float32)}).items():
@@ -130,24 +132,30 @@ def test_heads_and_head_size_as_llama_cpp_defaults_them(tmp_path):
     assert fields() == ("x", 2, 16)                                # the file's stem without general.name; 64 / 4
     assert fields(**{"attention.key_length": 32}) == ("x", 2, 32)
     assert fields(**{"attention.head_count_kv": 3}) == ("x", 4, 16)   # 3 does not divide 4: one K/V per head
+    # llama-model.cpp: n_embd_head_k = n_embd / n_head, unsigned integer division: 64 / 3 → 21
+    assert fields(**{"attention.head_count": 3, "attention.head_count_kv": 1}) == ("x", 1, 21)
 
 
 @pytest.mark.parametrize("count, used, active", [
-    (4, 1, 1152 - 512 * 3 / 4), (4, 8, 1152), (4, 0, 1152 - 512), (None, 1, 1152), (0, 1, 1152)])
+    # 640 dense values + two expert tensors of 512: 1,664 in all, 1,024 of them routed
+    (4, 1, 1664 - 1024 * 3 / 4), (4, 8, 1664), (4, 0, 1664 - 1024), (4, None, 1664 - 1024), (None, 1, 1664),
+    (None, 0, 1664), (0, 1, 1664)])
 def test_routed_experts_count_k_of_n_toward_the_active_parameters(tmp_path, count, used, active):
     import numpy as np
 
-    tensors = {"a.weight": np.zeros((10, 64), np.float32), "blk.0.ffn_up_exps.weight": np.zeros((4, 8, 16), np.float32)}
-    extra = {"expert_used_count": used, **({} if count is None else {"expert_count": count})}
+    tensors = {"a.weight": np.zeros((10, 64), np.float32), "blk.0.ffn_up_exps.weight": np.zeros((4, 8, 16), np.float32),
+               "blk.1.ffn_up_exps.weight": np.zeros((4, 8, 16), np.float32)}
+    extra = {**({} if used is None else {"expert_used_count": used}), **({} if count is None else {"expert_count": count})}
     d = checkpoints.gguf_profile_dict(gguf_file(tmp_path, "llama", {**BASE, **extra}, tensors))
-    assert (d["params_total"], d["params_active"]) == (1152.0, active)
+    assert (d["params_total"], d["params_active"]) == (1664.0, active)
+    assert d["_checkpoint"].by_type == {"F32": 1664 * 4}               # three F32 tensors summed under one type
 
 
 @pytest.mark.parametrize("file_type, name", [
     # llama.cpp include/llama.h enum llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q5_0 8,
     # MOSTLY_Q4_K_M 15, MOSTLY_BF16 32, MOSTLY_MXFP4_MOE 38; any other (or none) read as fp32
     (0, "fp32"), (1, "fp16"), (7, "q8_0"), (8, "q5_0"), (15, "q4_k_m"), (32, "bf16"), (38, "mxfp4"), (99, "fp32"),
-    ("q8_0", "fp32"), (None, "fp32")])
+    ("q8_0", "fp32"), (7.0, "fp32"), ([7, 7], "fp32"), (None, "fp32")])
 def test_the_files_type(tmp_path, file_type, name):
     extra = {} if file_type is None else {"general.file_type": file_type}
     assert checkpoints.gguf_profile_dict(gguf_file(tmp_path, "llama", {**BASE, **extra}))["native_dtype"] == name
@@ -195,13 +203,22 @@ def test_recurrent_layers_of_each_architecture(tmp_path):
     assert read("nemotron_h", "n", **{"attention.head_count_kv": [0, 2, 0, 0], "feed_forward_length": [0, 0, 128, 0]}) \
         == (1, 2, {"kind": "mamba2", "n_heads": 8, "head_dim": 32, "d_state": 16, "d_conv": 4, "n_groups": 2,
                    "n_layers": 2})
+    # one K/V head is an attention layer too; without feed_forward_length every head-less layer is recurrent
+    assert read("nemotron_h", "n1", **{"attention.head_count_kv": [0, 1, 0, 0], "feed_forward_length": [0, 0, 128, 0]})[0] == 1
+    assert read("nemotron_h", "n2", **{"attention.head_count_kv": [0, 2, 0, 0]})[::2] == (
+        1, {"kind": "mamba2", "n_heads": 8, "head_dim": 32, "d_state": 16, "d_conv": 4, "n_groups": 2, "n_layers": 3})
+    # the head size is d_inner / heads in unsigned integer division (src/models/nemotron-h.cpp): 260 / 8 → 32
+    assert read("nemotron_h", "n3", **{"attention.head_count_kv": [0, 2, 0, 0], "ssm.inner_size": 260})[2]["head_dim"] == 32
     # jamba: recurrent wherever head_count_kv is 0
     assert read("jamba", "j", **{"attention.head_count_kv": [0, 2, 0, 0]}) == (
         1, 2, {"kind": "mamba1", "d_inner": 256, "d_state": 16, "d_conv": 4, "n_layers": 3})
+    assert read("jamba", "j2", **{"attention.head_count_kv": [0, 2, 0, 2]})[0] == 2
     # qwen3next: every 4th layer is attention (3 and 7 of 8), or every full_attention_interval-th
     delta = {"kind": "gated_deltanet", "n_k_heads": 2, "n_v_heads": 8, "k_head_dim": 16, "v_head_dim": 16, "d_conv": 4}
     assert read("qwen3next", "q", block_count=8) == (2, 2, {**delta, "n_layers": 6})
     assert read("qwen3next", "q2", block_count=8, full_attention_interval=2) == (4, 2, {**delta, "n_layers": 4})
+    assert read("qwen3next", "q7", block_count=7) == (1, 2, {**delta, "n_layers": 6})    # only layer 3 of 0..6
+    assert read("qwen3next", "q3", block_count=3) == (0, 2, {**delta, "n_layers": 3})
     no_groups = {k: v for k, v in SSM.items() if k != "ssm.group_count"}
     d = checkpoints.gguf_profile_dict(gguf_file(tmp_path, "qwen3next", {**BASE, **no_groups}, name="q3"))
     assert d["ssm"]["n_k_heads"] == 0
@@ -220,6 +237,12 @@ def refused(tmp_path, arch, fields, message, name="m"):
     ({"attention.head_count": 0, "attention.head_count_kv": None}, "model: m.gguf: attention.head_count must be >= 1"),
     ({"attention.head_count_kv": 0}, "model: m.gguf: attention.head_count_kv must be >= 1 on at least one layer "
                                      "(0 marks a layer without attention)"),
+    ({"block_count": [4, 4]}, "model: GGUF field 'llama.block_count' must be one number, got a list of 2"),
+    ({"attention.head_count": [4097] * 4},
+     "model: GGUF field 'llama.attention.head_count': must be >= 0 and <= 4,096, got 4097"),
+    ({"attention.head_count": [4.5] * 4}, "model: GGUF field 'llama.attention.head_count': must be an integer, got 4.5"),
+    ({"attention.head_count_kv": [-1] * 4},
+     "model: GGUF field 'llama.attention.head_count_kv': must be >= 0 and <= 4,096, got -1"),
     ({"block_count": 0}, "model: GGUF field 'llama.block_count': must be a positive integer <= 512, got 0"),
     ({"block_count": 513}, "model: GGUF field 'llama.block_count': must be a positive integer <= 512, got 513"),
     ({"embedding_length": 0}, "model: GGUF field 'llama.embedding_length': must be a positive integer <= 65,536, got 0"),
@@ -409,3 +432,218 @@ def test_a_folder_reads_its_mtp_layers_from_the_text_config(tmp_path):
     with pytest.raises(InputError) as e:
         load_model(str(d))
     assert str(e.value) == ("model: config.json: field 'num_nextn_predict_layers': must be >= 0 and <= 16, got 17")
+
+
+# --- what only a file written byte by byte can hold (GGUF v3, github.com/ggml-org/ggml docs/gguf.md) ----------------
+U32, STR, ARR = 4, 8, 9
+
+
+def _s(b: bytes) -> bytes:
+    return struct.pack("<Q", len(b)) + b
+
+
+def _kv(key: str, vtype: int, payload: bytes) -> bytes:
+    return _s(key.encode()) + struct.pack("<I", vtype) + payload
+
+
+def raw_gguf(path, kvs):
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs)) + b"".join(kvs))
+    return path
+
+
+LLAMA_KVS = [_kv("general.architecture", STR, _s(b"llama")), _kv("llama.block_count", U32, struct.pack("<I", 4)),
+             _kv("llama.embedding_length", U32, struct.pack("<I", 64)),
+             _kv("llama.context_length", U32, struct.pack("<I", 2048))]
+
+
+def test_text_that_is_not_utf_8_is_read_with_replacement_characters(tmp_path):
+    p = raw_gguf(tmp_path / "bad.gguf", [
+        *LLAMA_KVS, _kv("llama.attention.head_count", U32, struct.pack("<I", 4)),
+        _kv("general.name", STR, _s(b"Tiny\xff")),
+        _kv("llama.tags", ARR, struct.pack("<IQ", STR, 2) + _s(b"a\xfe") + _s(b"bc"))])
+    r = checkpoints._open_gguf(p, "model")
+    assert checkpoints.gguf_field(r, "general.name") == "Tiny\ufffd"
+    assert checkpoints.gguf_field(r, "llama.tags") == ["a\ufffd", "bc"]
+    assert checkpoints.gguf_profile_dict(p)["name"] == "Tiny\ufffd"
+
+
+def test_an_empty_per_layer_array_is_refused_in_one_line(tmp_path):
+    p = raw_gguf(tmp_path / "empty.gguf", [*LLAMA_KVS, _kv("llama.attention.head_count", ARR, struct.pack("<IQ", U32, 0))])
+    r = checkpoints._open_gguf(p, "model")
+    assert checkpoints.gguf_field(r, "llama.attention.head_count") == []
+    with pytest.raises(InputError) as e:
+        checkpoints.gguf_profile_dict(p)
+    assert str(e.value) == "model: empty.gguf: a per-layer field has 0 values for 4 layers"
+
+
+def test_the_field_named_in_every_refusal_of_a_file(tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe.gguf"
+    os.mkfifo(fifo)
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"GGUF" + b"\xff" * 60)
+    for call in (lambda p, f: checkpoints.gguf_profile_dict(p, f), lambda p, f: checkpoints.profile_from_gguf(p, f)):
+        for path in (fifo, junk):
+            with pytest.raises(InputError) as e:
+                call(path, "--gguf")
+            assert str(e.value).startswith("--gguf: "), str(e.value)
+    with pytest.raises(InputError) as e:
+        checkpoints.profile_from_gguf(fifo)
+    assert str(e.value) == f"model: {fifo} is a FIFO; expected a regular file"
+
+
+def _split(tmp_path, n, name="s"):
+    """``n`` parts of a split llama GGUF in a new folder ``tmp_path / name``, each its own file with one F32 tensor
+    of 640 values."""
+    import numpy as np
+
+    tmp_path = tmp_path / name
+    tmp_path.mkdir()
+    paths = [tmp_path / f"{name}-{i:05d}-of-{n:05d}.gguf" for i in range(1, n + 1)]
+    for i, p in enumerate(paths):
+        fields = {**BASE, "split.count": n} if i == 0 else {"split.count": n}
+        gguf_file(tmp_path, "llama", fields, {f"t{i}.weight": np.zeros((10, 64), np.float32)}, name=p.stem)
+    return paths
+
+
+SAME = "is the same file as another part of the split GGUF: every part is counted once, so each must be its own file"
+
+
+def test_split_parts_are_each_their_own_file(tmp_path):
+    import os
+
+    a = _split(tmp_path, name="a", n=2)
+    assert checkpoints.gguf_profile_dict(a[0])["params_total"] == 1280.0
+    # a hard link to the first part resolves to another path but is the same file
+    b = _split(tmp_path, name="b", n=2)
+    b[1].unlink()
+    os.link(b[0], b[1])
+    with pytest.raises(InputError) as e:
+        checkpoints.gguf_profile_dict(b[0])
+    assert str(e.value) == f"model: {b[1].name} {SAME}"
+    # the third part a link to the second
+    c = _split(tmp_path, name="c", n=3)
+    c[2].unlink()
+    c[2].symlink_to(c[1])
+    with pytest.raises(InputError) as e:
+        checkpoints.gguf_profile_dict(c[0], "--gguf")
+    assert str(e.value) == f"--gguf: {c[2].name} {SAME}"
+    # a later part that is not a GGUF is refused naming the field given
+    c[2].unlink()
+    c[2].write_bytes(b"GGUF" + b"\xff" * 60)
+    with pytest.raises(InputError) as e:
+        checkpoints.gguf_profile_dict(c[0], "--gguf")
+    assert str(e.value).startswith("--gguf: ")
+
+
+# --- safetensors: the edges of reading them -----------------------------------------------------------------------
+def test_the_default_place_names_and_mtp_count(tmp_path):
+    with pytest.raises(InputError) as e:
+        checkpoints.checkpoint_from_tensors([("w", "Q4", (3,))], 1, 0, "p")
+    assert str(e.value).startswith("model: tensor 'w': tensor dtype 'Q4' is not known; known: BOOL, ")
+    f = tmp_path / "model.safetensors"
+    _safetensors(f, {"model.layers.0.w": ("BF16", (8,), 16), "model.layers.1.w": ("BF16", (8,), 16)})
+    c = checkpoints.read_safetensors([f], n_layers=1)                  # no MTP layers unless said
+    assert (c.loaded_bytes, c.path) == (32, str(tmp_path))
+
+
+def test_a_shard_that_cannot_be_read_is_named_with_the_first_line_of_why(tmp_path, monkeypatch):
+    import os
+
+    import safetensors
+
+    fifo = tmp_path / "model.safetensors"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError) as e:
+        checkpoints.safetensors_tensors([fifo])
+    assert str(e.value) == f"model: {fifo} is a FIFO; expected a regular file"
+    fifo.unlink()
+    _st(fifo)
+
+    def refuse(text):
+        def open_(*a, **k):
+            raise ValueError(text)
+        return open_
+    for text, shown in (("", "ValueError"), ("x" * 300, "x" * 240), ("first\nsecond", "first")):
+        monkeypatch.setattr(safetensors, "safe_open", refuse(text))
+        with pytest.raises(InputError) as e:
+            checkpoints.safetensors_tensors([fifo])
+        assert str(e.value) == f"model: model.safetensors is not a readable safetensors file ({shown})"
+
+
+def test_the_index_size_cap_is_64_mib(tmp_path):
+    big = tmp_path / "big"
+    big.mkdir()
+    _st(big / "a.safetensors")
+    # a valid index of 17 MiB (more than the 16 MiB a config file may have) is read
+    (big / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"w": "a.safetensors"}})
+                                                      + " " * (17 * 2 ** 20))
+    assert checkpoints.safetensors_files(big) == [big / "a.safetensors"]
+    (tmp_path / "huge").mkdir()
+    with open(tmp_path / "huge" / "model.safetensors.index.json", "wb") as fh:
+        fh.truncate(64 * 2 ** 20 + 1)                                   # sparse: no 64 MiB written
+    with pytest.raises(InputError) as e:
+        checkpoints.safetensors_files(tmp_path / "huge")
+    assert str(e.value) == (f"model: {tmp_path / 'huge' / 'model.safetensors.index.json'} is larger than 64 MiB; "
+                            "expected a small text file")
+    (tmp_path / "huge" / "model.safetensors.index.json").write_text("[1]")
+    with pytest.raises(InputError) as e:
+        checkpoints.safetensors_files(tmp_path / "huge")
+    assert str(e.value).startswith("model: ")
+
+
+# A multimodal checkpoint (gemma3): the language model's fields under text_config
+TEXT = {"model_type": "gemma3_text", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "vocab_size": 256,
+        "max_position_embeddings": 4096, "sliding_window": 128, "sliding_window_pattern": 2}
+VISION = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+          "image_size": 28, "patch_size": 14}
+FP8 = {"quant_method": "fp8"}
+TWO_LAYERS_AND_MTP = {"model.layers.0.w": ("BF16", (8,), 16), "model.layers.2.w": ("BF16", (8,), 16)}
+
+
+def _folder(tmp_path, name, config):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(config))
+    _safetensors(d / "model.safetensors", TWO_LAYERS_AND_MTP)
+    return d
+
+
+def test_a_quantized_checkpoint_counts_parameters_from_its_config_and_an_unquantized_from_its_headers(tmp_path):
+    from part1_capacity.calculator.loader import load_model
+
+    plain = load_model(str(_folder(tmp_path, "plain", {"model_type": "gemma3", "text_config": TEXT,
+                                                       "vision_config": VISION})))
+    assert plain.params_total == 16                                      # 8 + 8 values in the headers
+    # packed weights and scales in the headers are not the parameters: the config counts them, whether the
+    # quantization is stated at the top or in the language model's part
+    for name, cfg in (("top", {"model_type": "gemma3", "text_config": TEXT, "vision_config": VISION,
+                               "quantization_config": FP8}),
+                      ("inner", {"model_type": "gemma3", "text_config": {**TEXT, "quantization_config": FP8},
+                                 "vision_config": VISION})):
+        d = _folder(tmp_path, name, cfg)
+        m = load_model(str(d))
+        assert m.params_total == load_model(str(d / "config.json")).params_total > 16, name
+        assert (m.checkpoint.path, m.id) == (str(d), name)
+
+
+def test_mtp_layers_named_in_the_text_config(tmp_path):
+    from part1_capacity.calculator.loader import load_model
+
+    d = _folder(tmp_path, "mtp", {"model_type": "gemma3", "text_config": {**TEXT, "num_nextn_predict_layers": 1},
+                                   "vision_config": VISION})
+    assert (load_model(str(d)).checkpoint.loaded_bytes, load_model(str(d)).checkpoint.file_bytes) == (16, 32)
+    d = _folder(tmp_path, "nomtp", {"model_type": "gemma3", "text_config": TEXT, "vision_config": VISION})
+    assert load_model(str(d)).checkpoint.loaded_bytes == 32               # layer 2 is a layer like any other
+    d = _folder(tmp_path, "half", {"model_type": "gemma3", "text_config": {**TEXT, "num_nextn_predict_layers": 1.5},
+                                    "vision_config": VISION})
+    with pytest.raises(InputError) as e:
+        load_model(str(d))
+    assert str(e.value) == "model: config.json: field 'num_nextn_predict_layers': must be an integer, got 1.5"
+    d = _folder(tmp_path, "badcfg", {"model_type": "gemma3", "text_config": {**TEXT, "num_attention_heads": 0},
+                                      "vision_config": VISION})
+    with pytest.raises(InputError) as e:
+        load_model(str(d))
+    assert str(e.value).startswith("badcfg/config.json: "), str(e.value)
