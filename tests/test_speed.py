@@ -122,3 +122,102 @@ def test_plan_output_says_where_its_times_come_from():
 
     text = render(make_plan("llama-3.1-8b", "h100", context=4096, weights_dtype="q4_k_m"))
     assert "times from: datasheet roofline for q4_k_m" in text and "(assumption: " in text
+
+
+# --- every branch of the cost model, worked by hand with the kernels above --------------------------------------
+from types import SimpleNamespace as _NS
+
+from part1_capacity.calculator.roofline import Pass
+
+
+def test_a_decode_step_of_several_sequences_pays_the_extra_tokens_arithmetic():
+    k = _kernels()
+    # 1e8 q8_0 weights: read once (1e8 × 100 ps = 10 ms) + 2 more tokens at the product rate (1e8 × 2 × 40 ps = 8 ms);
+    # attention 2e6 FLOP = 1e6 products at 50 ps + 2e6 B of f16 cache = 1e6 weights at 200 ps; 10 layers × 19 × 1 µs
+    est = speed.host_decode({"q8_0": 1e8}, 10, 2e6, 2e6, k, batch=3)
+    assert (est.matmuls, est.attention, est.overhead) == pytest.approx((0.018, 0.05e-3 + 0.2e-3, 190e-6))
+    assert est.total == pytest.approx(0.018 + 0.25e-3 + 190e-6)
+    assert speed.host_decode({"q8_0": 1e8}, 10, 2e6, 2e6, k).matmuls == pytest.approx(0.01)      # batch 1 by default
+    # a prompt's attention reads no cache: only its FLOPs count; no output projection unless given
+    est = speed.host_prefill({"q8_0": 1e8}, 512, 10, 2e6, k)
+    assert (est.matmuls, est.attention) == pytest.approx((1e8 * 512 * 40e-12, 0.05e-3))
+
+
+def test_where_the_times_come_from_in_words():
+    one = _kernels(threads=1, source="this host, 1 thread")
+    assert speed.basis(_NS(kernels=one), "q4_k_m") == \
+        "measured kernels of this host (1 thread; q4_K + q6_K weights): this host, 1 thread"
+    assert speed.basis(_NS(kernels=_kernels()), "q8_0") == "measured kernels of this host (2 threads; q8_0 weights): test"
+    int4 = speed.speed_data()["datasheet"]["types"]["int4"]["source"]
+    # a type the host has no kernel for, or an accelerator with none: the datasheet's assumption (efficiencies 1.0)
+    for acc in (_NS(kernels=_kernels()), load_accelerator("h100")):
+        assert speed.basis(acc, "int4") == f"datasheet roofline for int4: 1 × bandwidth, 1 × peak (assumption: {int4})"
+    assert speed.datasheet_assumption("bf16")["source"].startswith("the roofline itself")
+
+
+def test_what_kind_of_time_a_plan_gives(monkeypatch):
+    h100, host = load_accelerator("h100"), _NS(kernels=_kernels())
+    assert speed.time_kind(host, "q8_0") == "measured-kernel estimate"
+    assert speed.time_kind(host, "int4") == speed.time_kind(h100, "bf16") == "roofline lower bound"
+    # an efficiency below 1.0 on either side: no longer the bound no engine beats
+    data = json.loads(speed.DATA.read_text())
+    for key in ("decode_bandwidth_efficiency", "prefill_peak_efficiency"):
+        data["datasheet"]["types"]["bf16"] = {"decode_bandwidth_efficiency": 1.0, "prefill_peak_efficiency": 1.0,
+                                              key: 0.999, "source": "test"}
+        monkeypatch.setattr(speed, "speed_data", lambda: data)
+        assert speed.time_kind(h100, "bf16") == "roofline with assumed efficiencies"
+        eff = data["datasheet"]["types"]["bf16"]
+        assert speed.rates(h100, "bf16") == (989e12 * eff["prefill_peak_efficiency"],
+                                              3.35e12 * eff["decode_bandwidth_efficiency"])
+        assert speed.basis(h100, "bf16") == (
+            f"datasheet roofline for bf16: {data['datasheet']['types']['bf16']['decode_bandwidth_efficiency']:g} × "
+            f"bandwidth, {data['datasheet']['types']['bf16']['prefill_peak_efficiency']:g} × peak (assumption: test)")
+
+
+def test_measured_seconds_of_a_pass():
+    k = _kernels()
+    host, model = _NS(kernels=k), _NS(params_active=1e8, n_layers=10)
+    prefill = Pass("prefill", tokens=100, seqs=1, flops=0.0, attention_flops=2e6, weight_bytes=0.0, cache_bytes=0.0,
+                   cache_bytes_per_rank=0.0)
+    # 1e8 weights × 100 tokens × 40 ps = 0.4 s; attention 1e6 products × 50 ps; 10 × 19 × 1 µs
+    assert speed.measured_seconds(model, host, "q8_0", prefill) == pytest.approx(0.4 + 50e-6 + 190e-6)
+    decode = Pass("decode", tokens=2, seqs=2, flops=0.0, attention_flops=2e6, weight_bytes=0.0, cache_bytes=2e6,
+                  cache_bytes_per_rank=0.0)
+    # 2 sequences: 1e8 × 100 ps + 1e8 × 1 × 40 ps; attention 50 µs + 1e6 × 200 ps
+    assert speed.measured_seconds(model, host, "q8_0", decode) == pytest.approx(0.014 + 250e-6 + 190e-6)
+    # q4_k_m is 0.806 Q4_K (40 ps) and 0.194 Q6_K (45 ps) in the product
+    assert speed.measured_seconds(model, host, "q4_k_m", prefill) == pytest.approx(
+        1e8 * 100 * (0.806 * 40 + 0.194 * 45) * PS + 50e-6 + 190e-6)
+    # nothing measured: no kernels, or not this type
+    assert speed.measured_seconds(model, load_accelerator("h100"), "q8_0", prefill) is None
+    assert speed.measured_seconds(model, host, "int4", prefill) is None
+
+
+def test_a_weight_type_without_a_cpu_kernel_names_the_ones_measured():
+    with pytest.raises(InputError) as e:
+        speed.gguf_mix("mxfp4")
+    assert str(e.value) == ("weights_dtype: 'mxfp4' has no measured CPU kernel; a measured host supports fp32, bf16, "
+                            "fp16, q8_0, q5_0, q4_k_m")
+    mix = speed.gguf_mix("q4_k_m")
+    mix["q4_K"] = 0.0                                    # the caller's copy: the table stays as read
+    assert speed.gguf_mix("q4_k_m") == {"q4_K": 0.806, "q6_K": 0.194}
+    assert speed.gguf_mix("bf16") == {"f16": 1.0} and speed.gguf_mix("fp32") == {"f32": 1.0}
+
+
+def test_an_unknown_weight_type_is_named_as_weights_dtype():
+    h100 = load_accelerator("h100")
+    for call in (speed.gguf_mix, speed.datasheet_assumption, lambda t: speed.basis(h100, t),
+                 lambda t: speed.time_kind(h100, t)):
+        with pytest.raises(InputError) as e:
+            call("fp5")
+        assert str(e.value).startswith("weights_dtype: unknown dtype 'fp5'"), str(e.value)
+
+
+def test_an_accelerator_without_a_kernels_field_is_timed_from_its_datasheet():
+    bare = _NS(bandwidth=1e12, peak_flops=lambda dtype: 1e15)     # what a duck-typed accelerator may carry
+    model = _NS(params_active=1e8, n_layers=10)
+    ps = Pass("decode", tokens=1, seqs=1, flops=0.0, attention_flops=0.0, weight_bytes=0.0, cache_bytes=0.0,
+              cache_bytes_per_rank=0.0)
+    assert speed.measured_seconds(model, bare, "q8_0", ps) is None
+    assert speed.time_kind(bare, "q8_0") == "roofline lower bound"
+    assert speed.basis(bare, "q8_0").startswith("datasheet roofline for q8_0: 1 × bandwidth, 1 × peak")
