@@ -35,3 +35,25 @@ def test_state_laws():
     # Gated DeltaNet, 2 key heads × 8, 4 value heads × 16, conv 4: conv 3 × (2 × 2 × 8 + 4 × 16) = 288; 4 × 8 × 16 = 512
     assert laws.gated_deltanet_conv_state_elements(2, 4, 8, 16, 4) == 288
     assert laws.gated_deltanet_state_elements(2, 4, 8, 16, 4) == 288 + 512
+
+
+def test_mla_with_an_indexer_key():
+    # 3 layers × (5 latent + 7 rope + 11 indexer) × 2 B = 138 B per token; 13 tokens: 1,794 B; no indexer by default
+    assert laws.mla_bytes_per_token(3, 5, 7, 2, 11) == 138 and laws.mla_bytes(13, 3, 5, 7, 2, 11) == 1794
+    assert laws.mla_bytes(13, 3, 5, 7, 2) == 13 * 72
+
+
+def test_chunked_attention_laws():
+    # the tokens of the current chunk of 7: ((T − 1) mod 7) + 1
+    assert [laws.chunk_tokens(t, 7) for t in (1, 6, 7, 8, 15, 20)] == [1, 6, 7, 1, 1, 6]
+    # room for a whole chunk once T reaches it: min(T, 7)
+    assert laws.chunk_room_tokens(5, 7) == 5 and laws.chunk_room_tokens(11, 7) == 7
+    assert laws.chunk_room_tokens(np.array([5, 11]), 7).tolist() == [5, 7]
+    # per layer and token 2 × 5 heads × 13 dims × 2 B = 260 B; 2 global layers × 11 + 3 chunked layers × min(11, 7)
+    assert laws.chunked_attention_bytes(11, 2, 3, 7, 5, 13, 2) == 260 * (22 + 21)
+    assert laws.chunked_attention_bytes(np.array([5, 11]), 2, 3, 7, 5, 13, 2).tolist() == [260 * 25, 260 * 43]
+
+
+def test_lightning_attention_state():
+    # 3 heads of a 5 × 5 matrix Σ kᵀv each
+    assert laws.lightning_state_elements(3, 5) == 75
