@@ -70,7 +70,7 @@ TARGETS = (
     Target("l02_checks", "part0_foundations/l02_encoder_decoder/checks.py",
            ("tests/test_encoder_decoder.py", "tests/test_lesson_checks.py"), "forkserver"),
     Target("l03_checks", "part0_foundations/l03_kv_cache/checks.py",
-           ("tests/test_kv_cache.py", "tests/test_lesson_checks.py"), "forkserver"),
+           ("tests/test_kv_cache.py", "tests/test_kv_cache_rules.py", "tests/test_lesson_checks.py"), "forkserver"),
     Target("l04_checks", "part0_foundations/l04_gpt2_int8/checks.py",
            ("tests/test_gpt2_int8_checks.py", "tests/test_lesson_checks.py"), "forkserver"),
     Target("l05_checks", "part0_foundations/l05_rag/checks.py",
