@@ -72,7 +72,8 @@ TARGETS = (
     Target("l03_checks", "part0_foundations/l03_kv_cache/checks.py",
            ("tests/test_kv_cache.py", "tests/test_kv_cache_rules.py", "tests/test_lesson_checks.py"), "forkserver"),
     Target("l04_checks", "part0_foundations/l04_gpt2_int8/checks.py",
-           ("tests/test_gpt2_int8_checks.py", "tests/test_lesson_checks.py"), "forkserver"),
+           ("tests/test_gpt2_int8_checks.py", "tests/test_gpt2_int8_checks_rules.py", "tests/test_lesson_checks.py"),
+           "forkserver"),
     Target("l05_checks", "part0_foundations/l05_rag/checks.py",
            ("tests/test_rag_checks.py", "tests/test_rag_checks_rules.py", "tests/test_lesson_checks.py"), "forkserver"),
 )
