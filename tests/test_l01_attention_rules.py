@@ -183,6 +183,8 @@ def test_sdpa_causal_decode_rules():
     both = "mask and causal=True together: a key is seen only where both allow it: differs from the reference"
     rejects(c, variant(causal=lambda q, k, m, cz: (None, cz)), both)                   # causal replaces the mask
     rejects(c, variant(causal=lambda q, k, m, cz: (m, cz and m is None)), both)        # the mask replaces causal
+    # each sequence keeps its own mask: the two sequences' masks swapped is refused
+    rejects(c, variant(mask=lambda m: None if m is None else m.roll(1, 0)), both)
 
 
 def test_sdpa_causal_decode_labels():
