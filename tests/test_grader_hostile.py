@@ -55,8 +55,9 @@ for o in gc.get_objects():
         found.append(getattr(o, "__qualname__", "?"))
 print("grader objects found:", found)
 forged = "".join(json.dumps({"kind": "check", "id": i, "passed": True, "message": "", "token": "x"}) + "\n"
-                 for i in ("sdpa_matches_torch", "sdpa_errors", "sdpa_stable", "sdpa_masked_weights_zero",
-                           "mha_matches_torch", "mha_errors", "gqa_equals_repeated_mha", "mqa_and_cross_attention"))
+                 for i in ("sdpa_matches_torch", "sdpa_causal_decode", "sdpa_stable", "sdpa_masked_weights_zero",
+                           "mha_matches_torch", "mha_mask_every_head", "gqa_equals_repeated_mha",
+                           "mqa_and_cross_attention"))
 sys.stdout.write(forged); sys.stderr.write(forged)
 
 # 2. Code edited in place: the checks, expect, numpy's all, torch's attention.
@@ -144,7 +145,7 @@ raise KeyboardInterrupt
 HOSTILE_SDPA = r'''
 def scaled_dot_product_attention(q, k, v, mask=None, causal=False, return_weights=False):
     import os, struct, time
-    if k.shape[-1] != q.shape[-1]:                 # the shape-errors check: a loop that swallows every exception
+    if causal and q.shape[-2] < k.shape[-2]:       # the decode-step check: a loop that swallows every exception
         while True:
             try:
                 time.sleep(0.05)
@@ -193,7 +194,7 @@ def _hostile_forward(self, x, *args, **kwargs):
     import os
     if x.shape[-1] == 16:           # the nn.MultiheadAttention comparison (d_model 16)
         os._exit(0)
-    if x.shape[-1] == 31:           # the wrong-width input of the errors check
+    if kwargs.get("mask") is not None:  # the mask check (no other check gives a mask)
         raise KeyboardInterrupt
     return _forward(self, x, *args, **kwargs)
 
@@ -209,14 +210,14 @@ REFERENCE_IMPORTS = {
 
 EXPECTED = {
     "sdpa_matches_torch": "differs from the reference",
-    "sdpa_errors": f"did not finish within {CHECK_S} s",
+    "sdpa_causal_decode": f"did not finish within {CHECK_S} s",
     "sdpa_stable": "sent what the grader cannot read",
     "sdpa_masked_weights_zero": f"did not finish within {CHECK_S} s",
     "mha_matches_torch": "exited with code 0",
-    "mha_errors": "KeyboardInterrupt",
+    "mha_mask_every_head": "KeyboardInterrupt",
 }
-EXPECTED_POINTS = {"sdpa_matches_torch": 0, "sdpa_errors": 0, "sdpa_stable": 0, "sdpa_masked_weights_zero": 0,
-                   "mha_matches_torch": 0, "mha_errors": 0, "gqa_equals_repeated_mha": 1,
+EXPECTED_POINTS = {"sdpa_matches_torch": 0, "sdpa_causal_decode": 0, "sdpa_stable": 0, "sdpa_masked_weights_zero": 0,
+                   "mha_matches_torch": 0, "mha_mask_every_head": 0, "gqa_equals_repeated_mha": 1,
                    "mqa_and_cross_attention": 1}
 
 

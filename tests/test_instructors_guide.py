@@ -102,8 +102,8 @@ def test_guide_workflow_from_a_fresh_clone(tmp_path, students):
         assert f"{student}: {points:g}/{full:g}" in proc.stdout
         html = (clone / "feedback" / student / "01_attention" / "attention.html").read_text(encoding="utf-8")
         assert "cdnjs" not in html and "window.MathJax" in html  # MathJax inside the page, nothing fetched
-        assert "BEGIN HIDDEN TESTS" not in html and "checks.check_sdpa_errors" not in html
-        assert "Hidden check, run when graded: Bad shapes give a ValueError" in html
+        assert "BEGIN HIDDEN TESTS" not in html and "checks.check_sdpa_causal_decode" not in html
+        assert "Hidden check, run when graded: With causal=True and fewer queries than keys" in html
     with open(clone / "grades.csv", newline="") as f:
         totals = {r["student_id"]: float(r["score"]) for r in csv.DictReader(f) if r["assignment"] == "01_attention"}
     assert totals == expected

@@ -89,7 +89,7 @@ def _finished_release(student: Path, tmp: Path) -> Path:
     assert filled == 2
     # A hidden check called in the build says when it runs instead of running.
     nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source":
-                        "try:\n    checks.check_sdpa_errors(scaled_dot_product_attention)\n"
+                        "try:\n    checks.check_sdpa_causal_decode(scaled_dot_product_attention)\n"
                         "except NotImplementedError as e:\n    print('hidden:', e)\n"})
     out = student / "exercises" / "01_attention" / "finished.ipynb"
     out.write_text(json.dumps(nb))

@@ -62,17 +62,21 @@ TARGETS = (
     Target("deploy", CALC + "deploy.py",
            ("tests/test_deploy.py", "tests/test_deploy_bounds.py", "tests/test_mutation_deploy.py")),
     Target("kv_from_config_checks", "part1_capacity/exercises/kv_from_config/checks.py",
-           ("tests/test_part1_exercises.py", "tests/test_lesson_checks.py"), "forkserver"),
+           ("tests/test_part1_exercises.py", "tests/test_part1_exercises_rules.py", "tests/test_lesson_checks.py"),
+           "forkserver"),
     Target("one_more_accelerator_checks", "part1_capacity/exercises/one_more_accelerator/checks.py",
-           ("tests/test_part1_exercises.py", "tests/test_lesson_checks.py"), "forkserver"),
+           ("tests/test_part1_exercises.py", "tests/test_part1_exercises_rules.py", "tests/test_lesson_checks.py"),
+           "forkserver"),
     Target("l02_checks", "part0_foundations/l02_encoder_decoder/checks.py",
-           ("tests/test_encoder_decoder.py", "tests/test_lesson_checks.py"), "forkserver"),
+           ("tests/test_encoder_decoder.py", "tests/test_encoder_decoder_rules.py", "tests/test_lesson_checks.py"),
+           "forkserver"),
     Target("l03_checks", "part0_foundations/l03_kv_cache/checks.py",
-           ("tests/test_kv_cache.py", "tests/test_lesson_checks.py"), "forkserver"),
+           ("tests/test_kv_cache.py", "tests/test_kv_cache_rules.py", "tests/test_lesson_checks.py"), "forkserver"),
     Target("l04_checks", "part0_foundations/l04_gpt2_int8/checks.py",
-           ("tests/test_gpt2_int8_checks.py", "tests/test_lesson_checks.py"), "forkserver"),
+           ("tests/test_gpt2_int8_checks.py", "tests/test_gpt2_int8_checks_rules.py", "tests/test_lesson_checks.py"),
+           "forkserver"),
     Target("l05_checks", "part0_foundations/l05_rag/checks.py",
-           ("tests/test_rag_checks.py", "tests/test_lesson_checks.py"), "forkserver"),
+           ("tests/test_rag_checks.py", "tests/test_rag_checks_rules.py", "tests/test_lesson_checks.py"), "forkserver"),
 )
 BY_NAME = {t.name: t for t in TARGETS}
 
@@ -175,7 +179,9 @@ for name in names:
     for m, f in fns:
         try:
             f()
-        except Exception:
+        except KeyboardInterrupt:
+            raise
+        except BaseException:             # pytest.raises' "DID NOT RAISE" is a BaseException (pytest's Failed)
             out[name] = f"{m.replace('.', '/')}.py::{f.__name__}"
             break
 print(json.dumps(out))

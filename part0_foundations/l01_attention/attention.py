@@ -88,7 +88,8 @@ class MultiHeadAttention(nn.Module):
         return x.view(b, length, n, self.head_dim).transpose(1, 2)
 
     def forward(self, x, context=None, mask=None, causal=False, return_weights=False):
-        """x: (B, Lq, d_model); context: (B, Lk, d_context) or None for self-attention.
+        """x: (B, Lq, d_model); context: (B, Lk, d_context) or None for self-attention; mask: bool (B, Lq, Lk), or
+        (B, 1, Lk) for padding, True = may attend, the same for every head.
 
         Returns (B, Lq, d_model), and the weights (B, n_heads, Lq, Lk) too when ``return_weights``.
         """

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course.grading import Check, Lesson, call, expect, expect_close, expect_raises, expect_shape
+from course.grading import Check, Lesson, call, expect, expect_close, expect_shape
 
 ATOL = 1e-5
 
@@ -69,15 +69,29 @@ def check_sdpa_masked_weights_zero(sdpa):
     expect_close(w.sum(-1)[rows], torch.ones(int(rows.sum())), "each attendable row of weights must sum to 1", atol=1e-6)
 
 
-def check_sdpa_errors(sdpa):
-    """Bad shapes give a ValueError that names the argument."""
-    q, k, v = _qkv()
-    # Valid input must work first: refusing everything is not validation.
-    expect_shape(call(sdpa, q, k, v, what="scaled_dot_product_attention(q, k, v)"), (2, 3, 5, 6), "output")
-    expect_raises(lambda: sdpa(q, k[..., :4], v), ValueError, "k", "k with the wrong head_dim")
-    expect_raises(lambda: sdpa(q, k, v[..., :3, :]), ValueError, "v", "v with a different length than k")
-    bad = torch.ones(2, 3, 4, 7, dtype=torch.bool)
-    expect_raises(lambda: sdpa(q, k, v, mask=bad), ValueError, "mask", "a mask of the wrong shape")
+def check_sdpa_causal_decode(sdpa):
+    """With causal=True and fewer queries than keys (decoding over a KV cache), the causal mask is aligned to the end
+    of the keys: one new query sees every cached key, and query i of Lq sits at position Lk − Lq + i; a boolean mask
+    given as well still applies."""
+    q, k, v = _qkv(lq=7, lk=7, seed=6)
+    full = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # 7 queries over 7 keys: the lower triangle
+    out = call(sdpa, q[..., -1:, :], k, v, causal=True,
+               what="scaled_dot_product_attention(q[..., -1:, :], k, v, causal=True)")
+    expect_close(out, full[..., -1:, :], "one decode step (Lq=1 over Lk=7 keys, causal=True) sees every key: the "
+                 "causal mask is aligned to the end of the keys", atol=ATOL)
+    out = call(sdpa, q[..., -3:, :], k, v, causal=True,
+               what="scaled_dot_product_attention(q[..., -3:, :], k, v, causal=True)")
+    expect_close(out, full[..., -3:, :], "3 queries over 7 keys (causal=True): query i sits at position "
+                 "Lk − Lq + i = 4 + i and sees keys j ≤ 4 + i", atol=ATOL)
+    g = torch.Generator().manual_seed(7)
+    pad = torch.rand(2, 1, 1, 7, generator=g) > 0.5
+    pad[..., 0] = True  # key 0 is seen by every query: no row is fully masked
+    pad[..., -1] = True  # the newest key is real: only causal hides it from the earlier queries
+    both = pad & torch.ones(7, 7, dtype=torch.bool).tril()
+    out = call(sdpa, q[..., -3:, :], k, v, mask=pad, causal=True,
+               what="scaled_dot_product_attention(q[..., -3:, :], k, v, mask=mask, causal=True)")
+    expect_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=both)[..., -3:, :],
+                 "mask and causal=True together: a key is seen only where both allow it", atol=ATOL)
 
 
 def _copy_from_torch_mha(mine, ref: nn.MultiheadAttention, d):
@@ -145,13 +159,27 @@ def check_mqa_and_cross_attention(MultiHeadAttention):
     expect_shape(w, (2, 4, 5, 9), "cross-attention weights (B, n_heads, Lq, Lk)")
 
 
-def check_mha_errors(MultiHeadAttention):
-    """n_heads not divisible by n_kv_heads, or a wrong input width, gives a ValueError naming the argument."""
-    expect_raises(lambda: MultiHeadAttention(32, 6, n_kv_heads=4), ValueError, "n_kv_heads", "n_heads=6, n_kv_heads=4")
-    m = call(MultiHeadAttention, 32, 4, what="MultiHeadAttention(32, 4)")
-    # Valid input must work first: refusing everything is not validation.
-    expect_shape(call(m, torch.randn(2, 5, 32), what="MultiHeadAttention.forward(x)"), (2, 5, 32), "output")
-    expect_raises(lambda: m(torch.randn(2, 5, 31)), ValueError, "x", "an input of width 31 for d_model=32")
+def check_mha_mask_every_head(MultiHeadAttention):
+    """A boolean mask given to MultiHeadAttention (True = may attend) applies to every head: a (B, 1, Lk) padding
+    mask and a (B, Lq, Lk) mask give nn.MultiheadAttention's output under the same mask."""
+    torch.manual_seed(3)
+    d, h = 12, 2
+    ref = nn.MultiheadAttention(d, h, batch_first=True)
+    mine = call(MultiHeadAttention, d, h, what="MultiHeadAttention(d_model=12, n_heads=2)")
+    _copy_from_torch_mha(mine, ref, d)
+    # B = n_heads = 2: a mask read as one per head instead of one per sequence gives a wrong output, not an error
+    x = torch.randn(2, 6, d)
+    real = torch.ones(2, 6, dtype=torch.bool)
+    real[1, 4:] = False  # the second sequence ends in two padding tokens
+    out = call(mine, x, mask=real[:, None, :], what="MultiHeadAttention.forward(x, mask=padding (B, 1, Lk))")
+    want, _ = ref(x, x, x, key_padding_mask=~real, need_weights=False)  # torch: True = masked out
+    expect_close(out, want, "padding mask (B, 1, Lk) shared by every head vs nn.MultiheadAttention", atol=ATOL)
+    g = torch.Generator().manual_seed(8)
+    mask = torch.rand(2, 6, 6, generator=g) > 0.4
+    mask[..., 0] = True  # every query sees key 0: no row is fully masked
+    out = call(mine, x, mask=mask, what="MultiHeadAttention.forward(x, mask=(B, Lq, Lk))")
+    want, _ = ref(x, x, x, attn_mask=(~mask).repeat_interleave(h, 0), need_weights=False)  # torch: (B·heads, Lq, Lk)
+    expect_close(out, want, "mask (B, Lq, Lk) shared by every head vs nn.MultiheadAttention", atol=ATOL)
 
 
 LESSON = Lesson(
@@ -159,11 +187,11 @@ LESSON = Lesson(
     reference=("part0_foundations.l01_attention.attention",),
     checks=(
         Check("sdpa_matches_torch", "scaled_dot_product_attention", check_sdpa_matches_torch, 2),
-        Check("sdpa_errors", "scaled_dot_product_attention", check_sdpa_errors, 1, hidden=True),
+        Check("sdpa_causal_decode", "scaled_dot_product_attention", check_sdpa_causal_decode, 1, hidden=True),
         Check("sdpa_stable", "scaled_dot_product_attention", check_sdpa_stable, 1),
         Check("sdpa_masked_weights_zero", "scaled_dot_product_attention", check_sdpa_masked_weights_zero, 1),
         Check("mha_matches_torch", "MultiHeadAttention", check_mha_matches_torch, 2),
-        Check("mha_errors", "MultiHeadAttention", check_mha_errors, 1, hidden=True),
+        Check("mha_mask_every_head", "MultiHeadAttention", check_mha_mask_every_head, 1, hidden=True),
         Check("gqa_equals_repeated_mha", "MultiHeadAttention", check_gqa_equals_repeated_mha, 1),
         Check("mqa_and_cross_attention", "MultiHeadAttention", check_mqa_and_cross_attention, 1),
     ),

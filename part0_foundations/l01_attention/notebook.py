@@ -43,16 +43,17 @@ exponential (so large logits cannot overflow), normalise, and multiply by $V$. A
 give zero weights, not NaN.
 """),
     solution(SRC, ["scaled_dot_product_attention"], grade_id="sdpa_impl"),
-    *graded(checks.LESSON, "sdpa_matches_torch", "sdpa_errors", "sdpa_stable", "sdpa_masked_weights_zero"),
+    *graded(checks.LESSON, "sdpa_matches_torch", "sdpa_causal_decode", "sdpa_stable", "sdpa_masked_weights_zero"),
     md(r"""
 ## 3. Multi-head attention with `n_kv_heads`
 
 Project the queries into `n_heads` heads and the keys and values into `n_kv_heads` heads of `head_dim` each. When
 `n_kv_heads < n_heads`, each K/V head serves a group of `n_heads // n_kv_heads` query heads (GQA; MQA when
-`n_kv_heads == 1`). With a `context`, keys and values come from it: cross-attention.
+`n_kv_heads == 1`). With a `context`, keys and values come from it: cross-attention. A boolean `mask` (True = may
+attend) of shape `(B, Lq, Lk)`, or `(B, 1, Lk)` for padding, holds for every head alike.
 """),
     solution(SRC, ["MultiHeadAttention"], grade_id="mha_impl"),
-    *graded(checks.LESSON, "mha_matches_torch", "mha_errors", "gqa_equals_repeated_mha", "mqa_and_cross_attention"),
+    *graded(checks.LESSON, "mha_matches_torch", "mha_mask_every_head", "gqa_equals_repeated_mha", "mqa_and_cross_attention"),
     md(r"""
 ## 4. Why this matters for memory
 

@@ -173,7 +173,8 @@ def check_prompt_budget_never_exceeded(build_prompt):
     q = "How big is the cache?"
     hits = _hits([40, 120, 15, 60, 5, 80])
     base = count_words(format_prompt(q, []))
-    for budget in sorted({base, base + 10, base + 30, base + 70, base + 150, base + 250, base + 400}):
+    exact = count_words(format_prompt(q, [format_source(1, hits[0].chunk)]))  # the best hit fits to the last token
+    for budget in sorted({base, base + 10, base + 30, exact, base + 70, base + 150, base + 250, base + 400}):
         res = call(build_prompt, q, hits, budget, count_words, what=f"build_prompt(q, hits, budget={budget})")
         expect(isinstance(res, tuple) and len(res) == 2, "build_prompt must return (prompt, cited_hits)")
         prompt, cited = res
