@@ -286,12 +286,69 @@ def test_the_site_tables_obey_the_same_rules(tmp_path):
     from part1_capacity.archetypes import sitegen
 
     sitegen.build(tmp_path)
-    text = "\n".join(p.read_text() for p in sorted(tmp_path.glob("*.md")))
+    # the quarantine note may name the quarantined ids (and nothing else of them); every other snippet not even that
+    notes = sorted(tmp_path.glob("quarantine*.md"))
+    assert [p.name for p in notes] == ["quarantine.ko.md", "quarantine.md"]
+    text = "\n".join(p.read_text() for p in sorted(tmp_path.glob("*.md")) if p not in notes)
     for c in UNVERIFIED:
         assert not _leaks(text, c), f"site: unverified claim {c['id']} leaked: {_leaks(text, c)}"
+        for note in notes:
+            found = _leaks(note.read_text(), c)
+            assert found == [c["id"]], f"{note.name}: of unverified claim {c['id']} shows {found}, not its id alone"
     header, _, *rows = (tmp_path / "side_by_side.md").read_text().splitlines()
     col = [h.strip() for h in header.split("|")].index(f"**{ARCH[FLAGGED]['name']}**")
     for row in rows:
         cell = [c.strip() for c in row.split("|")][col]
         assert not re.search(r"\d", cell), f"flagged column shows a number: {row[:60]}… → {cell!r}"
     assert (tmp_path / "accelerators_by_archetype.png").stat().st_size > 10_000
+
+
+# --- the quarantine beside the original study's -------------------------------------------------------------------
+STUDY_QUARANTINED = 13   # the original study's own account: "13 unsourced claims" quarantined (its list unpublished)
+
+
+def _note_ids(note):
+    """The ids the note names in code spans (the status word `unverified`, also in one, is not an id)."""
+    return [x for x in re.findall(r"`([a-z0-9][a-z0-9\-]*)`", note) if x != "unverified"]
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_quarantine_note_counts_and_lists_what_claims_toml_quarantines(lang):
+    """N, the total and the listed ids are worked out here from claims.toml (tomllib, not the package's loader);
+    a claim added, dropped or moved in or out of the quarantine changes them and this test fails until the page
+    follows."""
+    from course import i18n
+    from part1_capacity.archetypes import sitegen
+
+    quarantined = [c["id"] for c in CLAIMS if c["status"] == "unverified"]
+    led = ledger.load_ledger()
+    note = sitegen.quarantine_note(catalog.load_archetypes(ledger=led), led, i18n.translator(lang))
+    assert sorted(_note_ids(note)) == sorted(quarantined)          # each quarantined id once, no verified one
+    numbers = sorted(int(n) for n in NUMBER.findall(note))
+    assert numbers == sorted([STUDY_QUARANTINED, len(quarantined), len(CLAIMS)]), numbers   # no other figure
+    if lang == "en":
+        assert (f"quarantined {STUDY_QUARANTINED} unsourced claims; this ledger quarantines {len(quarantined)} of "
+                f"its {len(CLAIMS)}") in note
+        assert "did not publish its list" in note and "could not be checked" in note
+    else:       # the same figures in their Korean places: the study's count, then "N of the total"
+        assert f"출처 없는 주장 {STUDY_QUARANTINED}개" in note and f"주장 {len(CLAIMS)}개 중 {len(quarantined)}개" in note
+
+
+def test_the_quarantine_note_follows_the_ledger_it_is_given():
+    """The note is built from the ledger, not typed: with two verified claims moved into the quarantine and one
+    quarantined claim dropped, its count, total and list move with them."""
+    from part1_capacity.archetypes import sitegen
+
+    doc = tomllib.loads(ledger.DEFAULT_LEDGER.read_text())
+    promoted = [c for c in doc["claim"] if c["status"] == "verified"][:2]
+    dropped = next(c for c in doc["claim"] if c["status"] == "unverified")
+    for c in promoted:
+        c["status"] = "unverified"
+    doc["claim"].remove(dropped)
+    led = ledger.parse_ledger(doc)
+    note = sitegen.quarantine_note(catalog.load_archetypes(ledger=led), led)
+    expect = [c["id"] for c in doc["claim"] if c["status"] == "unverified"]
+    assert {c["id"] for c in promoted} <= set(_note_ids(note)) and dropped["id"] not in _note_ids(note)
+    assert sorted(_note_ids(note)) == sorted(expect)
+    # 8 quarantined + 2 − 1 = 9, of 23 − 1 = 22 (the bundled counts, read from the file above)
+    assert f"this ledger quarantines {len(UNVERIFIED) + 1} of its {len(CLAIMS) - 1}" in note

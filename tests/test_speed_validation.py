@@ -60,7 +60,7 @@ def test_a_run_with_kernels_measured_around_it_is_predicted_from_them():
     r = load_result("e2")
     c = kernels.load_constants()
     assert r is not None and c is not None, "the project ships results/e2.json and results/e2_kernels.json"
-    r = {k: v for k, v in r.items() if k != "session_kernels"}
+    r = _without_beside({k: v for k, v in r.items() if k != "session_kernels"})
     slow = copy.deepcopy(c)
     for th in slow.values():
         for t in th["types"].values():
@@ -71,6 +71,67 @@ def test_a_run_with_kernels_measured_around_it_is_predicted_from_them():
         assert b["predicted_parts_s"]["pp512"] == pytest.approx(a["predicted_parts_s"]["pp512"], rel=0.02)
         assert "measured around this run" in b["prediction_basis"]
     assert "e2_kernels.json" in ql.repredict(r)["levels"][0]["prediction_basis"]
+
+
+def _without_beside(r):
+    """A saved run with the streams measured beside its levels taken out (as runs saved before them)."""
+    strip = lambda levels: [{k: v for k, v in lv.items() if k != "beside_kernels"} for lv in levels]
+    return {**r, "levels": strip(r["levels"]),
+            "levels_by_threads": {th: strip(v) for th, v in r["levels_by_threads"].items()}}
+
+
+def _beside(type_, seconds, when, k=1000, m=1000, copies=10, threads=2):
+    return {"kind": "stream", "type": type_, "k": k, "m": m, "n": 1, "copies": copies, "threads": threads,
+            "repacked": False, "seconds": seconds, "when": when, "load_average": 1.0}
+
+
+def test_a_levels_decode_cost_is_the_median_of_the_streams_beside_it_less_one_nodes_overhead():
+    base = {"op_overhead_s": 1e-6, "types": {"f32": {"decode_s_per_weight": 9e-11, "prefill_s_per_weight_token": 5e-12},
+                                            "q8_0": {"decode_s_per_weight": 4e-11}}}
+    row = {"beside_kernels": {"runs": [_beside("f32", [1.1e-3, 1.1e-3, 5e-3], "before"),    # median 1.1 ms
+                                       _beside("f32", [2.1e-3], "after")]}}
+    # per copy (of 10): 1.1e-4 s and 2.1e-4 s, less 1e-6 of overhead, over 10⁶ weights: 1.09e-10 and 2.09e-10
+    both = ql.beside_constants(base, row)
+    assert both["types"]["f32"]["decode_s_per_weight"] == pytest.approx((1.09e-10 + 2.09e-10) / 2)
+    assert ql.beside_constants(base, row, ("before",))["types"]["f32"]["decode_s_per_weight"] == pytest.approx(1.09e-10)
+    assert ql.beside_constants(base, row, ("after",))["types"]["f32"]["decode_s_per_weight"] == pytest.approx(2.09e-10)
+    # everything else is the base's; the base itself is not changed
+    assert both["types"]["q8_0"] == base["types"]["q8_0"] and both["op_overhead_s"] == 1e-6
+    assert both["types"]["f32"]["prefill_s_per_weight_token"] == 5e-12
+    assert base["types"]["f32"]["decode_s_per_weight"] == 9e-11
+    assert ql.beside_constants(base, {}) == base
+    # 10 copies of 10⁶ F32 weights (40 MB) in 1.1 ms and in 2.1 ms: 36.4 and 19.0 GB/s
+    rates = ql.beside_rates(row)["f32"]
+    assert rates["before"] == pytest.approx(40e6 / 1.1e-3 / 1e9) and rates["after"] == pytest.approx(40e6 / 2.1e-3 / 1e9)
+
+
+def test_a_level_with_streams_beside_it_is_predicted_from_them_and_only_that_level():
+    """The saved run, its F32 level (2 threads) given streams beside it that cost twice the session's constant per
+    weight: that level's predicted decode matmuls double, every other level's stay, and its basis says why. With
+    constants given explicitly (the benchmark's --constants-file, one round's prediction) the streams are not used."""
+    r = _without_beside(load_result("e2"))
+    c = r["session_kernels"]["constants"]["2"]
+    o, d = c["op_overhead_s"], c["types"]["f32"]["decode_s_per_weight"]
+    per_copy = 2 * d * 1000 * 1000 + o                    # twice the cost per weight, plus one node's overhead
+    runs = [_beside("f32", [per_copy * 10], w) for w in ("before", "after")]
+    levels = [dict(lv, beside_kernels={"runs": runs}) if lv["type"] == "F32" else lv for lv in r["levels_by_threads"]["2"]]
+    marked = {**r, "levels_by_threads": {**r["levels_by_threads"], "2": levels}}
+    base, own = ql.repredict(r), ql.repredict(marked)
+    for a, b in zip(base["levels_by_threads"]["2"], own["levels_by_threads"]["2"]):
+        ratio = b["predicted_parts_s"]["tg128"]["matmuls"] / a["predicted_parts_s"]["tg128"]["matmuls"]
+        assert ratio == pytest.approx(2.0 if a["type"] == "F32" else 1.0), a["type"]
+        assert (ql.BESIDE in b["prediction_basis"]) == (a["type"] == "F32")
+    assert ql.beside_predictions(marked)[(2, "F32")]["before"] == pytest.approx(
+        own["levels_by_threads"]["2"][0]["predicted_tg128_tps"])
+    explicit = ql.repredict(marked, r["session_kernels"]["constants"], "one round")
+    assert explicit["levels_by_threads"]["2"][0]["predicted_tg128_tps"] == pytest.approx(
+        base["levels_by_threads"]["2"][0]["predicted_tg128_tps"])
+
+
+def test_a_level_streams_each_type_its_decode_reads():
+    # Q4_K_M: Q4_K and Q6_K matmuls, a Q6_K output; the F32 lookup table is read a row at a time, not streamed
+    w = {"matmul": {"q4_K": 900, "q6_K": 100}, "output": {"q6_K": 64}, "lookup": {"f32": 512}}
+    assert ql.decode_types(w) == ["q4_K", "q6_K"]
 
 
 def test_benchmark_script_prints_every_saved_level_with_the_goals(capsys):

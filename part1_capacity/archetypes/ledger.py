@@ -4,7 +4,9 @@ A claim's ``text`` carries its number only through the ``{value}`` placeholder, 
 field and a statement cannot smuggle in an extra figure. ``status`` is ``"verified"`` (the figure was read in the
 source, and ``checked`` says where and how) or ``"unverified"`` (the source could not be checked). Unverified
 claims are **quarantined**: :class:`Ledger` keeps them in a separate list that only the editors' listing
-(``capacity claims --unverified``) reads; every other output is built from :meth:`Ledger.verified`.
+(``capacity claims --unverified``) reads in full; every other output is built from :meth:`Ledger.verified`, and
+the archetypes page names the quarantine by id alone (:meth:`Ledger.quarantined_ids`: no statement, value or
+source), beside the original study's count (``STUDY_QUARANTINED``).
 
 Loading validates every entry and rejects a bad one with an :class:`InputError` that names it (its id, or its
 position when the id itself is missing) and the field at fault.
@@ -23,6 +25,11 @@ DATA = Path(__file__).resolve().parent / "data"
 DEFAULT_LEDGER = DATA / "claims.toml"
 
 STATUSES = ("verified", "unverified")
+
+# The original study this course is reconciled with says it quarantined this many unsourced claims. It did not
+# publish which, so the count is all there is to set beside this ledger's quarantine.
+STUDY_QUARANTINED = {"count": 13, "source": "the original study's own account of its claims (its list of them "
+                                            "was not published)"}
 
 # unit → how a value is written after it ("{v}" is the number). One table: the renderers and the tests use it.
 UNITS = {
@@ -111,6 +118,11 @@ class Ledger:
     def quarantined(self) -> list[Claim]:
         """Unverified claims, for the editors' listing only (``capacity claims --unverified``)."""
         return list(self._quarantine.values())
+
+    def quarantined_ids(self, archetype: str | None = None) -> list[str]:
+        """The unverified claims' ids (about ``archetype`` if given), in file order: all a learner-facing page may
+        say of the quarantine."""
+        return [c.id for c in self._quarantine.values() if archetype is None or archetype in c.archetypes]
 
 
 def _value(raw, where):

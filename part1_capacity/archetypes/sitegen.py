@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from course import i18n, tables
 from part1_capacity.archetypes.catalog import load_archetypes
-from part1_capacity.archetypes.ledger import load_ledger, parse_ledger
+from part1_capacity.archetypes.ledger import STUDY_QUARANTINED, load_ledger, parse_ledger
 from part1_capacity.archetypes.propose import propose
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_ratio
 from part1_capacity.calculator.errors import InputError
@@ -46,10 +46,10 @@ def _accelerators(plan: dict, tr=EN) -> str:
 def side_by_side(archetypes, proposals, tr=EN) -> str:
     ids = list(archetypes)
     head = "| | " + " | ".join(f"**{_cell(tr(archetypes[a].name))}**" for a in ids) + " |"
-    rows = [head, "|---" * (len(ids) + 1) + "|"]
+    rows = tables.head(head)
 
     def row(label, fn):
-        rows.append(f"| **{tr(label)}** | " + " | ".join(_cell(fn(archetypes[a], proposals[a])) for a in ids) + " |")
+        rows.append(tables.row(f"**{tr(label)}**", *(_cell(fn(archetypes[a], proposals[a])) for a in ids)))
 
     row("typical workload", lambda a, p: tr(a.workload_description))
     row("calculator inputs", lambda a, p: _inputs(p["workload"], tr) if p["plan"]
@@ -115,6 +115,26 @@ def ledger_tables(archetypes, ledger, tr=EN) -> str:
     return "\n".join(rows + status) + "\n"
 
 
+def quarantine_note(archetypes, ledger, tr=EN) -> str:
+    """This ledger's quarantine beside the original study's count: its ids by archetype (never a statement, value
+    or source), and why the two cannot be matched claim by claim."""
+    quarantined, seen, groups = ledger.quarantined_ids(), set(), []
+    for a in archetypes.values():
+        ids = [cid for cid in ledger.quarantined_ids(a.id) if cid not in seen]   # a claim about two: listed once
+        seen.update(ids)
+        if ids:
+            groups.append(f"{tr(a.name)}: " + ", ".join(f"`{cid}`" for cid in ids))
+    if seen != set(quarantined):
+        raise RuntimeError(f"quarantined claims about no known archetype: {sorted(set(quarantined) - seen)}")
+    return tr("**This quarantine and the original study's.** The study says it quarantined {study} unsourced claims; "
+              "this ledger quarantines {n} of its {total} — {listing}. The two counts cannot be matched claim by "
+              "claim: the study did not publish its list. The rule here: a claim is quarantined when the source it "
+              "names could not be checked (status `unverified`); a claim that names no source at all is not "
+              "quarantined but refused (the first of the validator's messages below).",
+              study=STUDY_QUARANTINED["count"], n=len(quarantined), total=len(ledger.verified()) + len(quarantined),
+              listing="; ".join(groups)) + "\n"
+
+
 def rejection_examples() -> str:
     """The validator's own messages for two bad entries, captured by running it."""
     good = {"id": "example-part-memory", "archetypes": ["neocloud"], "text": "An example part carries {value}.",
@@ -163,6 +183,7 @@ def build(out):
     i18n.write_text(out, "profiles.md", lambda tr: profiles(archetypes, tr))
     i18n.write_text(out, "same_model.md", lambda tr: same_model(archetypes, ledger, tr)[0])
     i18n.write_text(out, "ledger.md", lambda tr: ledger_tables(archetypes, ledger, tr))
+    i18n.write_text(out, "quarantine.md", lambda tr: quarantine_note(archetypes, ledger, tr))
     rejections = rejection_examples()   # the validator's own messages, quoted as it prints them
     i18n.write_text(out, "rejections.md", lambda tr: rejections)
     for lang, tr in i18n.each_language():

@@ -66,7 +66,8 @@ def register(sub):
                    help="with --save: results/NAME.json (default e2, the run the site shows first)")
     p.add_argument("--calibrate", action="store_true",
                    help="also time llama.cpp's matmul kernels (matmul-bench) before and after the ladder, about a "
-                        "minute, and predict from those: they share the machine's state with the ladder")
+                        "minute, and each level's streamed decode just before and after it, and predict from those: "
+                        "they share the machine's state with the ladder")
     p.add_argument("--note", default="", help="a remark saved with the result (e.g. 'machine shared')")
     p.set_defaults(func=main)
 
@@ -87,7 +88,9 @@ def main(args) -> int:
                         accelerator=args.accelerator, threads=args.threads, progress=bar,
                         calibrate=args.calibrate)
     bar.close()
-    result = {**result, **record, "note": args.note}
+    from course.records import load_average
+
+    result = {**result, **record, "load_average_at_end": load_average(), "note": args.note}
     if args.save:
         print(f"saved {save_result(args.save_name, result)}", file=sys.stderr)
         if result["host_profile"] and args.save_name == "e2":

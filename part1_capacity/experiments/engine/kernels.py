@@ -64,6 +64,13 @@ def _median(rec) -> float:
     return statistics.median(rec["seconds"])
 
 
+def per_weight_cost(run: dict, op_overhead_s: float = 0.0) -> float:
+    """Seconds per weight of one run (per weight and token for a prefill run): its median over the copies, less one
+    node's overhead, over the weights of one copy."""
+    per_node = max(_median(run) / run["copies"] - op_overhead_s, 0.0)
+    return per_node / (run["k"] * run["m"]) / (run["n"] if run["kind"] == "prefill" else 1)
+
+
 def constants_from_runs(runs: list[dict]) -> dict:
     """Per thread count: ``op_overhead_s`` and per type ``decode_s_per_weight``, ``compute_s_per_weight``,
     ``prefill_s_per_weight_token``, ``bytes_per_weight``, ``repacked`` — from the raw runs.
@@ -84,13 +91,23 @@ def constants_from_runs(runs: list[dict]) -> dict:
         th = out[str(r["threads"])]
         o = th.get("op_overhead_s", 0.0)
         th["types"].setdefault(r["type"], {"bytes_per_weight": BYTES_PER_WEIGHT[r["type"]], "repacked": r["repacked"]})
-        per_node = max(_median(r) / r["copies"] - o, 0.0)
-        cost = per_node / (r["k"] * r["m"]) / (r["n"] if r["kind"] == "prefill" else 1)
-        per.setdefault((str(r["threads"]), r["type"], r["kind"]), []).append(cost)
+        per.setdefault((str(r["threads"]), r["type"], r["kind"]), []).append(per_weight_cost(r, o))
     key = {"stream": "decode_s_per_weight", "cached": "compute_s_per_weight", "prefill": "prefill_s_per_weight_token"}
     for (th, t, kind), costs in per.items():
         out[th]["types"][t][key[kind]] = statistics.median(costs)
     return out
+
+
+def stream_run(type_name: str, threads: int, reps: int = 15) -> dict:
+    """One streamed-decode measurement: one token times ``STREAM_KM`` square weights of ``type_name``, over
+    enough distinct copies (≥ ``STREAM_BYTES``) that they stream from memory."""
+    copies = math.ceil(STREAM_BYTES / (STREAM_KM * STREAM_KM * BYTES_PER_WEIGHT[type_name]))
+    return {**run_bench(type_name, STREAM_KM, STREAM_KM, 1, threads, copies, reps), "kind": "stream"}
+
+
+def stream_rate(run: dict) -> float:
+    """Bytes per second a streamed run read its weights at (median run)."""
+    return run["k"] * run["m"] * BYTES_PER_WEIGHT[run["type"]] * run["copies"] / _median(run)
 
 
 def measure(threads=(1, 2), types=TYPES, reps=15, rounds=5, progress=None) -> list[dict]:
@@ -105,9 +122,7 @@ def measure(threads=(1, 2), types=TYPES, reps=15, rounds=5, progress=None) -> li
             for t in types:
                 if progress:
                     progress(f"round {rnd + 1}/{rounds}: {t}, {th} thread{'s' if th > 1 else ''}")
-                per_copy = STREAM_KM * STREAM_KM * BYTES_PER_WEIGHT[t]
-                copies = math.ceil(STREAM_BYTES / per_copy)
-                runs.append({**run_bench(t, STREAM_KM, STREAM_KM, 1, th, copies, reps), "kind": "stream", "round": rnd})
+                runs.append({**stream_run(t, th, reps), "round": rnd})
                 runs.append({**run_bench(t, CACHED_KM, CACHED_KM, 1, th, 1, 20 * reps), "kind": "cached",
                              "round": rnd})
                 runs.append({**run_bench(t, PREFILL_KM, PREFILL_KM, PREFILL_N, th, 2, 3), "kind": "prefill",

@@ -8,6 +8,12 @@
 - ``roofline_pp512_tps`` / ``roofline_tg128_tps``: the plain roofline (``plan.make_plan`` on this host's measured
   bandwidth and GEMM peak), one prefill speed for every type.
 
+With ``calibrate`` the speed model's constants are timed in this session (kernel rounds before and after the
+ladder), and each level's decode is predicted from its own weight types streamed by matmul-bench **right beside
+it** (``beside_kernels``: just before and just after the level's llama-bench run, at its thread count): on this
+virtual machine the bandwidth two threads get moves between minutes by more than the goal, and a constant timed
+minutes away from the level it predicts carries that wander into the prediction.
+
 pp512 = 512 / prefill time of a 512-token prompt; tg128 = 1 / decode-step time at 64 cached tokens (the mean
 position of tg128's 128 steps). Per level the run also reports the fraction of the bandwidth roof decode reaches
 (tokens/s × bytes of weights ÷ bandwidth) and the fraction of the host's fp32 GEMM peak prefill reaches.
@@ -136,6 +142,33 @@ def kernels_for(threads: int) -> speed.Kernels | None:
 
 
 SESSION_ROUNDS = (3, 2)   # kernel rounds measured before and after the ladder with ``calibrate``
+BESIDE_REPS = 15          # timed runs of each streamed product beside a level (as in a kernel round)
+BESIDE = "decode streamed beside each level"   # how a prediction from ``beside_kernels`` names its basis
+
+
+def decode_types(weight_types: dict) -> list[str]:
+    """The ggml types one decode step streams (matmul and output weights: ``kernels.decode_bytes_per_token``),
+    in file order."""
+    return list(dict.fromkeys(t for part in ("matmul", "output") for t in weight_types[part]))
+
+
+def measure_beside(types, threads: int, when: str) -> list[dict]:
+    """matmul-bench's streamed product of each of ``types`` at ``threads`` threads, tagged ``when`` ("before" /
+    "after" the level it sits beside) with the 1-minute load average at the time."""
+    return [{**kernels.stream_run(t, threads, BESIDE_REPS), "when": when, "load_average": records.load_average()}
+            for t in types]
+
+
+def beside_constants(base: dict, row: dict, when=("before", "after")) -> dict:
+    """One thread count's constants ``base`` with each streamed type's decode cost replaced by what was measured
+    beside ``row`` (``when``: before it, after it, or both): the median over those runs, each less ``base``'s
+    node overhead. ``base`` unchanged when the row carries no such runs."""
+    runs = [r for r in (row.get("beside_kernels") or {}).get("runs", []) if r["when"] in when]
+    types = {t: dict(v) for t, v in base.get("types", {}).items()}
+    for t in {r["type"] for r in runs} & types.keys():
+        types[t]["decode_s_per_weight"] = statistics.median(
+            kernels.per_weight_cost(r, base.get("op_overhead_s", 0.0)) for r in runs if r["type"] == t)
+    return {**base, "types": types}
 
 
 def run(workdir, gguf=None, params=500_000_000, levels=LEVELS, method="auto", repeats=3, threads=None,
@@ -194,10 +227,16 @@ def run(workdir, gguf=None, params=500_000_000, levels=LEVELS, method="auto", re
         bar.update(1 + 3 * i, f"quantizing {level}")
         if dst != source:
             llama.quantize(source, dst, level, threads)
+        streamed = decode_types(weight_types(dst))
         for th in all_threads:
             bar.update(1 + 3 * i + 1, f"measuring {level} (pp{N_PROMPT}, tg{N_GEN}, {th} threads)")
-            by_threads[str(th)].append(measure_level(dst, level, profile, accs[th], method, repeats, th,
-                                                     kernels_for(th) if accelerator is None else None))
+            before = measure_beside(streamed, th, "before") if calibrate else []
+            row = measure_level(dst, level, profile, accs[th], method, repeats, th,
+                                kernels_for(th) if accelerator is None else None)
+            if calibrate:
+                row["beside_kernels"] = {"reps": BESIDE_REPS,
+                                         "runs": kernels.compact(before + measure_beside(streamed, th, "after"))}
+            by_threads[str(th)].append(row)
         if dst != source:
             dst.unlink()
         bar.update(1 + 3 * (i + 1), f"{level} done")
@@ -217,6 +256,7 @@ def run(workdir, gguf=None, params=500_000_000, levels=LEVELS, method="auto", re
                   "source": str(gguf) if gguf else "generated F32 llama model (random weights, deleted after)"},
         "threads": threads, "all_threads": list(all_threads), "repeats": repeats, "n_prompt": N_PROMPT, "n_gen": N_GEN,
         "method": rows[0]["method"] if rows else method,
+        "niceness": os.nice(0),   # this process's scheduling priority (0: the default, as other users' work)
     }
     if calibrate:
         result["session_kernels"] = {"rounds_before": SESSION_ROUNDS[0], "rounds_after": SESSION_ROUNDS[1],
@@ -226,30 +266,36 @@ def run(workdir, gguf=None, params=500_000_000, levels=LEVELS, method="auto", re
     return result
 
 
-def repredict(result: dict, constants: dict | None = None, source: str = "the given kernel constants") -> dict:
+def repredict(result: dict, constants: dict | None = None, source: str = "the given kernel constants",
+              beside=("before", "after")) -> dict:
     """The speed model's predictions for a saved run, from ``constants`` if given, else the kernels measured around
     the run itself (``session_kernels``, with ``calibrate``), else the saved kernel constants
     (``results/e2_kernels.json``, so a later kernel measurement updates every such ladder alike): what the
-    benchmark script and the site show. Rows measured on a named accelerator (no host profile) are left
-    as they are."""
+    benchmark script and the site show. Without ``constants``, a level whose streamed decode was measured beside it
+    (``beside_kernels``) takes its decode costs from those runs (``beside``: the runs before it, after it, or both).
+    Rows measured on a named accelerator (no host profile) are left as they are."""
     from part1_capacity.experiments.engine.gguf_model import GGUFShape
 
     if not result.get("host_profile") or "gguf_shape" not in result["model"]:
         return result          # measured for a named accelerator, or saved before the speed model
     session = (result.get("session_kernels") or {}).get("constants")
     where = source if constants else "kernels measured around this run" if session else "results/e2_kernels.json"
+    use_beside = not constants
     constants = constants or session or kernels.load_constants() or {}
     profile = calculator_profile(GGUFShape(**result["model"]["gguf_shape"]))
     out = {**result, "levels_by_threads": {}}
     for th, rows in (result.get("levels_by_threads") or {str(result["threads"]): result["levels"]}).items():
         c = constants.get(str(th))
-        k = speed.kernels_from_dict({"threads": int(th), **c, "source": where}) if c else None
         new = []
         for r in rows:
             r = dict(r)
+            near = use_beside and c and any(x["when"] in beside for x in (r.get("beside_kernels") or {}).get("runs", []))
+            basis = f"{where}, {BESIDE}" if near else where
+            k = speed.kernels_from_dict({"threads": int(th), **(beside_constants(c, r, beside) if near else c),
+                                         "source": basis}) if c else None
             if k is not None and r.get("weight_types"):
                 r.update(speed_predict(r["weight_types"], profile, k))
-                r["prediction_basis"] = f"speed model, {where} ({th} thread{'s' if th != '1' else ''})"
+                r["prediction_basis"] = f"speed model, {basis} ({th} thread{'s' if th != '1' else ''})"
                 r["prediction_error"] = {m: r[f"predicted_{m}_tps"] / r[f"{m}_median_tps"] - 1
                                          for m in ("pp512", "tg128")}
             new.append(r)
@@ -303,12 +349,34 @@ def round_predictions(result: dict) -> dict:
     return out
 
 
+def beside_predictions(result: dict) -> dict:
+    """For a run with streamed decode measured beside each level: the tg128 each side alone predicts,
+    {(threads, type): {"before": tok/s, "after": tok/s}} — how far the machine moved while the level ran.
+    Empty without ``beside_kernels``."""
+    out: dict = {}
+    for when in ("before", "after"):
+        for th, levels in repredict(result, beside=(when,))["levels_by_threads"].items():
+            for lv in levels:
+                if BESIDE in lv.get("prediction_basis", ""):
+                    out.setdefault((int(th), lv["type"]), {})[when] = lv["predicted_tg128_tps"]
+    return out
+
+
+def beside_rates(row: dict) -> dict:
+    """GB/s of each type streamed beside a level, {type: {"before": GB/s, "after": GB/s}} (medians of its runs)."""
+    out: dict = {}
+    for r in (row.get("beside_kernels") or {}).get("runs", []):
+        out.setdefault(r["type"], {})[r["when"]] = kernels.stream_rate(r) / 1e9
+    return out
+
+
 def validation_rows(ladders: dict[str, dict]) -> list[dict]:
     """One row per (run, threads, level) with a speed-model prediction: measured medians, predictions, errors,
     and whether each is within the goal (tg128 15 %, pp512 25 %)."""
     rows = []
     for name, r in ladders.items():
         per_round = round_predictions(r)
+        per_side = beside_predictions(r)
         for th, levels in (r.get("levels_by_threads") or {str(r["threads"]): r["levels"]}).items():
             for lv in levels:
                 if not lv.get("prediction_error") or "speed model" not in lv.get("prediction_basis", ""):
@@ -323,7 +391,8 @@ def validation_rows(ladders: dict[str, dict]) -> list[dict]:
                              "pp512_spread": _spread(lv["pp512_samples"]), "tg128_spread": _spread(lv["tg128_samples"]),
                              "load_average": lv.get("load_average"), "cpu_share": lv.get("cpu_share"),
                              "basis": lv["prediction_basis"].removeprefix("speed model, "),
-                             "rounds": per_round.get((int(th), lv["type"]))})
+                             "rounds": per_round.get((int(th), lv["type"])),
+                             "beside": per_side.get((int(th), lv["type"])), "beside_gbs": beside_rates(lv)})
     return rows
 
 

@@ -153,17 +153,23 @@ def e2_validation(ladders: dict, tr=EN) -> str:
         r = (x.get("rounds") or {}).get(m)
         return f"{min(r):{fmt}}–{max(r):{fmt}}" if r else "–"
 
+    def sides(x):
+        b = x.get("beside") or {}
+        return f"{b['before']:,.1f} / {b['after']:,.1f}" if {"before", "after"} <= b.keys() else "–"
+
     out = tables.head(tr("| model | threads | type | pp512 measured | spread | predicted | one round's prediction | error | "
-              "tg128 measured | spread | predicted | one round's prediction | error | load |"), "lrlrrrrrrrrrrr")
+                         "tg128 measured | spread | predicted | one round's prediction | from the stream before / after | "
+                         "error | load | CPU share |"), "lrl" + "r" * 13)
     for x in rows:
-        out.append(tables.row(f"{x['params'] / 1e9:.2f} B", x['threads'], x['type'], f"{x['pp512']:,.1f}",
-                              f"{100 * x['pp512_spread']:.0f}%", f"{x['pp512_predicted']:,.1f}",
-                              span(x, 'pp512', ',.0f'),
-                              f"{'' if x['pp512_ok'] else '**'}{100 * x['pp512_error']:+.0f}%{'' if x['pp512_ok'] else '**'}",
-                              f"{x['tg128']:,.2f}", f"{100 * x['tg128_spread']:.0f}%",
-                              f"{x['tg128_predicted']:,.2f}", span(x, 'tg128', ',.1f'),
-                              f"{'' if x['tg128_ok'] else '**'}{100 * x['tg128_error']:+.0f}%{'' if x['tg128_ok'] else '**'}",
-                              f"{x['load_average'] or 0:.1f}"))
+        out.append(tables.row(
+            f"{x['params'] / 1e9:.2f} B", x['threads'], x['type'], f"{x['pp512']:,.1f}",
+            f"{100 * x['pp512_spread']:.0f}%", f"{x['pp512_predicted']:,.1f}", span(x, 'pp512', ',.0f'),
+            f"{'' if x['pp512_ok'] else '**'}{100 * x['pp512_error']:+.0f}%{'' if x['pp512_ok'] else '**'}",
+            f"{x['tg128']:,.2f}", f"{100 * x['tg128_spread']:.0f}%", f"{x['tg128_predicted']:,.2f}",
+            span(x, 'tg128', ',.1f'), sides(x),
+            f"{'' if x['tg128_ok'] else '**'}{100 * x['tg128_error']:+.0f}%{'' if x['tg128_ok'] else '**'}",
+            f"{x['load_average'] or 0:.1f}",
+            f"{_num(x.get('cpu_share') and 100 * x['cpu_share'], '.0f')}{'%' if x.get('cpu_share') else ''}"))
     n = len(rows)
     seen = sorted({(x["params"], x["threads"]) for x in rows})
     out.append("")
@@ -198,6 +204,14 @@ def e2_validation(ladders: dict, tr=EN) -> str:
         wt_threads=_threads(wt["threads"], tr), wt_err=f"{100 * wt['tg128_error']:+.0f}", pp_ok=pp_ok,
         pp_goal=f"{ql.PP_GOAL:.0%}", wp_type=wp["type"], wp_size=f"{wp['params'] / 1e9:.2f}",
         wp_threads=_threads(wp["threads"], tr), wp_err=f"{100 * wp['pp512_error']:+.0f}"))
+    if any(x.get("beside") for x in rows):
+        out.append("")
+        out.append(tr("Where a level's decode is predicted from the streams beside it, \"predicted\" takes each type's "
+                      "streamed cost as the median of the two runs, one just before and one just after the level's "
+                      "llama-bench run (prefill and the other constants still come from the rounds); \"from the stream "
+                      "before / after\" is what each of the two alone predicts. \"CPU share\" is the CPU time "
+                      "llama-bench got over its wall time × threads: below 100%, its threads waited for CPUs other "
+                      "work held."))
     inside = [x for x in rows if x.get("rounds")]
     if inside:
         n_in = sum(min(x["rounds"]["tg128"]) * (1 - ql.TG_GOAL) <= x["tg128"] <= max(x["rounds"]["tg128"])
@@ -220,7 +234,10 @@ def _stream_rates(runs: list[dict], threads: int, type_: str) -> list[float]:
 
 def e2_drift(kern: dict | None, ladders: dict, tr=EN) -> str:
     """How far this machine's streaming rate moves between kernel measurements: the same matmul-bench product
-    (F32 and F16 weights streamed from memory) in each round of each saved measurement, in GB/s."""
+    (F32 and F16 weights streamed from memory) in each round of each saved measurement, and just before and after
+    the ladders' F32 and F16 levels, in GB/s."""
+    from part1_capacity.experiments.engine.kernels import stream_rate
+
     sets = []
     if kern:
         sets.append((tr("kernel constants file ({date})", date=kern.get("date_utc", "")[:16].replace("T", " ")),
@@ -239,6 +256,17 @@ def e2_drift(kern: dict | None, ladders: dict, tr=EN) -> str:
         for th in sorted({r["threads"] for r in runs}):
             f32, f16 = (", ".join(f"{g:.0f}" for g in _stream_rates(runs, th, t)) for t in ("f32", "f16"))
             out.append(tables.row(label, th, f32, f16))
+    for name, r in ladders.items():     # the same products streamed just before and after the F32 and F16 levels
+        for th, levels in sorted((r.get("levels_by_threads") or {}).items(), reverse=True):
+            by = {lv["type"]: lv for lv in levels}
+            cells = []
+            for level, t in (("F32", "f32"), ("F16", "f16")):
+                runs = ((by.get(level) or {}).get("beside_kernels") or {}).get("runs") or []
+                side = {x["when"]: x for x in runs if x["type"] == t}
+                cells.append(", ".join(f"{stream_rate(side[w]) / 1e9:.0f}" for w in ("before", "after") if w in side))
+            if any(cells):
+                out.append(tables.row(tr("beside the {size} B ladder's level of that type (before, after)",
+                                         size=f"{r['model']['n_params'] / 1e9:.2f}"), th, cells[0], cells[1]))
     return "\n".join(out) + "\n"
 
 
@@ -266,7 +294,17 @@ def e2_misses(ladders: dict, tr=EN) -> str:
         for th, levels in (r.get("levels_by_threads") or {}).items():
             lv = next((x for x in levels if x["type"] == "F32" and x.get("weight_types")), None)
             rates = _stream_rates(runs, int(th), "f32") if runs else []
-            if lv and rates and int(th) > 1:
+            side = ql.beside_rates(lv).get("f32", {}) if lv else {}
+            if lv and rates and int(th) > 1 and {"before", "after"} <= side.keys():
+                per_token = decode_bytes_per_token(lv["weight_types"])
+                facts.append(tr("the {size} B ladder's F32 decode at {th} threads read its weights at {rate} GB/s; "
+                                "matmul-bench streamed F32 weights at {before} GB/s just before that level and "
+                                "{after} GB/s just after it (in the kernel rounds around the ladder: {lo}–{hi} GB/s)",
+                                size=f"{r['model']['n_params'] / 1e9:.2f}", th=th,
+                                rate=f"{lv['tg128_median_tps'] * per_token / 1e9:.0f}",
+                                before=f"{side['before']:.0f}", after=f"{side['after']:.0f}",
+                                lo=f"{min(rates):.0f}", hi=f"{max(rates):.0f}"))
+            elif lv and rates and int(th) > 1:
                 per_token = decode_bytes_per_token(lv["weight_types"])
                 facts.append(tr("the {size} B ladder's F32 decode at {th} threads read its weights at {rate} GB/s, "
                                 "while the same two threads streamed F32 weights at {lo}–{hi} GB/s in the kernel "
