@@ -167,7 +167,13 @@ def channels():
 
     grader.deadline = time.monotonic() + 60
     yield grader
-    for fd in (t_r, t_w, l_r, l_w):
+    # Close the grader's write end first and wait for the learner's thread to see the end of its pipe: an fd closed
+    # under a thread still reading it is reused by the next test's pipe, and that stale thread would answer (or
+    # swallow) the next test's requests.
+    os.close(t_w)
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the learner's side did not stop when the grader's end closed"
+    for fd in (t_r, l_r, l_w):
         os.close(fd)
 
 
