@@ -275,3 +275,111 @@ def test_checkpoint_messages():
     assert re.fullmatch(rf"with your layers, {re.escape(repr(text))} translated as '[^']*', expected {re.escape(repr(iso))}",
                         msg), msg
 
+
+
+# --- the inputs' choices, each held by the mistake it catches ----------------------------------------------------------
+def _ln(x):
+    return torch.nn.functional.layer_norm(x, x.shape[-1:])
+
+
+def test_each_norm_keeps_its_own_weight_and_bias():
+    # LayerNorm without its learned weight and bias (F.layer_norm) in one place: the check's norms are random, so it
+    # is caught in every place
+    def enc(which):
+        def forward(self, x, mask, f):
+            n1 = _ln if which == 1 else self.norm1
+            n2 = _ln if which == 2 else self.norm2
+            x = n1(x + self.self_attn(x, mask=mask))
+            return n2(x + self.ff(x))
+        return encoder(forward)
+    for which in (1, 2):
+        assert message(checks.check_encoder_layer_matches_torch, enc(which)).startswith(
+            "EncoderLayer vs nn.TransformerEncoderLayer (x = norm(x + sublayer(x))): differs")
+
+    def dec(which):
+        def forward(self, x, memory, mask, w, f):
+            n = [_ln if which == i else getattr(self, f"norm{i}") for i in (1, 2, 3)]
+            x = n[0](x + self.self_attn(x, causal=True))
+            a, cw = self.cross_attn(x, memory, mask=mask, return_weights=True)
+            x = n[1](x + a)
+            x = n[2](x + self.ff(x))
+            return (x, cw) if w else x
+        return decoder(forward)
+    for which in (1, 2, 3):
+        assert message(checks.check_decoder_layer_matches_torch, dec(which)).startswith(
+            "DecoderLayer vs nn.TransformerDecoderLayer: differs")
+
+
+def test_what_counts_as_a_change():
+    # position t's output moving by 1e-5 when x[t] changes is "did not change" (allclose at 1e-3) ...
+    def reads_itself(weight):
+        def fwd(self, x, memory, mask, w, f):
+            shifted = torch.cat([torch.zeros_like(x[:, :1]), x[:, :-1]], dim=1)
+            out = f(shifted, memory, mask, w)
+            return out if w else out + weight * x
+        return decoder(fwd)
+    assert message(checks.check_decoder_layer_causal, reads_itself(1e-5)) == (
+        "the output at the changed position 4 did not change")
+    # ... and moving by about 0.03 (1 % of the input) is a change
+    checks.check_decoder_layer_causal(reads_itself(0.01))
+
+    # the same for padding read without a mask: 1e-5 of the mean over positions is "should matter", 1 % is enough
+    def mixes(weight):
+        def fwd(self, x, mask, f):
+            x1 = self.norm1(x)
+            out = self.norm2(x1 + self.ff(x1))
+            return out if mask is not None else out + weight * x.mean(dim=1, keepdim=True)
+        return encoder(fwd)
+    assert message(checks.check_encoder_layer_ignores_padding, mixes(1e-5)) == (
+        "without a mask the padded positions should matter: does self-attention use x?")
+    checks.check_encoder_layer_ignores_padding(mixes(0.01))
+
+
+def test_padded_outputs_are_free():
+    # the encoder's outputs at padded positions are compared with nothing: zeroing them is right
+    zeroed = encoder(lambda s, x, m, f: f(x, m) * m.squeeze(1)[..., None] if m is not None else f(x, m))
+    checks.check_encoder_layer_matches_torch(zeroed)
+
+
+def test_the_memory_is_read_everywhere_and_with_its_mask():
+    r = checks.check_decoder_layer_reads_source
+    says = ("changing the memory (the encoder output) must change every decoder output: does cross-attention take its "
+            "keys and values from memory?")
+
+    def memory_only_unmasked(self, x, memory, mask, w, f):      # with a mask, attends over x instead
+        return f(x, memory if mask is None else x[:, :1].expand(-1, memory.shape[1], -1).contiguous(), mask, w)
+    assert message(r, decoder(memory_only_unmasked)) == says
+
+    def first_position_only(self, x, memory, mask, w, f):       # positions after the first never see the memory
+        out = f(x, memory, mask, w)
+        still = f(x, torch.zeros_like(memory), mask, w)
+        if w:
+            return torch.cat([out[0][:, :1], still[0][:, 1:]], dim=1), out[1]
+        return torch.cat([out[:, :1], still[:, 1:]], dim=1)
+    assert message(r, decoder(first_position_only)) == says
+
+    def leaks_at_4(self, x, memory, mask, w, f):                 # 1e-7 of weight on padded source position 4
+        out = f(x, memory, mask, w)
+        if not w:
+            return out
+        cw = out[1].clone()
+        cw[1, :, :, 4] = 1e-7
+        return out[0], cw
+    assert message(r, decoder(leaks_at_4)) == "padded source positions must get zero cross-attention weight"
+
+
+def test_rows_end_at_different_steps():
+    def stops_at_first_eos(model, src, max_len):   # stops when any row has written <eos>
+        memory, mask = model.encode(src), model.padding_mask(src)
+        out = torch.full((src.shape[0], 1), model.config.bos_id)
+        done = torch.zeros(src.shape[0], dtype=torch.bool)
+        for _ in range(max_len):
+            nxt = model.decode(out, memory, mask)[:, -1].argmax(-1).masked_fill(done, model.config.pad_id)
+            out = torch.cat([out, nxt[:, None]], dim=1)
+            done |= nxt == model.config.eos_id
+            if bool(done.any()):
+                break
+        return out[:, 1:]
+    assert re.fullmatch(r"a model whose rows write <eos> at different steps: expected \d+ generated tokens \(stop when "
+                        r"every row has <eos>, never more than max_len=11\), got \d+",
+                        message(checks.check_greedy_decode_batched, stops_at_first_eos))

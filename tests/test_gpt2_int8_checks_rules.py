@@ -360,3 +360,157 @@ def test_minilm_embeddings_messages():
     assert re.fullmatch(r"with your round trip in every layer, the embedding of question \d+ has cosine 0\.\d{5} to "
                         r"the reference INT8 model's \(want ≥ 0\.9999\): check the scales' axis",
                         message(c, input_channels))
+
+
+# --- what the checks hand over, and the rules' edges -------------------------------------------------------------------
+def test_results_must_be_tuples_and_tensors():
+    assert message(checks.check_per_tensor_matches_torch, lambda w, scale=None: list(ref.quantize_per_tensor(w))) == (
+        "quantize_per_tensor must return (q, scale)")
+    assert message(checks.check_rounding_and_clamping,
+                   lambda w, scale=None: list(ref.quantize_per_tensor(w, scale))) == (
+        "quantize_per_tensor must return (q, scale)")
+    assert message(checks.check_per_channel_matches_torch,
+                   lambda w, axis=0, scales=None: list(ref.quantize_per_channel(w, axis))) == (
+        "quantize_per_channel must return (q, scales)")
+    assert message(checks.check_per_tensor_matches_torch, _pt(change_q=lambda q, w: q.tolist())) == (
+        "quantize_per_tensor(w): q must be a torch.int8 tensor, got list")
+    # in_features right, out_features wrong: one of the two is enough to refuse
+    assert message(checks.check_conversion_exact, _convert(lambda conv: _linear(conv, in_out=(32, 32)))) == (
+        "transformer.h.0.attn.c_attn: in_features/out_features must be 32/96")
+
+
+def test_axis_is_always_passed():
+    # a quantizer without a default axis is right: every call names the axis it asks for
+    def no_default(w, axis, scales=None):
+        return ref.quantize_per_channel(w, axis)
+    checks.check_per_channel_matches_torch(no_default)
+    checks.check_per_channel_not_worse(no_default)
+
+
+def test_zero_row_message():
+    # the all-zero row is asked again on its own: a quantizer whose third answer differs is caught there
+    calls = []
+
+    def changes(w, axis=0, scales=None):
+        calls.append(axis)
+        q, s = ref.quantize_per_channel(w, axis)
+        if len(calls) == 3:
+            q = q.clone()
+            q[9] = 1
+        return q, s
+    assert message(checks.check_per_channel_matches_torch, changes) == "an all-zero row must quantize to zeros"
+
+
+def test_inputs_are_the_same_every_run():
+    def record(check, spy_args):
+        runs = []
+        for seed in (11, 22):
+            torch.manual_seed(seed)
+            seen = []
+            check(spy_args(seen))
+            runs.append(seen)
+        assert runs[0] and len(runs[0]) == len(runs[1])
+        for a, b in zip(*runs):
+            assert all(torch.equal(x, y) for x, y in zip(a, b))
+    record(checks.check_per_tensor_matches_torch,
+           lambda seen: lambda w, scale=None: seen.append((w.clone(),)) or ref.quantize_per_tensor(w, scale))
+    record(checks.check_per_channel_not_worse,
+           lambda seen: lambda w, axis=0, scales=None: seen.append((w.clone(),)) or ref.quantize_per_channel(w, axis))
+    record(checks.check_dequantize,
+           lambda seen: lambda q, s, axis=0: seen.append((q.clone(), torch.as_tensor(s).clone())) or ref.dequantize(
+               q, s, axis))
+
+
+def test_dequantize_edges():
+    c = checks.check_dequantize
+    # negative integers are asked: reading them as unsigned bytes (q.to(uint8)) is refused
+    assert message(c, lambda q, s, axis=0: ref.dequantize(q.to(torch.uint8).to(torch.int16), s, axis)).startswith(
+        "dequantize(q, scale) per tensor: differs")
+    # 3e-6 relative: over the 1e-6 allowed, under the default 1e-5
+    assert message(c, lambda q, s, axis=0: ref.dequantize(q, s, axis) * (1 + 3e-6)).startswith(
+        "dequantize(q, scale) per tensor: differs")
+    # per channel, 5e-6 off everywhere: over 1e-7 + 1e-6·|ref| (|ref| ≤ 128 · 0.11), under the default atol 1e-5
+    per_channel_off = lambda q, s, axis=0: ref.dequantize(q, s, axis) + (5e-6 if torch.as_tensor(s).dim() else 0)
+    assert message(c, per_channel_off).startswith("dequantize per channel along axis=0: differs")
+
+
+def test_conversion_is_exact():
+    c = checks.check_conversion_exact
+    # the weight and bias copied exactly: 5e-6 off (absolute or relative) is refused, not only 1e-5
+    for change, what in ((lambda t: t + 5e-6, "weight must be the Conv1D weight transposed"),
+                         (lambda t: t * (1 + 5e-6), "weight must be the Conv1D weight transposed")):
+        off = _convert(lambda conv: _linear(conv, weight=change(conv.weight.t())))
+        assert message(c, off).startswith(f"transformer.h.0.attn.c_attn.{what}: differs")
+
+    def bias_off(change):
+        def build(conv):
+            lin = _linear(conv)
+            with torch.no_grad():
+                lin.bias.copy_(change(lin.bias))
+            return lin
+        return _convert(build)
+    assert message(c, bias_off(lambda b: b + 5e-6)).startswith("transformer.h.0.attn.c_attn.bias: differs")
+    assert message(c, bias_off(lambda b: b * (1 + 5e-6))).startswith("transformer.h.0.attn.c_attn.bias: differs")
+
+    def logits(change):
+        def f(model):
+            ref.conv1d_to_linear(model)
+            model.lm_head.register_forward_hook(lambda mod, inp, out: change(out))
+            return model
+        return f
+    # the logits 1.5 × as large: the allowance is absolute (rtol 0), not relative
+    assert message(c, logits(lambda out: out * 1.5)).startswith("logits after conversion vs before: differs")
+    # 1.2e-5 off at the largest logit (|logit| 0.44) only: over the absolute 1e-5, under 1e-5 + 1e-5·|logit|
+    bump = lambda out: out + 1.2e-5 * (out.abs() == out.abs().max())
+    assert message(c, logits(bump)).startswith("logits after conversion vs before: differs")
+
+
+def _near_tie():
+    """The one place of the per-channel check's weight, along axis 1, where |w| / scale is within 1e-4 of a .5."""
+    w = checks._weight(outlier_rows=(3, 17))
+    w[9] = 0.0
+    _, s = ref.quantize_per_channel(w, axis=1)
+    x = (w.double() / s.double().view(1, -1)).abs()
+    gap = ((x - x.floor()) - 0.5).abs()
+    assert float(gap.min()) < checks.TIE_SLACK and int((gap < checks.TIE_SLACK).sum()) == 1
+    return tuple(int(i) for i in (gap == gap.min()).nonzero()[0])
+
+
+def test_near_ties_round_either_way():
+    at = _near_tie()
+
+    def moved(by):
+        def f(w, axis=0, scales=None):
+            q, s = ref.quantize_per_channel(w, axis)
+            if axis == 1:
+                q = q.clone()
+                q[at] += by if q[at] < 0 else -by     # the other way round at the tie (or two steps)
+            return q, s
+        return f
+    checks.check_per_channel_matches_torch(moved(1))
+    assert message(checks.check_per_channel_matches_torch, moved(2)) == (
+        f"quantize_per_channel(w, axis=1): 1 of 3072 integers differ from torch.quantize_* (first at index {at}): q = "
+        "clamp(round(w / scale), -128, 127), rounding half to even")
+
+
+def test_minilm_layer_rules_edges():
+    c = checks.check_minilm_layer_sqnr
+
+    def in_place_then_copy(lin):       # a new object, but the original's weight was written first
+        q, s = ref.quantize_per_channel(lin.weight, axis=0)
+        with torch.no_grad():
+            lin.weight.copy_(ref.dequantize(q, s, axis=0))
+        return copy.deepcopy(lin)
+    assert message(c, in_place_then_copy) == (
+        "int8_round_trip must return a copy and leave the original layer's weight unchanged")
+
+    def coarser(lin):                  # per output channel, but scales 2 % too large: about 0.2 dB worse
+        out = copy.deepcopy(lin)
+        _, s = ref.quantize_per_channel(lin.weight, axis=0)
+        s = s * 1.02
+        q = torch.clamp(torch.round(lin.weight / s.view(-1, 1)), -128, 127).to(torch.int8)
+        with torch.no_grad():
+            out.weight.copy_(ref.dequantize(q, s, axis=0))
+        return out
+    assert re.fullmatch(r"weight SQNR [\d.]+ dB, the reference's per-channel round trip gives [\d.]+ dB: .*",
+                        message(c, coarser))
