@@ -377,13 +377,13 @@ def e2_pages(r: dict | None, tr=EN) -> str:
 
     from part1_capacity.experiments.bench_pages import ratios
 
-    out = [tr("| threads | type | 4 KB pages, each round (GB/s) | 2 MB pages, each round (GB/s) | 2 MB ÷ 4 KB, median "
-              "(range) |"), "|---:|---|---|---|---:|"]
+    out = tables.head(tr("| threads | type | 4 KB pages, each round (GB/s) | 2 MB pages, each round (GB/s) | "
+                         "2 MB ÷ 4 KB, median (range) |"), "rlllr")
     for (th, t), v in ratios(r).items():
         rate = {pg: ", ".join(f"{x['gbs']:.1f}" for x in r["runs"] if (x["threads"], x["type"], x["pages"]) == (th, t, pg))
                 for pg in ("4K", "2M")}
-        out.append(f"| {th} | {t.upper()} | {rate['4K']} | {rate['2M']} | {statistics.median(v):.2f} "
-                   f"({min(v):.2f}–{max(v):.2f}) |")
+        out.append(tables.row(th, t.upper(), rate["4K"], rate["2M"],
+                              f"{statistics.median(v):.2f} ({min(v):.2f}–{max(v):.2f})"))
     m = r["llama_bench_mapping_mb"]
     huge = {pg: [x["anon_huge_mb"] for x in r["runs"] if x["pages"] == pg] for pg in ("4K", "2M")}
     out.append("")
