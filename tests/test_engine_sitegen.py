@@ -1,5 +1,7 @@
 """The engine-checks page is generated from saved runs: tables, findings and charts (no measurement, seconds)."""
 
+import pytest
+
 from part1_capacity.experiments.engine import sitegen
 from part1_capacity.experiments.engine.common import load_result
 
@@ -147,3 +149,59 @@ def test_the_build_reports_the_instruction_sets_the_makefile_asks_for():
         assert got[name] == int(name in asked), name
     for name in ("avx512", "avx512_vnni", "avx_vnni"):     # never asked for: the portable build leaves them out
         assert got[name] == 0, name
+
+
+SMAPS = """\
+7f0000000000-7f0040000000 r--s 00000000 fe:00 123                        /scratch/x/model-f32.gguf
+Size:            1048576 kB
+Rss:              600000 kB
+AnonHugePages:         0 kB
+FilePmdMapped:    509952 kB
+VmFlags: rd sh mr mw me ms
+7f0040000000-7f0060000000 r--s 40000000 fe:00 123                        /scratch/x/model-f32.gguf
+Rss:              400000 kB
+FilePmdMapped:    348160 kB
+55d000000000-55d020000000 rw-p 00000000 00:00 0
+Rss:              524288 kB
+AnonHugePages:    522240 kB
+FilePmdMapped:         0 kB
+"""
+
+
+def test_smaps_are_summed_over_the_files_mappings_only():
+    from part1_capacity.experiments import bench_pages
+
+    # the model file's two mappings: 600,000 + 400,000 kB resident, 509,952 + 348,160 in 2 MB pages
+    assert bench_pages.parse_smaps(SMAPS, "model-f32.gguf") == {"Rss": 1_000_000, "FilePmdMapped": 858_112,
+                                                                 "AnonHugePages": 0}
+    assert bench_pages.parse_smaps(SMAPS)["AnonHugePages"] == 522_240            # every mapping: the anonymous one
+    assert bench_pages.parse_smaps(SMAPS, "other.gguf") == {"Rss": 0, "FilePmdMapped": 0, "AnonHugePages": 0}
+
+
+def test_pages_table_pairs_each_rounds_runs():
+    def run(t, pages, gbs, rnd, huge):
+        return {"type": t, "threads": 1, "pages": pages, "gbs": gbs, "round": rnd, "anon_huge_mb": huge,
+                "weight_mb": 512.0}
+    r = {"date_utc": "2026-01-01 00:00 UTC", "load_average_at_start": 3.0, "load_average_at_end": 4.0,
+         "llama_bench_mapping_mb": {"rss": 2000.0, "pmd_mapped": 1700.0},
+         "runs": [run("f32", "4K", 10.0, 0, 0), run("f32", "2M", 15.0, 0, 530), run("f32", "4K", 8.0, 1, 0),
+                  run("f32", "2M", 16.0, 1, 540)]}
+    from part1_capacity.experiments import bench_pages
+
+    assert bench_pages.ratios(r) == {(1, "f32"): [1.5, 2.0]}                     # 15 ÷ 10, 16 ÷ 8
+    text = sitegen.e2_pages(r)
+    assert "| 1 | F32 | 10.0, 8.0 | 15.0, 16.0 | 1.75 (1.50–2.00) |" in text
+    assert "1,700 of its 2,000 MB (85%)" in text and "530–540 MB in the 2 MB runs, 0–0 MB in the 4 KB runs" in text
+    assert "saved run" in sitegen.e2_pages(None)
+
+
+def test_what_a_decode_step_reads_is_taken_from_the_files_tensors():
+    # 1,000 matmul weights, 100 output, 100 embedding: the output is 100 ÷ 1,200 = 8.33 % of the file's weights
+    lv = {"type": "F32", "weight_types": {"matmul": {"f32": 1000}, "output": {"f32": 100}, "lookup": {"f32": 100}}}
+    ladders = {"e2": {"model": {"n_params": 1200, "hidden_size": 10}, "levels": [lv]}}
+    text = sitegen.e2_reads(ladders)
+    assert "1,000 matmul weights and 100 of the output projection (8.33% of" in text
+    assert "100-weight embedding table (8.33%) one row of 10 is read" in text
+    tied = {"e2": {**ladders["e2"], "levels": [{**lv, "weight_types": {**lv["weight_types"], "output": {}}}]}}
+    with pytest.raises(RuntimeError, match="tied"):
+        sitegen.e2_reads(tied)

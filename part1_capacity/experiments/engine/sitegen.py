@@ -346,6 +346,59 @@ def e2_stream(r: dict | None, tr=EN) -> str:
     return "\n".join(out) + "\n"
 
 
+def e2_reads(ladders: dict, tr=EN) -> str:
+    """What one decode step of each saved ladder's F32 file reads, from the tensors the file holds
+    (``weight_types``): the matmul weights, the output projection (its own tensor or not) and one embedding row."""
+    out = []
+    for name, r in ladders.items():
+        lv = next((x for x in r.get("levels", []) if x["type"] == "F32" and x.get("weight_types")), None)
+        if not lv:
+            continue
+        w = {part: sum(v.values()) for part, v in lv["weight_types"].items()}
+        total = sum(w.values())
+        if not w["output"]:     # a tied output reads the whole embedding table per token: the sentence would be wrong
+            raise RuntimeError(f"{name}: the F32 file has no output.weight (tied embeddings); update e2_reads")
+        out.append(tr("- {size} B: {matmul} matmul weights and {output} of the output projection ({out_pct}% of the "
+                      "file's weights, a tensor of its own: `output.weight`, not tied to the embedding table), all read "
+                      "once per token and all counted by the speed model; of the {lookup}-weight embedding table "
+                      "({lookup_pct}%) one row of {width} is read, left out.",
+                      size=f"{r['model']['n_params'] / 1e9:.2f}", matmul=f"{w['matmul']:,}", output=f"{w['output']:,}",
+                      out_pct=f"{100 * w['output'] / total:.2f}", lookup=f"{w['lookup']:,}",
+                      lookup_pct=f"{100 * w['lookup'] / total:.2f}", width=f"{r['model']['hidden_size']:,}"))
+    return "\n".join(out) + "\n" if out else ""
+
+
+def e2_pages(r: dict | None, tr=EN) -> str:
+    """The saved run of ``python -m part1_capacity.experiments.bench_pages``: how much of an F32 model llama-bench
+    maps in 2 MB pages, and matmul-bench's streamed products in 4 KB and in 2 MB pages, alternated."""
+    if not r:
+        return tr("*No saved run: `python -m part1_capacity.experiments.bench_pages --save`.*") + "\n"
+    import statistics
+
+    from part1_capacity.experiments.bench_pages import ratios
+
+    out = tables.head(tr("| threads | type | 4 KB pages, each round (GB/s) | 2 MB pages, each round (GB/s) | "
+                         "2 MB ÷ 4 KB, median (range) |"), "rlllr")
+    for (th, t), v in ratios(r).items():
+        rate = {pg: ", ".join(f"{x['gbs']:.1f}" for x in r["runs"] if (x["threads"], x["type"], x["pages"]) == (th, t, pg))
+                for pg in ("4K", "2M")}
+        out.append(tables.row(th, t.upper(), rate["4K"], rate["2M"],
+                              f"{statistics.median(v):.2f} ({min(v):.2f}–{max(v):.2f})"))
+    m = r["llama_bench_mapping_mb"]
+    huge = {pg: [x["anon_huge_mb"] for x in r["runs"] if x["pages"] == pg] for pg in ("4K", "2M")}
+    out.append("")
+    out.append(tr("While it decoded, llama-bench's mapping of the F32 model held {pmd} of its {rss} MB ({pct}%) in 2 MB "
+                  "pages. Huge pages of each matmul-bench run, weights of {weights} MB: {lo2}–{hi2} MB in the 2 MB "
+                  "runs, {lo4}–{hi4} MB in the 4 KB runs. Measured {date} UTC, load average {l0} at the start and "
+                  "{l1} at the end.",
+                  pmd=f"{m['pmd_mapped']:,.0f}", rss=f"{m['rss']:,.0f}", pct=f"{100 * m['pmd_mapped'] / m['rss']:.0f}",
+                  weights=f"{max(x['weight_mb'] for x in r['runs']):,.0f}", lo2=f"{min(huge['2M']):,.0f}",
+                  hi2=f"{max(huge['2M']):,.0f}", lo4=f"{min(huge['4K']):,.0f}", hi4=f"{max(huge['4K']):,.0f}",
+                  date=r.get("date_utc", "")[:16],
+                  l0=f"{r.get('load_average_at_start') or 0:.1f}", l1=f"{r.get('load_average_at_end') or 0:.1f}"))
+    return "\n".join(out) + "\n"
+
+
 def e2_kernels_table(k: dict, tr=EN) -> str:
     """The kernel constants per type and thread count, with the per-core decomposition of the streaming cost:
     bytes ÷ (one core's streaming rate, from F32) + the kernel's arithmetic (cached)."""
@@ -599,6 +652,9 @@ def build(out):
     w(out, "e2_misses.md", lambda tr: e2_misses(ladders, tr))
     stream = load_result("e2_stream")
     w(out, "e2_stream.md", lambda tr: e2_stream(stream, tr))
+    pages = load_result("e2_pages")
+    w(out, "e2_reads.md", lambda tr: e2_reads(ladders, tr))
+    w(out, "e2_pages.md", lambda tr: e2_pages(pages, tr))
     w(out, "e2_drift.md", lambda tr: e2_drift(kern, ladders, tr) or tr("*No saved kernel rounds.*") + "\n")
     w(out, "e2_differences.md", lambda tr: e2_differences(ladders, kern, tr))
     w(out, "e2_kernels.md", lambda tr: e2_kernels_table(kern, tr) if kern else tr(
