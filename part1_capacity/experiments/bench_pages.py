@@ -27,7 +27,6 @@ import subprocess
 import sys
 import time
 
-HUGE_ENV = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
 TYPES = ("f32", "f16")
 POLL_S = 0.1
 
@@ -74,7 +73,7 @@ def stream(binary, type_name: str, threads: int, huge: bool, reps: int = 15) -> 
     km = kernels.STREAM_KM
     copies = math.ceil(kernels.STREAM_BYTES / (km * km * kernels.BYTES_PER_WEIGHT[type_name]))
     out, seen = watch([binary, type_name, str(km), str(km), "1", str(threads), str(copies), str(reps)],
-                      env=HUGE_ENV if huge else None)
+                      env=kernels.HUGE_ENV if huge else None)
     rec = {**json.loads(out.strip().splitlines()[-1]), "kind": "stream"}
     return {"type": type_name, "threads": threads, "pages": "2M" if huge else "4K",
             "gbs": kernels.stream_rate(rec) / 1e9, "anon_huge_mb": seen["AnonHugePages"] / 1024,

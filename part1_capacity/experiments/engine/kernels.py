@@ -22,6 +22,7 @@ Figures are medians over repeated runs, then over interleaved rounds. Run alone:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -48,16 +49,44 @@ def find_binary() -> str | None:
     return None
 
 
-def run_bench(type_name, k, m, n, threads, copies, reps, binary=None) -> dict:
-    """One ``matmul-bench`` run: its JSON record (settings, repacked, seconds of each timed graph run)."""
+# glibc asked to back malloc'd memory with transparent huge pages (2 MB): how matmul-bench's weights are placed in
+# the pages llama.cpp reads them from (``engine_pages``).
+HUGE_ENV = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+PAGES = ("4K", "2M")
+
+
+def engine_pages(repacked: bool) -> str:
+    """The page size llama.cpp's CPU backend reads a weight type from, by whether it repacks that type.
+    The loader maps the GGUF file (``src/llama-mmap.cpp``) and the CPU backend multiplies a weight where it lies in
+    that mapping, in the page cache, which the kernel maps with 2 MB page-table entries for large folios (85 % of an
+    F32 model's mapping on this host: ``bench_pages``). Only the types ``ggml/src/ggml-cpu/repack.cpp`` repacks
+    (Q4_K here) are copied into an aligned ``malloc`` buffer, which a host whose transparent huge pages are on
+    ``madvise`` backs with 4 KB pages. On a virtual machine a TLB miss walks two page tables, so the page size moves
+    a pure stream by a fifth or more here (``results/e2_pages.json``)."""
+    return "4K" if repacked else "2M"
+
+
+def run_bench(type_name, k, m, n, threads, copies, reps, binary=None, pages="4K") -> dict:
+    """One ``matmul-bench`` run: its JSON record (settings, repacked, seconds of each timed graph run), with its
+    weights in 4 KB pages or, ``pages="2M"``, in transparent huge pages (``HUGE_ENV``); the record says which."""
     binary = binary or find_binary()
     if not binary:
         raise InputError("matmul-bench not found: run `make matmul-bench` (or set MATMUL_BENCH)")
+    if pages not in PAGES:
+        raise InputError(f"pages must be one of {', '.join(PAGES)}, got {pages!r}")
     cmd = [binary, type_name, str(k), str(m), str(n), str(threads), str(copies), str(reps)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    env = {**os.environ, **HUGE_ENV} if pages == "2M" else None
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"matmul-bench failed ({out.returncode}): {out.stderr.strip()[-300:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    return {**rec, "pages": pages} if pages != "4K" else rec
+
+
+@functools.cache
+def repacks(type_name: str) -> bool:
+    """Whether this build's CPU backend repacks ``type_name`` (one small matmul-bench run, asked once)."""
+    return bool(run_bench(type_name, STREAM_KM, STREAM_KM, 1, 1, 1, 1)["repacked"])
 
 
 def _median(rec) -> float:
@@ -98,11 +127,16 @@ def constants_from_runs(runs: list[dict]) -> dict:
     return out
 
 
-def stream_run(type_name: str, threads: int, reps: int = 15) -> dict:
+def stream_run(type_name: str, threads: int, reps: int = 15, pages: str = "4K") -> dict:
     """One streamed-decode measurement: one token times ``STREAM_KM`` square weights of ``type_name``, over
-    enough distinct copies (≥ ``STREAM_BYTES``) that they stream from memory."""
+    enough distinct copies (≥ ``STREAM_BYTES``) that they stream from memory, in ``pages``."""
     copies = math.ceil(STREAM_BYTES / (STREAM_KM * STREAM_KM * BYTES_PER_WEIGHT[type_name]))
-    return {**run_bench(type_name, STREAM_KM, STREAM_KM, 1, threads, copies, reps), "kind": "stream"}
+    return {**run_bench(type_name, STREAM_KM, STREAM_KM, 1, threads, copies, reps, pages=pages), "kind": "stream"}
+
+
+def run_pages(run: dict) -> str:
+    """The page size a saved run's weights sat in (runs saved before the field: 4 KB, matmul-bench's default)."""
+    return run.get("pages", "4K")
 
 
 def stream_rate(run: dict) -> float:

@@ -154,16 +154,33 @@ def decode_types(weight_types: dict) -> list[str]:
 
 def measure_beside(types, threads: int, when: str) -> list[dict]:
     """matmul-bench's streamed product of each of ``types`` at ``threads`` threads, tagged ``when`` ("before" /
-    "after" the level it sits beside) with the 1-minute load average at the time."""
-    return [{**kernels.stream_run(t, threads, BESIDE_REPS), "when": when, "load_average": records.load_average()}
-            for t in types]
+    "after" the level it sits beside) with the 1-minute load average at the time: in 4 KB pages, and also in the
+    2 MB pages the engine reads a type from where that differs (``kernels.engine_pages``), the two alternated
+    (4 KB first before the level, last after it) so the machine's drift touches both alike."""
+    out = []
+    for t in types:
+        pages = ["4K"] + (["2M"] if kernels.engine_pages(kernels.repacks(t)) == "2M" else [])
+        for size in pages if when == "before" else pages[::-1]:
+            out.append({**kernels.stream_run(t, threads, BESIDE_REPS, size), "when": when,
+                        "load_average": records.load_average()})
+    return out
 
 
-def beside_constants(base: dict, row: dict, when=("before", "after")) -> dict:
-    """One thread count's constants ``base`` with each streamed type's decode cost replaced by what was measured
-    beside ``row`` (``when``: before it, after it, or both): the median over those runs, each less ``base``'s
-    node overhead. ``base`` unchanged when the row carries no such runs."""
+def _beside_runs(row: dict, when, pages: str) -> list[dict]:
+    """The streamed runs beside ``row`` taken ``when`` and in ``pages`` ("engine": each type in the pages the engine
+    reads it from; a run saved before page sizes were recorded counts as 4 KB and, for "engine", is used as it is)."""
     runs = [r for r in (row.get("beside_kernels") or {}).get("runs", []) if r["when"] in when]
+    if pages == "engine" and not any("pages" in r for r in runs):
+        return runs
+    return [r for r in runs
+            if kernels.run_pages(r) == (kernels.engine_pages(r["repacked"]) if pages == "engine" else pages)]
+
+
+def beside_constants(base: dict, row: dict, when=("before", "after"), pages: str = "engine") -> dict:
+    """One thread count's constants ``base`` with each streamed type's decode cost replaced by what was measured
+    beside ``row`` (``when``: before it, after it, or both; ``pages``: "engine", "4K" or "2M"): the median over
+    those runs, each less ``base``'s node overhead. ``base`` unchanged when the row carries no such runs."""
+    runs = _beside_runs(row, when, pages)
     types = {t: dict(v) for t, v in base.get("types", {}).items()}
     for t in {r["type"] for r in runs} & types.keys():
         types[t]["decode_s_per_weight"] = statistics.median(
@@ -267,12 +284,13 @@ def run(workdir, gguf=None, params=500_000_000, levels=LEVELS, method="auto", re
 
 
 def repredict(result: dict, constants: dict | None = None, source: str = "the given kernel constants",
-              beside=("before", "after")) -> dict:
+              beside=("before", "after"), pages: str = "engine") -> dict:
     """The speed model's predictions for a saved run, from ``constants`` if given, else the kernels measured around
     the run itself (``session_kernels``, with ``calibrate``), else the saved kernel constants
     (``results/e2_kernels.json``, so a later kernel measurement updates every such ladder alike): what the
     benchmark script and the site show. Without ``constants``, a level whose streamed decode was measured beside it
-    (``beside_kernels``) takes its decode costs from those runs (``beside``: the runs before it, after it, or both).
+    (``beside_kernels``) takes its decode costs from those runs (``beside``: the runs before it, after it, or both;
+    ``pages``: in the pages the engine reads each type from, or all in 4 KB or 2 MB pages).
     Rows measured on a named accelerator (no host profile) are left as they are."""
     from part1_capacity.experiments.engine.gguf_model import GGUFShape
 
@@ -289,9 +307,9 @@ def repredict(result: dict, constants: dict | None = None, source: str = "the gi
         new = []
         for r in rows:
             r = dict(r)
-            near = use_beside and c and any(x["when"] in beside for x in (r.get("beside_kernels") or {}).get("runs", []))
+            near = use_beside and c and bool(_beside_runs(r, beside, pages))
             basis = f"{where}, {BESIDE}" if near else where
-            k = speed.kernels_from_dict({"threads": int(th), **(beside_constants(c, r, beside) if near else c),
+            k = speed.kernels_from_dict({"threads": int(th), **(beside_constants(c, r, beside, pages) if near else c),
                                          "source": basis}) if c else None
             if k is not None and r.get("weight_types"):
                 r.update(speed_predict(r["weight_types"], profile, k))
@@ -350,22 +368,28 @@ def round_predictions(result: dict) -> dict:
 
 
 def beside_predictions(result: dict) -> dict:
-    """For a run with streamed decode measured beside each level: the tg128 each side alone predicts,
-    {(threads, type): {"before": tok/s, "after": tok/s}} — how far the machine moved while the level ran.
-    Empty without ``beside_kernels``."""
+    """For a run with streamed decode measured beside each level: the tg128 each side alone predicts, and (where
+    the run timed both page sizes) what the streams in 4 KB pages alone predict,
+    {(threads, type): {"before": tok/s, "after": tok/s, "4K": tok/s}} — how far the machine moved while the level
+    ran, and how far the page size moves the prediction. Empty without ``beside_kernels``."""
     out: dict = {}
-    for when in ("before", "after"):
-        for th, levels in repredict(result, beside=(when,))["levels_by_threads"].items():
+    sides = [((w,), "engine", w) for w in ("before", "after")]
+    if any(kernels.run_pages(x) != "4K" for rows in (result.get("levels_by_threads") or {}).values() for r in rows
+           for x in (r.get("beside_kernels") or {}).get("runs", [])):
+        sides.append((("before", "after"), "4K", "4K"))
+    for when, pages, key in sides:
+        for th, levels in repredict(result, beside=when, pages=pages)["levels_by_threads"].items():
             for lv in levels:
                 if BESIDE in lv.get("prediction_basis", ""):
-                    out.setdefault((int(th), lv["type"]), {})[when] = lv["predicted_tg128_tps"]
+                    out.setdefault((int(th), lv["type"]), {})[key] = lv["predicted_tg128_tps"]
     return out
 
 
-def beside_rates(row: dict) -> dict:
-    """GB/s of each type streamed beside a level, {type: {"before": GB/s, "after": GB/s}} (medians of its runs)."""
+def beside_rates(row: dict, pages: str = "engine") -> dict:
+    """GB/s of each type streamed beside a level in ``pages`` (as ``beside_constants``),
+    {type: {"before": GB/s, "after": GB/s}} (medians of its runs)."""
     out: dict = {}
-    for r in (row.get("beside_kernels") or {}).get("runs", []):
+    for r in _beside_runs(row, ("before", "after"), pages):
         out.setdefault(r["type"], {})[r["when"]] = kernels.stream_rate(r) / 1e9
     return out
 

@@ -157,16 +157,20 @@ def e2_validation(ladders: dict, tr=EN) -> str:
         b = x.get("beside") or {}
         return f"{b['before']:,.1f} / {b['after']:,.1f}" if {"before", "after"} <= b.keys() else "–"
 
+    def small_pages(x):
+        b = x.get("beside") or {}
+        return f"{b['4K']:,.1f}" if "4K" in b else "–"
+
     out = tables.head(tr("| model | threads | type | pp512 measured | spread | predicted | one round's prediction | error | "
                          "tg128 measured | spread | predicted | one round's prediction | from the stream before / after | "
-                         "error | load | CPU share |"), "lrl" + "r" * 13)
+                         "from 4 KB pages | error | load | CPU share |"), "lrl" + "r" * 14)
     for x in rows:
         out.append(tables.row(
             f"{x['params'] / 1e9:.2f} B", x['threads'], x['type'], f"{x['pp512']:,.1f}",
             f"{100 * x['pp512_spread']:.0f}%", f"{x['pp512_predicted']:,.1f}", span(x, 'pp512', ',.0f'),
             f"{'' if x['pp512_ok'] else '**'}{100 * x['pp512_error']:+.0f}%{'' if x['pp512_ok'] else '**'}",
             f"{x['tg128']:,.2f}", f"{100 * x['tg128_spread']:.0f}%", f"{x['tg128_predicted']:,.2f}",
-            span(x, 'tg128', ',.1f'), sides(x),
+            span(x, 'tg128', ',.1f'), sides(x), small_pages(x),
             f"{'' if x['tg128_ok'] else '**'}{100 * x['tg128_error']:+.0f}%{'' if x['tg128_ok'] else '**'}",
             f"{x['load_average'] or 0:.1f}",
             f"{_num(x.get('cpu_share') and 100 * x['cpu_share'], '.0f')}{'%' if x.get('cpu_share') else ''}"))
@@ -208,8 +212,11 @@ def e2_validation(ladders: dict, tr=EN) -> str:
         out.append("")
         out.append(tr("Where a level's decode is predicted from the streams beside it, \"predicted\" takes each type's "
                       "streamed cost as the median of the two runs, one just before and one just after the level's "
-                      "llama-bench run (prefill and the other constants still come from the rounds); \"from the stream "
-                      "before / after\" is what each of the two alone predicts. \"CPU share\" is the CPU time "
+                      "llama-bench run (prefill and the other constants still come from the rounds), each type streamed in the "
+                      "pages the engine reads it from (2 MB pages for the types it multiplies in place in its "
+                      "mapping of the file, 4 KB for those it repacks); \"from the stream before / after\" is what "
+                      "each of the two alone predicts, \"from 4 KB pages\" what the same streams in 4 KB pages "
+                      "predict. \"CPU share\" is the CPU time "
                       "llama-bench got over its wall time × threads: below 100%, its threads waited for CPUs other "
                       "work held."))
     inside = [x for x in rows if x.get("rounds")]
@@ -236,7 +243,7 @@ def e2_drift(kern: dict | None, ladders: dict, tr=EN) -> str:
     """How far this machine's streaming rate moves between kernel measurements: the same matmul-bench product
     (F32 and F16 weights streamed from memory) in each round of each saved measurement, and just before and after
     the ladders' F32 and F16 levels, in GB/s."""
-    from part1_capacity.experiments.engine.kernels import stream_rate
+    from part1_capacity.experiments.engine import quant_ladder as ql
 
     sets = []
     if kern:
@@ -256,17 +263,18 @@ def e2_drift(kern: dict | None, ladders: dict, tr=EN) -> str:
         for th in sorted({r["threads"] for r in runs}):
             f32, f16 = (", ".join(f"{g:.0f}" for g in _stream_rates(runs, th, t)) for t in ("f32", "f16"))
             out.append(tables.row(label, th, f32, f16))
+    labels = {"4K": "beside the {size} B ladder's level of that type (before, after)",
+              "2M": "beside the {size} B ladder's level of that type, in 2 MB pages (before, after)"}
     for name, r in ladders.items():     # the same products streamed just before and after the F32 and F16 levels
         for th, levels in sorted((r.get("levels_by_threads") or {}).items(), reverse=True):
             by = {lv["type"]: lv for lv in levels}
-            cells = []
-            for level, t in (("F32", "f32"), ("F16", "f16")):
-                runs = ((by.get(level) or {}).get("beside_kernels") or {}).get("runs") or []
-                side = {x["when"]: x for x in runs if x["type"] == t}
-                cells.append(", ".join(f"{stream_rate(side[w]) / 1e9:.0f}" for w in ("before", "after") if w in side))
-            if any(cells):
-                out.append(tables.row(tr("beside the {size} B ladder's level of that type (before, after)",
-                                         size=f"{r['model']['n_params'] / 1e9:.2f}"), th, cells[0], cells[1]))
+            for pages, label in labels.items():
+                cells = []
+                for level, t in (("F32", "f32"), ("F16", "f16")):
+                    side = ql.beside_rates(by.get(level) or {}, pages).get(t, {})
+                    cells.append(", ".join(f"{side[w]:.0f}" for w in ("before", "after") if w in side))
+                if any(cells):
+                    out.append(tables.row(tr(label, size=f"{r['model']['n_params'] / 1e9:.2f}"), th, *cells))
     return "\n".join(out) + "\n"
 
 
