@@ -7,20 +7,11 @@ implementation raising there (``"<label> raised RuntimeError: boom"``), and each
 allowed. Plain functions without arguments, so that ``tools/mutation.py --verify`` can run them."""
 import re
 
-import pytest
 import torch
 
-from course.grading import CheckFailed
 from part0_foundations.l02_encoder_decoder import checks, data
 from part0_foundations.l02_encoder_decoder import model as M
-
-BOOM = "raised RuntimeError: boom"
-
-
-def message(check, impl) -> str:
-    with pytest.raises(CheckFailed) as err:
-        check(impl)
-    return str(err.value)
+from tests.rules import BOOM, message
 
 
 def test_the_reference_passes_every_check():

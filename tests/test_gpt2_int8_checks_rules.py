@@ -9,22 +9,13 @@ Plain functions without arguments, so that ``tools/mutation.py --verify`` can ru
 import copy
 import re
 
-import pytest
 import torch
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from course.grading import CheckFailed
 from part0_foundations.l04_gpt2_int8 import checks
 from part0_foundations.l04_gpt2_int8 import int8 as ref
-
-BOOM = "raised RuntimeError: boom"
-
-
-def message(check, impl) -> str:
-    with pytest.raises(CheckFailed) as err:
-        check(impl)
-    return str(err.value)
+from tests.rules import BOOM, message
 
 
 def boom(*a, **kw):

@@ -6,19 +6,10 @@ the byte messages by caches that hold too much (figures by hand from the MHA mod
 2 (K and V) × 16 tokens = 8,192 elements: 32,768 bytes in float32, 16,384 in bfloat16), and what the W = 4 run
 feeds the learner's attention by a class that records it.
 Plain functions without arguments, so that ``tools/mutation.py --verify`` can run them."""
-import pytest
 import torch
 
-from course.grading import CheckFailed
 from part0_foundations.l03_kv_cache import checks, gpt
-
-BOOM = "raised RuntimeError: boom"
-
-
-def message(check, impl) -> str:
-    with pytest.raises(CheckFailed) as err:
-        check(impl)
-    return str(err.value)
+from tests.rules import BOOM, message
 
 
 def raising(base, init=False, load=False, forward=lambda cache: False):

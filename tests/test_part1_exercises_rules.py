@@ -13,12 +13,7 @@ from part1_capacity.exercises.kv_from_config import checks as kv
 from part1_capacity.exercises.kv_from_config.reference import kv_bytes_per_token
 from part1_capacity.exercises.one_more_accelerator import checks as acc
 from part1_capacity.exercises.one_more_accelerator.reference import added_by_kv, first_context_adding_an_accelerator
-
-
-def message(check, impl) -> str:
-    with pytest.raises(CheckFailed) as err:
-        check(impl)
-    return str(err.value)
+from tests.rules import message
 
 
 # --- KV bytes per token from config.json ---------------------------------------------------------------------------
