@@ -7,6 +7,7 @@ import pytest
 from part1_capacity.experiments.engine import kernels
 from part1_capacity.experiments.engine import quant_ladder as ql
 from part1_capacity.experiments.engine.common import load_result
+from part1_capacity.calculator.errors import InputError
 
 
 def _level(kind, pp, pp_pred, tg, tg_pred):
@@ -103,6 +104,37 @@ def test_a_levels_decode_cost_is_the_median_of_the_streams_beside_it_less_one_no
     # 10 copies of 10⁶ F32 weights (40 MB) in 1.1 ms and in 2.1 ms: 36.4 and 19.0 GB/s
     rates = ql.beside_rates(row)["f32"]
     assert rates["before"] == pytest.approx(40e6 / 1.1e-3 / 1e9) and rates["after"] == pytest.approx(40e6 / 2.1e-3 / 1e9)
+
+
+def test_a_levels_decode_cost_comes_from_the_pages_the_engine_reads_each_type_from():
+    """F32 (multiplied in place in the file's mapping: 2 MB pages) and a repacked Q4_K (a malloc'd buffer: 4 KB
+    pages), each streamed in 4 KB pages and F32 also in 2 MB pages: the engine's pages pick F32's 2 MB runs and
+    Q4_K's 4 KB runs; "4K" picks the 4 KB runs of both; a run saved without a page size counts as 4 KB."""
+    assert kernels.engine_pages(False) == "2M" and kernels.engine_pages(True) == "4K"
+    assert kernels.run_pages({"seconds": [1.0]}) == "4K"
+    base = {"op_overhead_s": 0.0, "types": {"f32": {"decode_s_per_weight": 9e-11}, "q4_K": {"decode_s_per_weight": 9e-11}}}
+    q4 = lambda sec, when: {**_beside("q4_K", [sec], when), "repacked": True}
+    row = {"beside_kernels": {"runs": [
+        _beside("f32", [2e-3], "before"), {**_beside("f32", [1e-3], "before"), "pages": "2M"},
+        {**_beside("f32", [1.2e-3], "after"), "pages": "2M"}, _beside("f32", [2.2e-3], "after"),
+        q4(3e-3, "before"), q4(5e-3, "after")]}}
+    # per weight: seconds ÷ 10 copies ÷ 10⁶ weights
+    engine = ql.beside_constants(base, row)["types"]
+    assert engine["f32"]["decode_s_per_weight"] == pytest.approx((1e-10 + 1.2e-10) / 2)
+    assert engine["q4_K"]["decode_s_per_weight"] == pytest.approx((3e-10 + 5e-10) / 2)
+    small = ql.beside_constants(base, row, pages="4K")["types"]
+    assert small["f32"]["decode_s_per_weight"] == pytest.approx((2e-10 + 2.2e-10) / 2)
+    assert small["q4_K"] == engine["q4_K"]
+    huge = ql.beside_constants(base, row, pages="2M")["types"]
+    assert huge["f32"] == engine["f32"] and huge["q4_K"] == base["types"]["q4_K"]   # no Q4_K run in 2 MB pages
+    # 40 MB of F32 in 1.0 and 1.2 ms (2 MB pages), in 2.0 and 2.2 ms (4 KB pages)
+    assert ql.beside_rates(row)["f32"] == pytest.approx({"before": 40.0, "after": 40e6 / 1.2e-3 / 1e9})
+    assert ql.beside_rates(row, "4K")["f32"] == pytest.approx({"before": 20.0, "after": 40e6 / 2.2e-3 / 1e9})
+    # runs saved before page sizes were recorded: all of them, as before
+    legacy = {"beside_kernels": {"runs": [_beside("f32", [2e-3], "before"), _beside("f32", [2.2e-3], "after")]}}
+    assert ql.beside_constants(base, legacy)["types"]["f32"] == small["f32"]
+    with pytest.raises(InputError, match="pages must be one of 4K, 2M, got '1G'"):
+        kernels.run_bench("f32", 8, 8, 1, 1, 1, 1, binary="/bin/true", pages="1G")
 
 
 def test_a_level_with_streams_beside_it_is_predicted_from_them_and_only_that_level():

@@ -280,7 +280,7 @@ def e2_drift(kern: dict | None, ladders: dict, tr=EN) -> str:
 
 def e2_misses(ladders: dict, tr=EN) -> str:
     """Where the speed model misses its goals on the saved ladders, with the numbers that say why."""
-    from part1_capacity.experiments.engine import quant_ladder as ql
+    from part1_capacity.experiments.engine import kernels, quant_ladder as ql
     from part1_capacity.experiments.engine.kernels import decode_bytes_per_token
 
     rows = ql.validation_rows(ladders)
@@ -303,9 +303,14 @@ def e2_misses(ladders: dict, tr=EN) -> str:
             lv = next((x for x in levels if x["type"] == "F32" and x.get("weight_types")), None)
             rates = _stream_rates(runs, int(th), "f32") if runs else []
             side = ql.beside_rates(lv).get("f32", {}) if lv else {}
+            huge = lv and "2M" in {kernels.run_pages(x) for x in (lv.get("beside_kernels") or {}).get("runs", [])}
             if lv and rates and int(th) > 1 and {"before", "after"} <= side.keys():
                 per_token = decode_bytes_per_token(lv["weight_types"])
                 facts.append(tr("the {size} B ladder's F32 decode at {th} threads read its weights at {rate} GB/s; "
+                                "matmul-bench streamed F32 weights in 2 MB pages, as the engine reads them, at "
+                                "{before} GB/s just before that level and {after} GB/s just after it (in 4 KB pages, "
+                                "in the kernel rounds around the ladder: {lo}–{hi} GB/s)" if huge else
+                                "the {size} B ladder's F32 decode at {th} threads read its weights at {rate} GB/s; "
                                 "matmul-bench streamed F32 weights at {before} GB/s just before that level and "
                                 "{after} GB/s just after it (in the kernel rounds around the ladder: {lo}–{hi} GB/s)",
                                 size=f"{r['model']['n_params'] / 1e9:.2f}", th=th,
