@@ -10,7 +10,9 @@ CPU buffer, so it never runs the repacked Q4_K kernels that llama-bench runs.
 Four measurements per thread count and weight type (shapes chosen apart from any ladder model's):
 
 - **stream** — decode as a model does it: a 2048 × 2048 weight times one token, over enough distinct copies that
-  the weights (≥ 512 MB) stream from memory; → seconds per weight, ``decode_s_per_weight``;
+  the weights (≥ 512 MB) stream from memory, in the pages the engine reads that type from (``engine_pages``: 2 MB
+  pages unless the type is repacked; runs saved before this choice were in 4 KB pages and say nothing of it);
+  → seconds per weight, ``decode_s_per_weight``;
 - **cached** — the same product on one 512 × 512 weight that stays in the core's cache: the kernel's arithmetic
   alone (unpack, convert, multiply); → ``compute_s_per_weight`` (what a core spends per weight when memory is free);
 - **prefill** — 2048 × 2048 weights times 512 tokens: → seconds per weight per token, ``prefill_s_per_weight_token``;
@@ -156,7 +158,7 @@ def measure(threads=(1, 2), types=TYPES, reps=15, rounds=5, progress=None) -> li
             for t in types:
                 if progress:
                     progress(f"round {rnd + 1}/{rounds}: {t}, {th} thread{'s' if th > 1 else ''}")
-                runs.append({**stream_run(t, th, reps), "round": rnd})
+                runs.append({**stream_run(t, th, reps, engine_pages(repacks(t))), "round": rnd})
                 runs.append({**run_bench(t, CACHED_KM, CACHED_KM, 1, th, 1, 20 * reps), "kind": "cached",
                              "round": rnd})
                 runs.append({**run_bench(t, PREFILL_KM, PREFILL_KM, PREFILL_N, th, 2, 3), "kind": "prefill",

@@ -243,7 +243,7 @@ def e2_drift(kern: dict | None, ladders: dict, tr=EN) -> str:
     """How far this machine's streaming rate moves between kernel measurements: the same matmul-bench product
     (F32 and F16 weights streamed from memory) in each round of each saved measurement, and just before and after
     the ladders' F32 and F16 levels, in GB/s."""
-    from part1_capacity.experiments.engine import quant_ladder as ql
+    from part1_capacity.experiments.engine import kernels, quant_ladder as ql
 
     sets = []
     if kern:
@@ -260,6 +260,8 @@ def e2_drift(kern: dict | None, ladders: dict, tr=EN) -> str:
         return ""
     out = tables.head(tr("| measurement | threads | F32 streamed, each round (GB/s) | F16 streamed, each round (GB/s) |"), "lr")
     for label, runs in sets:
+        if any(kernels.run_pages(x) == "2M" for x in runs if x.get("kind") == "stream"):
+            label += tr(" (streamed in 2 MB pages, as the engine reads F32 and F16)")
         for th in sorted({r["threads"] for r in runs}):
             f32, f16 = (", ".join(f"{g:.0f}" for g in _stream_rates(runs, th, t)) for t in ("f32", "f16"))
             out.append(tables.row(label, th, f32, f16))
@@ -308,8 +310,8 @@ def e2_misses(ladders: dict, tr=EN) -> str:
                 per_token = decode_bytes_per_token(lv["weight_types"])
                 facts.append(tr("the {size} B ladder's F32 decode at {th} threads read its weights at {rate} GB/s; "
                                 "matmul-bench streamed F32 weights in 2 MB pages, as the engine reads them, at "
-                                "{before} GB/s just before that level and {after} GB/s just after it (in 4 KB pages, "
-                                "in the kernel rounds around the ladder: {lo}–{hi} GB/s)" if huge else
+                                "{before} GB/s just before that level and {after} GB/s just after it (in the kernel "
+                                "rounds around the ladder: {lo}–{hi} GB/s)" if huge else
                                 "the {size} B ladder's F32 decode at {th} threads read its weights at {rate} GB/s; "
                                 "matmul-bench streamed F32 weights at {before} GB/s just before that level and "
                                 "{after} GB/s just after it (in the kernel rounds around the ladder: {lo}–{hi} GB/s)",
