@@ -184,3 +184,32 @@ def test_decode_streams_matmul_and_output_weights_but_not_the_lookup():
     # 1000 Q8_0 weights (34 bytes per 32) + 64 Q6_K output weights (210 per 256); the 512-row lookup is not read
     w = {"matmul": {"q8_0": 1000}, "output": {"q6_K": 64}, "lookup": {"f32": 512}}
     assert kernels.decode_bytes_per_token(w) == pytest.approx(1000 * 34 / 32 + 64 * 210 / 256)
+
+
+def test_new_kernel_constants_reach_the_host_profile_of_the_same_cpu_only(tmp_path, monkeypatch):
+    """``kernels --save`` gives the saved host profile the new constants at the profile's thread count, keeping its
+    measured bandwidth; a profile measured on another CPU, or constants of other thread counts, leave it alone."""
+    import json
+
+    from course import records
+    from part1_capacity.experiments.engine import common
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    desc = {"node": "n", "cpu": "Test CPU", "cpus": 2, "memory_bytes": 8e9, "system": "Linux", "python": "3.11"}
+    monkeypatch.setattr(records, "host_description", lambda: desc)
+    measured = {"threads": 2, "bandwidth_bytes_per_s": 20e9, "matmul_fp32_flops": 2e11, "matmul_int8_ops": 4e11,
+                "method": "test"}
+    new = {"2": {"op_overhead_s": 3e-6, "types": {"f32": {"decode_s_per_weight": 1e-10}}}}
+    assert kernels.refresh_host_profile(new) is None                      # no profile saved yet
+    for cpu, expect_changed in (("Other CPU", False), ("Test CPU", True)):
+        old = {"name": f"this host ({cpu}, 2 threads)", "measured": measured, "bandwidth_gb_s": 20.0,
+               "kernels": {"threads": 2, "op_overhead_s": 9e-6, "types": {}}}
+        (tmp_path / "host_accelerator.json").write_text(json.dumps(old))
+        assert (kernels.refresh_host_profile(new) is not None) == expect_changed
+        assert kernels.refresh_host_profile({"1": new["2"]}) is None       # nothing at the profile's count
+        saved = json.loads((tmp_path / "host_accelerator.json").read_text())
+        if expect_changed:
+            assert saved["kernels"]["op_overhead_s"] == 3e-6 and saved["kernels"]["types"] == new["2"]["types"]
+            assert saved["bandwidth_gb_s"] == 20.0 and saved["measured"] == measured
+        else:
+            assert saved == old

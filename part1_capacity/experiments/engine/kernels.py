@@ -215,7 +215,26 @@ def main(argv=None):
               "runs": kept + runs, "constants": constants_from_runs(kept + runs)}
     if args.save:
         print("saved", save_result(RESULT, result))
+        refreshed = refresh_host_profile(result["constants"])
+        if refreshed:
+            print("saved", refreshed)
     print(json.dumps(result["constants"], indent=1))
+
+
+def refresh_host_profile(constants: dict):
+    """Give the saved host profile (``results/host_accelerator.json``, written by ``capacity e2 --save``) these
+    kernel constants at its thread count, when it was measured on this machine's CPU: the profile carries the
+    constants ``capacity plan`` times this host with, and constants of one CPU with another's bandwidth would
+    mix two machines. Returns the path saved, or None (no profile, another CPU, or no constants at its count)."""
+    from course.records import host_description
+    from part1_capacity.experiments.engine.quant_ladder import host_accelerator
+
+    prof = load_result("host_accelerator")
+    desc = host_description()
+    if not prof or not prof.get("measured") or f"({desc['cpu']}," not in prof.get("name", ""):
+        return None
+    k = constants.get(str(prof["measured"]["threads"]))
+    return save_result("host_accelerator", host_accelerator(prof["measured"], desc, k)) if k else None
 
 
 if __name__ == "__main__":
