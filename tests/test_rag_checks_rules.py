@@ -461,7 +461,7 @@ def test_topk_zero_and_ties_inputs_and_labels():
     c(lambda q, d, k: seen.append((np.array(q), np.array(d), k)) or cosine_top_k(q, d, k))
     assert [x[2] for x in seen] == [1, 10, 24]
     assert all(np.array_equal(q, [[1, 0, 0], [0, 0, 0], [0, 2, 0], [-1, 0, 0]]) and np.array_equal(d, checks.TIE_DOCS)
-               for q, d, _ in seen)
+               and q.dtype == d.dtype == np.float32 for q, d, _ in seen)  # float32, as embeddings and FAISS have them
     assert checks.SIX.tolist() == [[1, 0, 0], [0, 0, 0], [2, 0, 0], [0, 1, 0], [0, 3, 0], [1, 1, 0]]
     for k in (1, 10, 24):
         assert message(c, boom_when(cosine_top_k, lambda q, d, kk, k=k: kk == k)) == (
@@ -653,8 +653,16 @@ def test_prompt_counts_whole_prompt_inputs_and_labels():
     c(lambda q, hits, budget, ct: seen.append((q, hits, budget, ct)) or build_prompt(q, hits, budget, ct))
     assert {x[0] for x in seen} == {Q} and all(x[3] is checks.count_quarters for x in seen)
     assert [len(h.chunk.text.split()) for h in seen[0][1]] == [40, 120, 15, 60, 5, 80]
-    budgets = [x[2] for x in seen]
-    assert budgets == sorted(budgets) and budgets[0] == BASE and BASE + 1500 in budgets
+    hits = seen[0][1]
+    assert hits == checks._hits([40, 120, 15, 60, 5, 80], seed=2)
+    # the budgets, a second way: fixed steps above the template, and each prompt of the first n hits (all fit in
+    # BASE + 1500: about 530 tokens of sources) filled to its last token and one token short of it
+    question = "Question: How big is the cache?\nAnswer:"
+    fills = [(len(PROMPT_HEADER) + sum(len(format_source(i + 1, h.chunk)) for i, h in enumerate(hits[:n]))
+              + len(question)) // 4 for n in range(1, 7)]
+    assert fills[-1] < BASE + 1500
+    assert [x[2] for x in seen] == sorted({BASE + x for x in (0, 20, 60, 120, 250, 500, 900, 1500)}
+                                          | set(fills) | {f - 1 for f in fills})
     assert message(c, boom_when(build_prompt, lambda q, h, b, ct: b == BASE)) == (
         f"build_prompt(q, hits, budget={BASE}, count_tokens=count_quarters) {BOOM}")
     # hits drawn with their own seed, the same every run
