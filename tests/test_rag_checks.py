@@ -33,9 +33,35 @@ def topk_float64(queries, docs, k):
         raise ValueError(f"k must be in 1..{len(d)}")
     if q.shape[1] != d.shape[1]:
         raise ValueError("queries: wrong width")
-    s = (q / np.linalg.norm(q, axis=1, keepdims=True)) @ (d / np.linalg.norm(d, axis=1, keepdims=True)).T
+    nq, nd = np.linalg.norm(q, axis=1, keepdims=True), np.linalg.norm(d, axis=1, keepdims=True)
+    s = np.divide(q, nq, out=np.zeros_like(q), where=nq > 0) @ np.divide(d, nd, out=np.zeros_like(d), where=nd > 0).T
     ids = np.argsort(-s, axis=1, kind="stable")[:, :k]
     return np.take_along_axis(s, ids, 1).astype(np.float32), ids
+
+
+def chunk_while_before_overlap(text, source, size, overlap):
+    # Starts windows while start < len(text) − overlap: right for long texts, none for one no longer than the overlap.
+    return [Chunk(source, s, min(s + size, len(text)), text[s:s + size])
+            for s in range(0, len(text) - overlap, size - overlap)]
+
+
+def topk_zero_gives_nan(queries, docs, k):
+    q, d = np.atleast_2d(queries).astype(np.float64), np.asarray(docs, np.float64)
+    with np.errstate(invalid="ignore"):
+        s = (q / np.linalg.norm(q, axis=1, keepdims=True)) @ (d / np.linalg.norm(d, axis=1, keepdims=True)).T
+    ids = np.argsort(-s, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(s, ids, 1).astype(np.float32), ids
+
+
+def prompt_adds_up_blocks(question, hits, budget, count_tokens=count_words):
+    # Counts the template once and each block alone, and adds them up: right only for a counter that adds up.
+    blocks, cited = [], []
+    used = count_tokens(format_prompt(question, []))
+    for h in hits:
+        block = format_source(len(blocks) + 1, h.chunk)
+        if used + count_tokens(block) <= budget:
+            blocks, cited, used = blocks + [block], cited + [h], used + count_tokens(block)
+    return format_prompt(question, blocks), cited
 
 
 def prompt_stops_at_first_misfit(question, hits, budget, count_tokens=count_words):
@@ -73,6 +99,9 @@ def bytes_without_header(n, d):
     ("prompt_budget_never_exceeded", prompt_stops_at_first_misfit, "fitted but was left out"),
     ("prompt_budget_never_exceeded", prompt_ignores_template, "over the budget"),
     ("index_bytes_formula", bytes_without_header, "but FAISS writes"),
+    ("chunk_any_length", chunk_while_before_overlap, "a 1-character text (size 2, overlap 1)"),
+    ("topk_zero_and_ties", topk_zero_gives_nan, "got NaN"),
+    ("prompt_counts_whole_prompt", prompt_adds_up_blocks, "over the budget"),
 ])
 def test_check_rejects_a_wrong_implementation(check_id, wrong, says):
     with pytest.raises(CheckFailed) as err:
@@ -82,4 +111,30 @@ def test_check_rejects_a_wrong_implementation(check_id, wrong, says):
 
 def test_topk_checks_accept_another_valid_implementation():
     checks.check_topk_matches_faiss(topk_float64)
-    checks.check_topk_errors(topk_float64)
+    checks.check_topk_zero_and_ties(topk_float64)
+
+
+def test_the_visible_checks_pass_what_the_hidden_ones_refuse():
+    # what the three hidden checks add: each mistake above passes every visible check of its function
+    for name, wrong in (("chunk_text", chunk_while_before_overlap), ("cosine_top_k", topk_zero_gives_nan),
+                        ("build_prompt", prompt_adds_up_blocks)):
+        for c in checks.LESSON.checks:
+            if c.name == name and not c.hidden:
+                c.fn(wrong)
+
+
+def test_the_given_input_checks_name_the_argument():
+    # no longer graded (the learner is handed them), still one clear error each
+    from part0_foundations.l05_rag.rag import build_prompt, chunk_text, cosine_top_k
+    for size, overlap, name in ((10, 10, "overlap"), (10, -1, "overlap"), (0, 0, "size"), (2.5, 0, "size")):
+        with pytest.raises(ValueError, match=f"^{name}"):
+            chunk_text("some text", "d.md", size, overlap)
+    docs = np.ones((3, 4), np.float32)
+    for q, d, k, name in ((np.ones(4), docs, 4, "k"), (np.ones(4), docs, 0, "k"), (np.ones(5), docs, 1, "queries"),
+                          (np.ones(4), np.ones((0, 4)), 1, "docs"), (np.full(4, np.nan), docs, 1, "queries"),
+                          (np.ones(4), np.full((3, 4), np.inf), 1, "docs")):
+        with pytest.raises(ValueError, match=f"^{name}"):
+            cosine_top_k(q, d, k)
+    for question, budget, name in (("  ", 500, "question"), ("What?", 3, "budget"), ("What?", 0, "budget")):
+        with pytest.raises(ValueError, match=f"^{name}"):
+            build_prompt(question, [], budget)

@@ -10,6 +10,7 @@ near-tie of cosines). Figures are worked by hand: TEXT has 209 characters; the p
 ("[n] page.md (chars a-b)") to its chunk's.
 Plain functions without arguments, so that ``tools/mutation.py --verify`` can run them."""
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -17,8 +18,8 @@ import pytest
 from course.grading import CheckFailed
 from part0_foundations.l05_rag import checks
 from part0_foundations.l05_rag.index import flat_index_bytes
-from part0_foundations.l05_rag.rag import (Chunk, build_prompt, chunk_text, cosine_top_k, count_words, format_prompt,
-                                           format_source)
+from part0_foundations.l05_rag.rag import (PROMPT_HEADER, Chunk, build_prompt, chunk_text, cosine_top_k, count_words,
+                                           format_prompt, format_source)
 
 BOOM = "raised RuntimeError: boom"
 
@@ -165,8 +166,7 @@ def test_chunk_labels():
             (checks.check_chunk_edge_cases, "chunk_text('', 'empty.md', 10, 2)", lambda t, s, z, o: t == ""),
             (checks.check_chunk_edge_cases, "chunk_text('short', 's.md', 10, 2)", lambda t, s, z, o: t == "short"),
             (checks.check_chunk_edge_cases, "chunk_text('x' * 30, 'e.md', 30, 5)", lambda t, s, z, o: t == "x" * 30),
-            (checks.check_chunk_edge_cases, "chunk_text('y' * 31, 'e.md', 30, 5)", lambda t, s, z, o: t == "y" * 31),
-            (checks.check_chunk_errors, "chunk_text(TEXT, 'd.md', 50, 10)", lambda t, s, z, o: True)):
+            (checks.check_chunk_edge_cases, "chunk_text('y' * 31, 'e.md', 30, 5)", lambda t, s, z, o: t == "y" * 31)):
         assert message(check, boom_when(chunk_text, when)) == f"{label} {BOOM}"
     # the source each call names is the one it passes
     seen = []
@@ -179,94 +179,74 @@ def test_chunk_labels():
         assert seen and all(x == (checks.TEXT, src) for x in seen)
 
 
-def test_chunk_errors_messages():
-    c = checks.check_chunk_errors
-    assert message(c, lambda *a: []) == "chunk_text must work on valid input before refusing bad input"
-
-    def accepting(bad):
-        """The reference, but accepting the sizes ``bad(size, overlap)`` picks (cutting with overlap size − 1)."""
-        def f(t, s, size, o):
-            if bad(size, o):
-                return chunk_text(t, s, max(size, 1), min(max(o, 0), max(size, 1) - 1))
-            return chunk_text(t, s, size, o)
-        return f
-    assert message(c, accepting(lambda z, o: o == z)) == (
-        "overlap equal to size: expected ValueError naming 'overlap', but nothing was raised")
-    assert message(c, accepting(lambda z, o: o < 0)) == (
-        "a negative overlap: expected ValueError naming 'overlap', but nothing was raised")
-    assert message(c, accepting(lambda z, o: z < 1)) == "size 0: expected ValueError naming 'size', but nothing was raised"
-
-    def unnamed(t, s, size, o):
-        try:
-            return chunk_text(t, s, size, o)
-        except ValueError:
-            raise ValueError("bad value") from None
-    assert message(c, unnamed) == "overlap equal to size: raised ValueError but the message does not name 'overlap': bad value"
-
-    def names_only_size(t, s, size, o):   # every refusal names size, none names overlap
-        try:
-            return chunk_text(t, s, size, o)
-        except ValueError:
-            raise ValueError(f"bad size {size}") from None
-    assert message(c, names_only_size).startswith("overlap equal to size: raised ValueError but the message does not "
-                                                  "name 'overlap'")
-
-    def negative_overlap_unnamed(t, s, size, o):
-        try:
-            return chunk_text(t, s, size, o)
-        except ValueError:
-            if o < 0:
-                raise ValueError("bad value") from None
-            raise
-    assert message(c, negative_overlap_unnamed) == (
-        "a negative overlap: raised ValueError but the message does not name 'overlap': bad value")
-
-    def size_unnamed(t, s, size, o):
-        try:
-            return chunk_text(t, s, size, o)
-        except ValueError:
-            if size < 1:
-                raise ValueError("bad value") from None
-            raise
-    assert message(c, size_unnamed) == "size 0: raised ValueError but the message does not name 'size': bad value"
-
-    def type_error(t, s, size, o):
-        if o == size or o < 0 or size < 1:
-            raise TypeError("sizes")
-        return chunk_text(t, s, size, o)
-    assert message(c, type_error) == "overlap equal to size: expected ValueError naming 'overlap', got TypeError: sizes"
+def _bytes_windows(t, s, size, o):
+    """Windows over the UTF-8 bytes: offsets in bytes, each window's text the characters its bytes hold whole."""
+    b = t.encode("utf-8")
+    return [Chunk(s, x.start, x.end, b[x.start:x.end].decode("utf-8", errors="ignore"))
+            for x in _windows(b.decode("latin-1"), s, size, o)]
 
 
-def test_chunk_errors_refuse_before_reading_the_text():
-    # the bad sizes come with a real text and source: a chunker that returns [] for an empty text first is right
-    def empty_first(t, s, size, o):
-        if not t or not isinstance(s, str):
-            return []
-        return chunk_text(t, s, size, o)
-    checks.check_chunk_errors(empty_first)
-    checks.check_chunk_offsets_exact(empty_first)
-    # overlap equal to size is refused, and overlap 11 > size 10 is not what is asked (a chunker refusing only
-    # overlap > size is wrong)
-    def only_above(t, s, size, o):
-        if o == size:
-            return chunk_text(t, s, size, o - 1)
-        return chunk_text(t, s, size, o)
-    assert message(checks.check_chunk_errors, only_above) == (
-        "overlap equal to size: expected ValueError naming 'overlap', but nothing was raised")
-    # size 0 with overlap 0, not overlap 1 (which would be refused for the overlap alone)
-    def size_zero_ok(t, s, size, o):
-        if size == 0 and o == 0:
-            return []
-        return chunk_text(t, s, size, o)
-    assert message(checks.check_chunk_errors, size_zero_ok) == (
-        "size 0: expected ValueError naming 'size', but nothing was raised")
-    # -1, not a smaller negative
-    def refuses_below_minus_one(t, s, size, o):
-        if o == -1:
-            return chunk_text(t, s, size, 0)
-        return chunk_text(t, s, size, o)
-    assert message(checks.check_chunk_errors, refuses_below_minus_one) == (
-        "a negative overlap: expected ValueError naming 'overlap', but nothing was raised")
+def test_chunk_any_length_messages():
+    c = checks.check_chunk_any_length
+    # the first call: an empty text, size 1, overlap 0
+    assert message(c, lambda t, s, size, o: tuple(chunk_text(t, s, size, o))) == (
+        "a 0-character text (size 1, overlap 0): return a list of Chunk, got tuple")
+    # windows started while start < len(text) − overlap: a text no longer than the overlap gets none. First at
+    # size 2, overlap 1 and one character, which is one window [0, 1).
+    below_overlap = lambda t, s, size, o: [Chunk(s, a, min(a + size, len(t)), t[a:a + size])
+                                           for a in range(0, len(t) - o, size - o)]
+    assert message(c, below_overlap) == "a 1-character text (size 2, overlap 1): expected the windows [(0, 1)], got []"
+    # offsets in bytes: MIXED begins "KV 캐", 4 characters and 6 bytes (Hangul takes 3), so at size 1 six windows
+    assert checks.MIXED[:4] == "KV 캐" and len("KV 캐".encode()) == 6
+    assert message(c, _bytes_windows) == (
+        "a 4-character text (size 1, overlap 0): expected the windows [(0, 1), (1, 2), (2, 3), (3, 4)], got "
+        "[(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6)]")
+
+    # offsets in characters, text cut from the bytes: byte 3 alone is a third of 캐, decoded to nothing
+    def text_from_bytes(t, s, size, o):
+        b = t.encode("utf-8")
+        return [Chunk(s, x.start, x.end, b[x.start:x.end].decode("utf-8", errors="ignore"))
+                for x in chunk_text(t, s, size, o)]
+    assert message(c, text_from_bytes) == (
+        "a 4-character text (size 1, overlap 0): chunk 3 must be text[3:4] = '캐' (offsets count characters, not "
+        "bytes), got ''")
+    # chunks that are not Chunks: neither offsets nor text to read
+    assert message(c, lambda t, s, size, o: [(x.start, x.end) for x in chunk_text(t, s, size, o)]) == (
+        "a 1-character text (size 1, overlap 0): expected the windows [(0, 1)], got [(None, None)]")
+    no_text = lambda t, s, size, o: [SimpleNamespace(start=x.start, end=x.end) for x in chunk_text(t, s, size, o)]
+    assert message(c, no_text) == (
+        "a 1-character text (size 1, overlap 0): chunk 0 must be text[0:1] = 'K' (offsets count characters, not "
+        "bytes), got None")
+
+
+def test_chunk_any_length_inputs_and_labels():
+    c = checks.check_chunk_any_length
+    seen = []
+    c(lambda t, s, size, o: seen.append((t, s, size, o)) or chunk_text(t, s, size, o))
+    # every length 0..40 with every size 1..6 and overlap 0..size − 1 (21 pairs): 21 × 41 calls, in that order
+    assert seen == [(checks.MIXED[:n], "k.md", size, o) for size in range(1, 7) for o in range(size) for n in range(41)]
+    assert len(checks.MIXED) >= 40 and checks.MIXED[:40].isascii() is False
+    assert message(c, boom_when(chunk_text, lambda t, s, z, o: True)) == (
+        f"chunk_text(a 0-character text, 'k.md', 1, 0) {BOOM}")
+    assert message(c, boom_when(chunk_text, lambda t, s, z, o: (len(t), z, o) == (40, 6, 5))) == (
+        f"chunk_text(a 40-character text, 'k.md', 6, 5) {BOOM}")
+
+    # the largest text, size and overlap are asked: a chunker wrong only there is refused
+    def wrong_at(length, size, overlap):
+        return lambda t, s, z, o: chunk_text(t, s, z, o)[:-1] if (len(t), z, o) == (length, size, overlap) else \
+            chunk_text(t, s, z, o)
+    assert message(c, wrong_at(40, 6, 5)).startswith("a 40-character text (size 6, overlap 5): expected the windows ")
+    assert message(c, wrong_at(40, 1, 0)).startswith("a 40-character text (size 1, overlap 0): expected the windows ")
+
+
+def test_chunk_any_length_windows_by_hand():
+    # the check's arithmetic, against windows worked by hand
+    assert checks._expected_windows(0, 3, 1) == []
+    assert checks._expected_windows(2, 5, 3) == [(0, 2)]              # shorter than the overlap: one window
+    assert checks._expected_windows(3, 5, 3) == [(0, 3)]              # as long as the overlap
+    assert checks._expected_windows(7, 3, 1) == [(0, 3), (2, 5), (4, 7)]
+    assert checks._expected_windows(8, 3, 1) == [(0, 3), (2, 5), (4, 7), (6, 8)]
+    assert checks._expected_windows(6, 6, 5) == [(0, 6)]
 
 
 # --- cosine_top_k ------------------------------------------------------------------------------------------------------
@@ -367,56 +347,125 @@ def test_topk_labels_and_inputs():
             f"cosine_top_k(queries, docs, k={k}) {BOOM}")
     assert message(c, boom_when(cosine_top_k, lambda q, d, k: np.ndim(q) == 1)) == (
         f"cosine_top_k(one 1-D query, docs, 3) {BOOM}")
-    e = checks.check_topk_errors
-    assert message(e, boom_when(cosine_top_k, lambda q, d, k: True)) == f"cosine_top_k(q, docs, k=10) {BOOM}"
     # the same inputs every run, whatever numpy's global generator holds
     runs = []
     for seed in (1, 2):
         np.random.seed(seed)
         seen = []
         c(lambda q, d, k: seen.append((np.array(q), np.array(d))) or cosine_top_k(q, d, k))
-        e(lambda q, d, k: seen.append((np.array(q), np.array(d))) or cosine_top_k(q, d, k))
         runs.append(seen)
     assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(*runs))
 
 
-def test_topk_errors_messages():
-    c = checks.check_topk_errors
-    assert message(c, lambda q, d, k: cosine_top_k(q, d, min(k, 9))) == (
-        "ids for k = n_docs: expected shape (2, 10), got (2, 9)")
+R = 2 ** -0.5  # cos 45°
 
-    def accepting(bad):
-        def f(q, d, k):
-            if bad(q, d, k):
-                return cosine_top_k(np.atleast_2d(q)[:, :d.shape[1]] if q.shape[-1] >= d.shape[1] else
-                                    np.pad(q, ((0, 0), (0, d.shape[1] - q.shape[-1]))), d, min(max(k, 1), len(d)))
-            return cosine_top_k(q, d, k)
-        return f
-    assert message(c, accepting(lambda q, d, k: k > len(d))) == (
-        "k larger than the number of docs: expected ValueError naming 'k', but nothing was raised")
-    assert message(c, accepting(lambda q, d, k: k == len(d) + 1)) == (    # k = 11, not 12
-        "k larger than the number of docs: expected ValueError naming 'k', but nothing was raised")
-    assert message(c, accepting(lambda q, d, k: k < 1)) == "k = 0: expected ValueError naming 'k', but nothing was raised"
-    assert message(c, accepting(lambda q, d, k: q.shape[-1] != d.shape[1])) == (
-        "queries of the wrong width: expected ValueError naming 'queries', but nothing was raised")
-    # queries of width 5, not 6, and k = 3: a top-k that refuses widths 6 only, or checks k before the width
-    assert message(c, accepting(lambda q, d, k: q.shape[-1] == 5)) == (
-        "queries of the wrong width: expected ValueError naming 'queries', but nothing was raised")
 
-    def unnamed(which):
-        def f(q, d, k):
-            try:
-                return cosine_top_k(q, d, k)
-            except ValueError as err:
-                if which(q, d, k):
-                    raise ValueError("bad input") from None
-                raise err
-        return f
-    assert message(c, unnamed(lambda q, d, k: k > len(d))) == (
-        "k larger than the number of docs: raised ValueError but the message does not name 'k': bad input")
-    assert message(c, unnamed(lambda q, d, k: k < 1)) == "k = 0: raised ValueError but the message does not name 'k': bad input"
-    assert message(c, unnamed(lambda q, d, k: q.shape[-1] != d.shape[1])) == (
-        "queries of the wrong width: raised ValueError but the message does not name 'queries': bad input")
+def _stable(queries, docs, k, unit_q=None, unit_d=None, key=None):
+    """Float64 cosines, zero rows left at zero unless ``unit_q``/``unit_d`` say otherwise; docs ordered by ``key``
+    (default: decreasing cosine, then increasing id)."""
+    def safe(x):
+        n = np.linalg.norm(x, axis=1, keepdims=True)
+        return np.divide(x, n, out=np.zeros_like(x), where=n > 0)
+    q = (unit_q or safe)(np.atleast_2d(queries).astype(np.float64))
+    d = (unit_d or safe)(np.asarray(docs, dtype=np.float64))
+    sims = q @ d.T
+    rows = [sorted(range(len(d)), key=(lambda i, r=r: key(sims[r, i], i)) if key else (lambda i, r=r: (-sims[r, i], i)))[:k]
+            for r in range(len(q))]
+    ids = np.array(rows, dtype=np.int64)
+    return np.take_along_axis(sims, ids, axis=1).astype(np.float32), ids
+
+
+def _naive_unit(x):
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_topk_zero_and_ties_by_hand():
+    # TIE_DOCS row i is SIX[i % 6]: cosine with [1, 0, 0] is 1 for i % 6 in {0, 2}, √½ for 5, 0 otherwise
+    assert np.array_equal(checks.TIE_DOCS, np.array([checks.SIX[i % 6] for i in range(24)]))
+    scores, ids = checks._tie_top_k(checks.TIE_QUERIES, checks.TIE_DOCS, 10)
+    assert ids.tolist() == [[0, 2, 6, 8, 12, 14, 18, 20, 5, 11],    # [1, 0, 0]: the 1s, then √½
+                            list(range(10)),                       # the zero query: every cosine 0, ids in order
+                            [3, 4, 9, 10, 15, 16, 21, 22, 5, 11],  # [0, 2, 0]
+                            [1, 3, 4, 7, 9, 10, 13, 15, 16, 19]]   # [−1, 0, 0]: the zeros first
+    assert np.allclose(scores, [[1] * 8 + [R] * 2, [0] * 10, [1] * 8 + [R] * 2, [0] * 10])
+    scores, ids = checks._tie_top_k(checks.TIE_QUERIES, checks.TIE_DOCS, 24)
+    # [−1, 0, 0], all 24: the twelve zeros, then the four at −√½, then the eight at −1, each group in id order
+    assert ids[3].tolist() == [1, 3, 4, 7, 9, 10, 13, 15, 16, 19, 21, 22, 5, 11, 17, 23, 0, 2, 6, 8, 12, 14, 18, 20]
+    assert np.allclose(scores[3], [0] * 12 + [-R] * 4 + [-1] * 8)
+    # another valid implementation passes: plain sorting, float64
+    checks.check_topk_zero_and_ties(_stable)
+
+
+def test_topk_zero_and_ties_messages():
+    c = checks.check_topk_zero_and_ties
+    assert message(c, lambda q, d, k: list(cosine_top_k(q, d, k))) == "cosine_top_k must return (scores, ids)"
+    assert message(c, lambda q, d, k: cosine_top_k(q, d, k)[1]) == "cosine_top_k must return (scores, ids)"
+    assert message(c, lambda q, d, k: tuple(x.squeeze() for x in cosine_top_k(q, d, k))) == (
+        "scores for k=1: expected shape (4, 1), got (4,)")
+    cut = lambda q, d, k: (cosine_top_k(q, d, k)[0], cosine_top_k(q, d, k)[1][:, :max(k - 1, 1)])
+    assert message(c, cut) == "ids for k=10: expected shape (4, 10), got (4, 9)"
+    nan = ("k=1: scores must be numbers, got NaN: a zero vector has cosine 0 with everything (divide only by norms "
+           "above 0)")
+    with np.errstate(invalid="ignore"):
+        assert message(c, lambda q, d, k: _stable(q, d, k, unit_q=_naive_unit, unit_d=_naive_unit)) == nan
+        assert message(c, lambda q, d, k: _stable(q, d, k, unit_q=_naive_unit)) == nan    # the zero query alone
+
+        # the zero doc alone: its NaN cosines sorted last by numpy, so for [−1, 0, 0] doc 3 (cosine 0) comes first
+        def nan_doc(q, d, k):
+            q = np.asarray(q, np.float64)
+            nq = np.linalg.norm(q, axis=1, keepdims=True)
+            sims = np.divide(q, nq, out=np.zeros_like(q), where=nq > 0) @ _naive_unit(np.asarray(d, np.float64)).T
+            ids = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+            return np.take_along_axis(sims, ids, axis=1), ids
+        assert message(c, nan_doc) == ("k=1, query [-1.0, 0.0, 0.0]: ids [3], expected [1] (by decreasing cosine; "
+                                       "equal cosines, the lower id first)")
+    # equal cosines, the higher id first: 20 is the last of the eight docs at cosine 1
+    higher = lambda q, d, k: _stable(q, d, k, key=lambda s, i: (-s, -i))
+    assert message(c, higher) == ("k=1, query [1.0, 0.0, 0.0]: ids [20], expected [0] (by decreasing cosine; equal "
+                                  "cosines, the lower id first)")
+    # ranked by |cosine|: for [−1, 0, 0] the docs at −1 come first
+    absolute = lambda q, d, k: _stable(q, d, k, key=lambda s, i: (-abs(s), i))
+    assert message(c, absolute) == ("k=1, query [-1.0, 0.0, 0.0]: ids [0], expected [1] (by decreasing cosine; "
+                                    "equal cosines, the lower id first)")
+    # right for k < 24; the ties of the full ranking in reverse (the zero query: ids 23, 22, …, 0)
+    full_reversed = lambda q, d, k: _stable(q, d, k, key=(lambda s, i: (-s, -i)) if k == len(d) else None)
+    assert message(c, full_reversed).startswith("k=24, query [1.0, 0.0, 0.0]: ids [20, 18, 14, 12, 8, 6, 2, 0, 23, ")
+    # argpartition's pick among the docs tied at the k-th place is not the lowest ids
+    def argpartition_pick(q, d, k):
+        scores, ids = _stable(q, d, k)
+        if k == 10:
+            ids = ids.copy()
+            ids[0, 8:] = [17, 23]  # also at √½
+        return scores, ids
+    assert message(c, argpartition_pick) == (
+        "k=10, query [1.0, 0.0, 0.0]: ids [0, 2, 6, 8, 12, 14, 18, 20, 17, 23], expected [0, 2, 6, 8, 12, 14, 18, 20, "
+        "5, 11] (by decreasing cosine; equal cosines, the lower id first)")
+    # scores: 2⁻¹⁹ ≈ 1.9e-6 off is refused, 2⁻²¹ ≈ 4.8e-7 passes (atol 1e-6), and 2⁻¹⁷ ≈ 7.6e-6 off on the cosines
+    # of size 1 and √½ alone is refused too (no tolerance relative to the value); powers of two, exact in float32
+    off = lambda e, where=lambda s: True: lambda q, d, k: (lambda s, i: (np.where(where(s), s + np.float32(e), s), i))(
+        *cosine_top_k(q, d, k))
+    assert message(c, off(2 ** -19)) == ("k=1: cosines worked by hand (1, √½, 0, −√½, −1): differs from the reference by "
+                                     "up to 1.91e-06 (allowed 1e-06 + 0·|ref|)")
+    c(off(2 ** -21))
+    assert message(c, off(2 ** -17, where=lambda s: np.abs(s) > 0.5)) == (
+        "k=1: cosines worked by hand (1, √½, 0, −√½, −1): differs from the reference by up to 7.63e-06 (allowed 1e-06 + "
+        "0·|ref|)")
+    assert message(c, lambda q, d, k: (-cosine_top_k(q, d, k)[0], cosine_top_k(q, d, k)[1])) == (
+        "k=1: cosines worked by hand (1, √½, 0, −√½, −1): differs from the reference by up to 2 (allowed 1e-06 + "
+        "0·|ref|)")
+
+
+def test_topk_zero_and_ties_inputs_and_labels():
+    c = checks.check_topk_zero_and_ties
+    seen = []
+    c(lambda q, d, k: seen.append((np.array(q), np.array(d), k)) or cosine_top_k(q, d, k))
+    assert [x[2] for x in seen] == [1, 10, 24]
+    assert all(np.array_equal(q, [[1, 0, 0], [0, 0, 0], [0, 2, 0], [-1, 0, 0]]) and np.array_equal(d, checks.TIE_DOCS)
+               and q.dtype == d.dtype == np.float32 for q, d, _ in seen)  # float32, as embeddings and FAISS have them
+    assert checks.SIX.tolist() == [[1, 0, 0], [0, 0, 0], [2, 0, 0], [0, 1, 0], [0, 3, 0], [1, 1, 0]]
+    for k in (1, 10, 24):
+        assert message(c, boom_when(cosine_top_k, lambda q, d, kk, k=k: kk == k)) == (
+            f"cosine_top_k(queries, 24 docs with ties, k={k}) {BOOM}")
 
 
 # --- build_prompt ------------------------------------------------------------------------------------------------------
@@ -504,8 +553,6 @@ def test_prompt_labels():
     assert message(n, boom_when(build_prompt, lambda q, h, b, ct: b == 10_000)) == f"build_prompt(q, hits, 10000) {BOOM}"
     assert re.fullmatch(rf"build_prompt\(q, hits, \d+\) {BOOM}",
                         message(n, boom_when(build_prompt, lambda q, h, b, ct: b != 10_000)))
-    e = checks.check_prompt_errors
-    assert message(e, boom_when(build_prompt, lambda q, h, b, ct: True)) == f"build_prompt('What?', hits, 500) {BOOM}"
 
 
 def test_prompt_citations_messages():
@@ -554,47 +601,75 @@ def test_prompt_citations_inputs():
         "budget=66: expected ranks 1 and 3 cited, got [1]")
 
 
-def test_prompt_errors_messages():
-    c = checks.check_prompt_errors
-    assert message(c, lambda q, hits, b, ct: ("", [])) == "build_prompt must work on valid input first"
-    assert message(c, lambda q, hits, b, ct: (None, [])) == "build_prompt must work on valid input first"
+def test_count_quarters_by_hand():
+    assert checks.count_quarters("") == 0 and checks.count_quarters("abc") == 0 and checks.count_quarters("abcd") == 1
+    # not additive across a join: 6 + 6 characters count 1 + 1, joined 3
+    assert checks.count_quarters("abcdef") * 2 == 2 and checks.count_quarters("abcdef" * 2) == 3
 
-    def accepting(bad):
-        def f(q, hits, b, ct):
-            if bad(q, b):
-                return format_prompt(q or "?", []), []
-            return build_prompt(q, hits, b, ct)
-        return f
-    assert message(c, accepting(lambda q, b: not q.strip())) == (
-        "an empty question: expected ValueError naming 'question', but nothing was raised")
-    assert message(c, accepting(lambda q, b: b < 38)) == (
-        "a budget of 3 tokens: expected ValueError naming 'budget', but nothing was raised")
-    # 3 tokens, not 4: a builder refusing budgets below 4 only... is refused all the same at 3; one that accepts
-    # exactly 3 is not
-    assert message(c, accepting(lambda q, b: b == 3)) == (
-        "a budget of 3 tokens: expected ValueError naming 'budget', but nothing was raised")
 
-    def unnamed(which):
-        def f(q, hits, b, ct):
-            try:
-                return build_prompt(q, hits, b, ct)
-            except ValueError:
-                if which(q, b):
-                    raise ValueError("bad input") from None
-                raise
-        return f
-    assert message(c, unnamed(lambda q, b: not q.strip())) == (
-        "an empty question: raised ValueError but the message does not name 'question': bad input")
-    assert message(c, unnamed(lambda q, b: b < 38)) == (
-        "a budget of 3 tokens: raised ValueError but the message does not name 'budget': bad input")
-    # the empty question is three spaces with a real budget; the small budget comes with the real question "What?"
+QUARTERS = r"budget=\d+ \(one token per 4 characters\): "
+BASE = (len(PROMPT_HEADER) + len("Question: How big is the cache?\nAnswer:")) // 4  # the template and question
+
+
+def test_prompt_counts_whole_prompt_messages():
+    c = checks.check_prompt_counts_whole_prompt
+    assert message(c, lambda *a: build_prompt(*a)[0]) == "build_prompt must return (prompt, cited_hits)"
+    assert message(c, lambda *a: list(build_prompt(*a))) == "build_prompt must return (prompt, cited_hits)"
+    over = QUARTERS + (r"the prompt takes \d+ tokens, over the budget: count the whole prompt with count_tokens, "
+                       r"not its pieces, nor its words")
+    # counting words instead of the counter it is given: a word is more than 4 characters
+    words = lambda q, hits, budget, ct: build_prompt(q, hits, budget, count_words)
+    assert re.fullmatch(over, message(c, words))
+
+    # counting the pieces and adding them up: rounding each piece down undercounts the whole
+    def pieces(question, hits, budget, count_tokens=count_words):
+        blocks, cited = [], []
+        used = count_tokens(format_prompt(question, []))
+        for h in hits:
+            block = format_source(len(blocks) + 1, h.chunk)
+            if used + count_tokens(block) <= budget:
+                blocks, cited, used = blocks + [block], cited + [h], used + count_tokens(block)
+        return format_prompt(question, blocks), cited
+    assert re.fullmatch(over, message(c, pieces))
+    # one token over: held by the budgets one token short of a greedy prompt
+    assert re.fullmatch(over, message(c, lambda *a: _greedy(*a, fits=lambda used, budget: used <= budget + 1)))
+    # strict "<": held by the budgets a greedy prompt fills to the last token
+    assert re.fullmatch(QUARTERS + r"hit of rank \d fitted but was left out",
+                        message(c, lambda *a: _greedy(*a, fits=lambda used, budget: used < budget)))
+    stops = lambda *a: _greedy(*a, order=lambda hs: hs[:1])
+    assert re.fullmatch(QUARTERS + r"hit of rank \d fitted but was left out", message(c, stops))
+    # the right prompt, but every hit cited: the first one left out did not fit
+    assert re.fullmatch(QUARTERS + r"hit of rank \d did not fit but was included",
+                        message(c, lambda q, hits, b, ct: (build_prompt(q, hits, b, ct)[0], hits)))
+    # the same length in another form: "(1)" for "[1]"
+    paren = lambda n, ch: format_source(n, ch).replace(f"[{n}]", f"({n})", 1)
+    assert re.fullmatch(QUARTERS + r"build the prompt with format_prompt\(question, blocks\) and format_source\(n, "
+                        r"chunk\)", message(c, lambda *a: _greedy(*a, source=paren)))
+
+
+def test_prompt_counts_whole_prompt_inputs_and_labels():
+    c = checks.check_prompt_counts_whole_prompt
     seen = []
-
-    def spy(q, hits, b, ct):
-        seen.append((q, len(hits), b, ct is count_words))
-        return build_prompt(q, hits, b, ct)
-    c(spy)
-    assert seen == [("What?", 2, 500, True), ("   ", 2, 500, True), ("What?", 2, 3, True)]
+    c(lambda q, hits, budget, ct: seen.append((q, hits, budget, ct)) or build_prompt(q, hits, budget, ct))
+    assert {x[0] for x in seen} == {Q} and all(x[3] is checks.count_quarters for x in seen)
+    assert [len(h.chunk.text.split()) for h in seen[0][1]] == [40, 120, 15, 60, 5, 80]
+    hits = seen[0][1]
+    assert hits == checks._hits([40, 120, 15, 60, 5, 80], seed=2)
+    # the budgets, a second way: fixed steps above the template, and each prompt of the first n hits (all fit in
+    # BASE + 1500: about 530 tokens of sources) filled to its last token and one token short of it
+    question = "Question: How big is the cache?\nAnswer:"
+    fills = [(len(PROMPT_HEADER) + sum(len(format_source(i + 1, h.chunk)) for i, h in enumerate(hits[:n]))
+              + len(question)) // 4 for n in range(1, 7)]
+    assert fills[-1] < BASE + 1500
+    assert [x[2] for x in seen] == sorted({BASE + x for x in (0, 20, 60, 120, 250, 500, 900, 1500)}
+                                          | set(fills) | {f - 1 for f in fills})
+    assert message(c, boom_when(build_prompt, lambda q, h, b, ct: b == BASE)) == (
+        f"build_prompt(q, hits, budget={BASE}, count_tokens=count_quarters) {BOOM}")
+    # hits drawn with their own seed, the same every run
+    np.random.seed(4)
+    again = []
+    c(lambda q, hits, budget, ct: again.append(hits) or build_prompt(q, hits, budget, ct))
+    assert again[0] == seen[0][1]
 
 
 # --- flat_index_bytes --------------------------------------------------------------------------------------------------

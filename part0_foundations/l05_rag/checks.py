@@ -2,7 +2,8 @@
 tests. Each takes the implementation under test and raises CheckFailed with a learner message.
 
 Expectations are derived independently of the reference: chunk counts from the window arithmetic, top-k from
-``faiss.IndexFlatIP``, prompt budgets by counting the learner's own prompt, index bytes from files FAISS writes.
+``faiss.IndexFlatIP`` (and, where cosines tie exactly or a vector is zero, from cosines worked by hand and one stable
+sort), prompt budgets by counting the learner's own prompt, index bytes from files FAISS writes.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import tempfile
 
 import numpy as np
 
-from course.grading import Check, Lesson, call, expect, expect_close, expect_raises, expect_shape
+from course.grading import Check, Lesson, call, expect, expect_close, expect_shape
 from part0_foundations.l05_rag.rag import Chunk, Hit, count_words, format_prompt, format_source
 
 TEXT = (
@@ -81,13 +82,29 @@ def check_chunk_edge_cases(chunk_text):
     _check_chunks(got, "y" * 31, "e.md", 30, 5, "a text one character longer than size")
 
 
-def check_chunk_errors(chunk_text):
-    """Bad sizes give a ValueError naming ``size`` or ``overlap``."""
-    expect(len(call(chunk_text, TEXT, "d.md", 50, 10, what="chunk_text(TEXT, 'd.md', 50, 10)")) > 0,
-           "chunk_text must work on valid input before refusing bad input")
-    expect_raises(lambda: chunk_text(TEXT, "d.md", 10, 10), ValueError, "overlap", "overlap equal to size")
-    expect_raises(lambda: chunk_text(TEXT, "d.md", 10, -1), ValueError, "overlap", "a negative overlap")
-    expect_raises(lambda: chunk_text(TEXT, "d.md", 0, 0), ValueError, "size", "size 0")
+# Hangul syllables are 3 bytes each in UTF-8: offsets counted in bytes, or text cut from the bytes, differ here.
+MIXED = "KV 캐시는 문맥과 함께 자란다: the cache grows with the context, 문장마다 조금씩."
+
+
+def check_chunk_any_length(chunk_text):
+    """Every text length from 0 to 40 (a Korean and English text, offsets in characters) with every size from 1 to 6
+    and every overlap below it gives exactly the windows of the arithmetic — a text no longer than the overlap is
+    one window — and each chunk's text is text[start:end]."""
+    for size in range(1, 7):
+        for overlap in range(size):
+            for length in range(41):
+                text = MIXED[:length]
+                chunks = call(chunk_text, text, "k.md", size, overlap,
+                              what=f"chunk_text(a {length}-character text, 'k.md', {size}, {overlap})")
+                what = f"a {length}-character text (size {size}, overlap {overlap})"
+                expect(isinstance(chunks, list), f"{what}: return a list of Chunk, got {type(chunks).__name__}")
+                got = [(getattr(c, "start", None), getattr(c, "end", None)) for c in chunks]
+                want = _expected_windows(length, size, overlap)
+                expect(got == want, f"{what}: expected the windows {want}, got {got}")
+                for i, c in enumerate(chunks):
+                    expect(getattr(c, "text", None) == text[c.start:c.end],
+                           f"{what}: chunk {i} must be text[{c.start}:{c.end}] = {text[c.start:c.end]!r} "
+                           f"(offsets count characters, not bytes), got {getattr(c, 'text', None)!r}")
 
 
 def _faiss_top_k(queries, docs, k):
@@ -142,15 +159,45 @@ def check_topk_matches_faiss(cosine_top_k):
     _expect_faiss_order(one[1], queries[:1], docs, 3, "a 1-D query")
 
 
-def check_topk_errors(cosine_top_k):
-    """k larger than the number of docs (or < 1), or queries of the wrong width: a ValueError naming it."""
-    rng = np.random.default_rng(6)
-    docs = rng.standard_normal((10, 8)).astype(np.float32)
-    q = rng.standard_normal((2, 8)).astype(np.float32)
-    expect_shape(call(cosine_top_k, q, docs, 10, what="cosine_top_k(q, docs, k=10)")[1], (2, 10), "ids for k = n_docs")
-    expect_raises(lambda: cosine_top_k(q, docs, 11), ValueError, "k", "k larger than the number of docs")
-    expect_raises(lambda: cosine_top_k(q, docs, 0), ValueError, "k", "k = 0")
-    expect_raises(lambda: cosine_top_k(q[:, :5], docs, 3), ValueError, "queries", "queries of the wrong width")
+# Six directions worked by hand: doc 2 is doc 0 doubled and doc 4 is doc 3 tripled (equal cosines, exactly), doc 1
+# is zero (cosine 0 with everything), doc 5 lies at 45° (cosine √½ with docs 0 and 3). TIE_DOCS repeats them 4 times:
+# row i is SIX[i % 6].
+SIX = np.array([[1, 0, 0], [0, 0, 0], [2, 0, 0], [0, 1, 0], [0, 3, 0], [1, 1, 0]], dtype=np.float32)
+TIE_DOCS = np.tile(SIX, (4, 1))
+TIE_QUERIES = np.array([[1, 0, 0], [0, 0, 0], [0, 2, 0], [-1, 0, 0]], dtype=np.float32)
+
+
+def _tie_top_k(queries, docs, k):
+    """The expected answer, a second way: float64 cosines (0 for a zero vector, as faiss.normalize_L2 leaves it) and
+    one stable sort of every doc by decreasing cosine, so equal cosines keep the lower id first."""
+    def unit(x):
+        norms = np.linalg.norm(x, axis=1, keepdims=True)
+        return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+
+    sims = unit(queries.astype(np.float64)) @ unit(docs.astype(np.float64)).T
+    ids = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(sims, ids, axis=1), ids
+
+
+def check_topk_zero_and_ties(cosine_top_k):
+    """A zero vector (a query or a doc) has cosine 0 with everything, never NaN; equal cosines keep the lower id first;
+    negative cosines rank below zero ones. On 24 docs of six directions repeated, for k = 1, 10 and 24."""
+    for k in (1, 10, 24):
+        res = call(cosine_top_k, TIE_QUERIES, TIE_DOCS, k, what=f"cosine_top_k(queries, 24 docs with ties, k={k})")
+        expect(isinstance(res, tuple) and len(res) == 2, "cosine_top_k must return (scores, ids)")
+        scores, ids = res
+        expect_shape(scores, (4, k), f"scores for k={k}")
+        expect_shape(ids, (4, k), f"ids for k={k}")
+        expect(bool(np.isfinite(np.asarray(scores, dtype=np.float64)).all()),
+               f"k={k}: scores must be numbers, got NaN: a zero vector has cosine 0 with everything (divide only by "
+               f"norms above 0)")
+        want_scores, want_ids = _tie_top_k(TIE_QUERIES, TIE_DOCS, k)
+        for r in range(4):
+            got = np.asarray(ids[r]).tolist()
+            expect(got == want_ids[r].tolist(), f"k={k}, query {TIE_QUERIES[r].tolist()}: ids {got}, expected "
+                   f"{want_ids[r].tolist()} (by decreasing cosine; equal cosines, the lower id first)")
+        expect_close(scores, want_scores, f"k={k}: cosines worked by hand (1, √½, 0, −√½, −1)", atol=1e-6,
+                     rtol=0)
 
 
 def _hits(lengths, seed=0):
@@ -217,13 +264,45 @@ def check_prompt_citations_numbered(build_prompt):
     expect(_cited_numbers(prompt) == [1, 2], "numbers must be consecutive over the cited chunks: [1], [2]")
 
 
-def check_prompt_errors(build_prompt):
-    """An empty question, or a budget too small for the question itself: a ValueError naming it."""
-    hits = _hits([5, 5])
-    prompt, _ = call(build_prompt, "What?", hits, 500, count_words, what="build_prompt('What?', hits, 500)")
-    expect(isinstance(prompt, str) and "What?" in prompt, "build_prompt must work on valid input first")
-    expect_raises(lambda: build_prompt("   ", hits, 500, count_words), ValueError, "question", "an empty question")
-    expect_raises(lambda: build_prompt("What?", hits, 3, count_words), ValueError, "budget", "a budget of 3 tokens")
+def count_quarters(text):
+    """A token counter that does not add up across joins, as a real tokenizer need not: one token per 4 characters,
+    rounded down (two pieces of 6 characters count 1 + 1, joined they count 3)."""
+    return len(text) // 4
+
+
+def check_prompt_counts_whole_prompt(build_prompt):
+    """The prompt is counted whole with the count_tokens it is given — here one token per 4 characters, which does not
+    add up across the joins — never over the budget, and each hit left out did not fit at its turn."""
+    q = "How big is the cache?"
+    hits = _hits([40, 120, 15, 60, 5, 80], seed=2)
+    base = count_quarters(format_prompt(q, []))
+    budgets = {base, base + 20, base + 60, base + 120, base + 250, base + 500, base + 900, base + 1500}
+    for n in range(1, len(hits) + 1):  # each greedy prompt filled to the last token, and one token short of it
+        blocks = []
+        for h in hits[:n]:
+            trial = blocks + [format_source(len(blocks) + 1, h.chunk)]
+            if count_quarters(format_prompt(q, trial)) <= base + 1500:
+                blocks = trial
+        full = count_quarters(format_prompt(q, blocks))
+        budgets |= {full, full - 1}
+    for budget in sorted(b for b in budgets if b >= base):
+        res = call(build_prompt, q, hits, budget, count_quarters,
+                   what=f"build_prompt(q, hits, budget={budget}, count_tokens=count_quarters)")
+        expect(isinstance(res, tuple) and len(res) == 2, "build_prompt must return (prompt, cited_hits)")
+        prompt, cited = res
+        used = count_quarters(prompt)
+        expect(used <= budget, f"budget={budget} (one token per 4 characters): the prompt takes {used} tokens, over "
+               f"the budget: count the whole prompt with count_tokens, not its pieces, nor its words")
+        blocks = []
+        for h in hits:
+            trial = blocks + [format_source(len(blocks) + 1, h.chunk)]
+            fits = count_quarters(format_prompt(q, trial)) <= budget
+            expect(fits == (h in cited), f"budget={budget} (one token per 4 characters): hit of rank {h.rank} "
+                   + ("fitted but was left out" if fits else "did not fit but was included"))
+            if fits:
+                blocks = trial
+        expect(prompt == format_prompt(q, blocks), f"budget={budget} (one token per 4 characters): build the prompt "
+               f"with format_prompt(question, blocks) and format_source(n, chunk)")
 
 
 def check_index_bytes_formula(flat_index_bytes):
@@ -251,12 +330,12 @@ LESSON = Lesson(
         Check("chunk_offsets_exact", "chunk_text", check_chunk_offsets_exact, 1),
         Check("chunk_overlap_exact", "chunk_text", check_chunk_overlap_exact, 1),
         Check("chunk_edge_cases", "chunk_text", check_chunk_edge_cases, 1),
-        Check("chunk_errors", "chunk_text", check_chunk_errors, 1, hidden=True),
+        Check("chunk_any_length", "chunk_text", check_chunk_any_length, 1, hidden=True),
         Check("topk_matches_faiss", "cosine_top_k", check_topk_matches_faiss, 2),
-        Check("topk_errors", "cosine_top_k", check_topk_errors, 1, hidden=True),
+        Check("topk_zero_and_ties", "cosine_top_k", check_topk_zero_and_ties, 1, hidden=True),
         Check("prompt_budget_never_exceeded", "build_prompt", check_prompt_budget_never_exceeded, 1),
         Check("prompt_citations_numbered", "build_prompt", check_prompt_citations_numbered, 1),
-        Check("prompt_errors", "build_prompt", check_prompt_errors, 1, hidden=True),
+        Check("prompt_counts_whole_prompt", "build_prompt", check_prompt_counts_whole_prompt, 1, hidden=True),
         Check("index_bytes_formula", "flat_index_bytes", check_index_bytes_formula, 1),
     ),
 )

@@ -37,28 +37,33 @@ is a retrieved chunk with its rank and cosine score. Both are imported above fro
 ```
 
 `count_words` is a simple token counter (the command-line tool counts real WordPiece tokens instead).
+`_check_chunk_sizes`, `_check_topk_inputs` and `_check_prompt_inputs` turn bad input into a `ValueError` that names
+the argument; the three functions you write call them first.
 """),
-    given(SRC, ["count_words"]),
+    given(SRC, ["count_words", "_check_chunk_sizes", "_check_topk_inputs", "_check_prompt_inputs"]),
     md(r"""
 ## 2. Chunking with overlap
 
 Cut `text` into windows of `size` characters, consecutive windows sharing `overlap` characters: window $i$ starts at
 $i\,(\text{size}-\text{overlap})$. The last window ends exactly at `len(text)` (it may be shorter); stop as soon as a
-window reaches the end, so no window lies wholly inside the previous one. An empty text gives `[]`.
+window reaches the end, so no window lies wholly inside the previous one. An empty text gives `[]`; a text no
+longer than `overlap` is still one window. Offsets count characters, not bytes.
 """),
     solution(SRC, ["chunk_text"], grade_id="chunk_impl"),
-    *graded(checks.LESSON, "chunk_offsets_exact", "chunk_overlap_exact", "chunk_edge_cases", "chunk_errors"),
+    *graded(checks.LESSON, "chunk_offsets_exact", "chunk_overlap_exact", "chunk_edge_cases", "chunk_any_length"),
     md(r"""
 ## 3. Cosine top-k in numpy
 
 $$\cos(q, x_i) = \frac{q\cdot x_i}{\lVert q\rVert\,\lVert x_i\rVert}$$
 
 Scale queries and documents to unit length, take all inner products with one matrix product, and return the `k`
-best per query, best first, as `(scores, ids)` of shape `(n_queries, k)` — exactly what `faiss.IndexFlatIP` returns
-on unit vectors. `np.argpartition` finds the `k` best without sorting everything.
+best per query, best first, as `(scores, ids)` of shape `(n_queries, k)` — what `faiss.IndexFlatIP` returns on unit
+vectors. A zero vector has no direction: it scores 0 with everything, never NaN. Equal cosines keep the lower id
+first, so the answer is the same every run. `np.partition` finds each row's $k$-th best cosine without sorting
+everything.
 """),
     solution(SRC, ["cosine_top_k"], grade_id="topk_impl"),
-    *graded(checks.LESSON, "topk_matches_faiss", "topk_errors"),
+    *graded(checks.LESSON, "topk_matches_faiss", "topk_zero_and_ties"),
     md(r"""
 ## 4. The prompt, within a token budget
 
@@ -69,7 +74,8 @@ not add up across the joins.
 """),
     given(SRC, ["PROMPT_HEADER", "format_source", "format_prompt"]),
     solution(SRC, ["build_prompt"], grade_id="prompt_impl"),
-    *graded(checks.LESSON, "prompt_budget_never_exceeded", "prompt_citations_numbered", "prompt_errors"),
+    *graded(checks.LESSON, "prompt_budget_never_exceeded", "prompt_citations_numbered",
+            "prompt_counts_whole_prompt"),
     md(r"""
 ## 5. What a flat index costs
 

@@ -47,12 +47,10 @@ def chunk_text(text: str, source: str, size: int, overlap: int) -> list[Chunk]:
 
     Window i starts at ``i * (size - overlap)``; the last window ends exactly at ``len(text)`` (it may be shorter),
     and no window is wholly inside the previous one. An empty text gives no chunks.
+    Offsets count characters (``str`` indices), not bytes. A text no longer than ``overlap`` is still one window.
     Raises ``ValueError`` naming ``size`` or ``overlap`` when ``size < 1`` or not ``0 <= overlap < size``.
     """
-    if not isinstance(size, int) or size < 1:
-        raise ValueError(f"size must be a positive int (characters), got {size!r}")
-    if not isinstance(overlap, int) or not 0 <= overlap < size:
-        raise ValueError(f"overlap must be an int with 0 <= overlap < size ({size}), got {overlap!r}")
+    _check_chunk_sizes(size, overlap)
     ### BEGIN SOLUTION
     step = size - overlap
     chunks = []
@@ -72,28 +70,28 @@ def cosine_top_k(queries: np.ndarray, docs: np.ndarray, k: int) -> tuple[np.ndar
 
     queries: (n_queries, d) or (d,); docs: (n_docs, d). Rows need not be normalized: both sides are scaled to unit
     length here, so the inner product is the cosine. Returns ``(scores, ids)``, each (n_queries, k): float32 cosines
-    in decreasing order and int64 row indices into ``docs``.
+    in decreasing order and int64 row indices into ``docs``. A zero vector has no direction: it scores 0 with
+    everything (as ``faiss.normalize_L2`` leaves it), never NaN. Equal cosines keep the lower id first, so the
+    order is the same every run.
     Raises ``ValueError`` naming ``k`` (not in 1..n_docs), ``docs`` (empty) or ``queries`` (wrong width).
     """
-    queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
-    docs = np.asarray(docs, dtype=np.float32)
-    if docs.ndim != 2 or docs.shape[0] == 0:
-        raise ValueError(f"docs must be a non-empty (n_docs, d) array, got shape {docs.shape}")
-    if queries.ndim != 2 or queries.shape[1] != docs.shape[1]:
-        raise ValueError(f"queries: width {queries.shape[-1]} must equal the docs' width d={docs.shape[1]}")
-    if not isinstance(k, (int, np.integer)) or not 1 <= k <= docs.shape[0]:
-        raise ValueError(f"k must be an int in 1..{docs.shape[0]} (the number of docs), got {k!r}")
+    queries, docs = _check_topk_inputs(queries, docs, k)
     ### BEGIN SOLUTION
     def unit(x):
         norms = np.linalg.norm(x, axis=1, keepdims=True)
         return x / np.where(norms > 0, norms, 1.0)  # a zero vector stays zero (cosine 0 with everything)
 
     sims = unit(queries) @ unit(docs).T  # (n_queries, n_docs)
-    # argpartition finds the k best in O(n); only those k are then sorted (stable, so ties keep the lower id).
-    part = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-    part_scores = np.take_along_axis(sims, part, axis=1)
-    order = np.lexsort((part, -part_scores), axis=1)
-    ids = np.take_along_axis(part, order, axis=1).astype(np.int64)
+    # np.partition finds each row's k-th best cosine in O(n) without sorting everything. Every doc above it is in;
+    # of the docs equal to it, the lowest ids fill the k places (argpartition would pick among them at random).
+    kth = -np.partition(-sims, k - 1, axis=1)[:, k - 1:k]
+    above = sims > kth
+    tied = sims == kth
+    tied &= np.cumsum(tied, axis=1) <= k - above.sum(axis=1, keepdims=True)
+    ids = np.nonzero(above | tied)[1].reshape(len(sims), k)  # k per row, in id order
+    # Only those k are sorted, stably, so equal cosines keep the lower id first.
+    order = np.argsort(-np.take_along_axis(sims, ids, axis=1), axis=1, kind="stable")
+    ids = np.take_along_axis(ids, order, axis=1).astype(np.int64)
     scores = np.take_along_axis(sims, ids, axis=1).astype(np.float32)
     ### END SOLUTION
     return scores, ids
@@ -124,13 +122,7 @@ def build_prompt(question: str, hits: list[Hit], budget: int, count_tokens=count
     ``count_tokens(format_prompt(...))`` of the result never exceeds ``budget``.
     Raises ``ValueError`` naming ``question`` (empty) or ``budget`` (not even the question fits).
     """
-    if not isinstance(question, str) or not question.strip():
-        raise ValueError("question must be a non-empty string")
-    if not isinstance(budget, int) or budget < 1:
-        raise ValueError(f"budget must be a positive int (tokens), got {budget!r}")
-    base = count_tokens(format_prompt(question, []))
-    if base > budget:
-        raise ValueError(f"budget: the template and question alone take {base} tokens, more than budget={budget}")
+    _check_prompt_inputs(question, budget, count_tokens)
     ### BEGIN SOLUTION
     blocks, cited = [], []
     for hit in hits:
@@ -141,6 +133,42 @@ def build_prompt(question: str, hits: list[Hit], budget: int, count_tokens=count
     prompt = format_prompt(question, blocks)
     ### END SOLUTION
     return prompt, cited
+
+
+# --- input checks, after the idea: bad input becomes a ValueError naming the argument ------------------------------
+def _check_chunk_sizes(size, overlap):
+    """Validate chunk_text's window sizes (characters)."""
+    if not isinstance(size, int) or size < 1:
+        raise ValueError(f"size must be a positive int (characters), got {size!r}")
+    if not isinstance(overlap, int) or not 0 <= overlap < size:
+        raise ValueError(f"overlap must be an int with 0 <= overlap < size ({size}), got {overlap!r}")
+
+
+def _check_topk_inputs(queries, docs, k):
+    """Validate cosine_top_k's inputs; return (queries, docs) as float32, queries 2-D."""
+    queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+    docs = np.asarray(docs, dtype=np.float32)
+    if docs.ndim != 2 or docs.shape[0] == 0:
+        raise ValueError(f"docs must be a non-empty (n_docs, d) array, got shape {docs.shape}")
+    if queries.ndim != 2 or queries.shape[1] != docs.shape[1]:
+        raise ValueError(f"queries: width {queries.shape[-1]} must equal the docs' width d={docs.shape[1]}")
+    if not isinstance(k, (int, np.integer)) or not 1 <= k <= docs.shape[0]:
+        raise ValueError(f"k must be an int in 1..{docs.shape[0]} (the number of docs), got {k!r}")
+    for name, x in (("queries", queries), ("docs", docs)):
+        if not np.isfinite(x).all():
+            raise ValueError(f"{name} must be finite numbers: found NaN or inf")
+    return queries, docs
+
+
+def _check_prompt_inputs(question, budget, count_tokens):
+    """Validate build_prompt's question and budget (tokens): the template and the question alone must fit."""
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("question must be a non-empty string")
+    if not isinstance(budget, int) or budget < 1:
+        raise ValueError(f"budget must be a positive int (tokens), got {budget!r}")
+    base = count_tokens(format_prompt(question, []))
+    if base > budget:
+        raise ValueError(f"budget: the template and question alone take {base} tokens, more than budget={budget}")
 
 
 def is_translation(path: Path) -> bool:
