@@ -13,21 +13,12 @@ import re
 from types import SimpleNamespace
 
 import numpy as np
-import pytest
 
-from course.grading import CheckFailed
 from part0_foundations.l05_rag import checks
 from part0_foundations.l05_rag.index import flat_index_bytes
 from part0_foundations.l05_rag.rag import (PROMPT_HEADER, Chunk, build_prompt, chunk_text, cosine_top_k, count_words,
                                            format_prompt, format_source)
-
-BOOM = "raised RuntimeError: boom"
-
-
-def message(check, impl) -> str:
-    with pytest.raises(CheckFailed) as err:
-        check(impl)
-    return str(err.value)
+from tests.rules import BOOM, message
 
 
 def boom_when(ref, when):
