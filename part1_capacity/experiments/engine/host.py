@@ -115,5 +115,29 @@ def main(argv=None):
     print(json.dumps(_measure(args.threads, args.repeats)))
 
 
+def host_accelerator(measured: dict, desc: dict, kernel_constants: dict | None = None) -> dict:
+    """This host as an entry of the calculator's accelerator table (``hardware.accelerator_from_dict`` format).
+    The 16-bit peak is the fp32 GEMM rate: a CPU without 16-bit matrix units runs 16-bit weights at it.
+    ``kernel_constants``: the measured kernel costs at this thread count (``engine/kernels.py``), which make
+    ``capacity plan`` take this host's phase times from the per-type speed model."""
+    entry = {
+        "id": "this-host", "name": f"this host ({desc['cpu']}, {measured['threads']} threads)", "kind": "host",
+        "memory_gb": desc["memory_bytes"] / 1e9,
+        "bandwidth_gb_s": measured["bandwidth_bytes_per_s"] / 1e9,
+        "bf16_tflops": measured["matmul_fp32_flops"] / 1e12,
+        "int8_tflops": measured["matmul_int8_ops"] / 1e12,
+        "interconnect_gb_s": 0, "interconnect": "none", "max_tp": 1, "status": "measured",
+        "source": "measured on this machine by part1_capacity.experiments.engine.host: " + measured["method"]
+                  + "; bf16_tflops holds the fp32 GEMM rate (no 16-bit matrix units in the engine's AVX2 build)",
+        "measured": measured,
+    }
+    if kernel_constants:
+        entry["kernels"] = {"threads": measured["threads"], "op_overhead_s": kernel_constants["op_overhead_s"],
+                            "types": kernel_constants["types"],
+                            "source": "llama.cpp's matmul kernels timed by matmul-bench (engine/kernels.py, "
+                                      "results/e2_kernels.json)"}
+    return entry
+
+
 if __name__ == "__main__":
     main()

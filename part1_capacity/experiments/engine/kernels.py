@@ -227,7 +227,7 @@ def refresh_host_profile(constants: dict):
     constants ``capacity plan`` times this host with, and constants of one CPU with another's bandwidth would
     mix two machines. Returns the path saved, or None (no profile, another CPU, or no constants at its count)."""
     from course.records import host_description
-    from part1_capacity.experiments.engine.quant_ladder import host_accelerator
+    from part1_capacity.experiments.engine.host import host_accelerator
 
     prof = load_result("host_accelerator")
     desc = host_description()

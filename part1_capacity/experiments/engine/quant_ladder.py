@@ -29,6 +29,7 @@ from part1_capacity.calculator import speed
 # bench and llama load llama_cpp: imported where the ladder runs, so reading a saved ladder (the site build,
 # `make run`) needs no llama.cpp.
 from part1_capacity.experiments.engine import host, kernels
+from part1_capacity.experiments.engine.host import host_accelerator
 from part1_capacity.experiments.engine.common import CALCULATOR_DTYPE, calculator_profile
 from part1_capacity.experiments.engine.gguf_model import read_shape, shape_for_params, weight_types, write_llama_gguf
 from part1_capacity.calculator.errors import InputError
@@ -36,30 +37,6 @@ from part1_capacity.calculator.errors import InputError
 LEVELS = ("F32", "F16", "Q8_0", "Q5_0", "Q4_K_M")
 N_PROMPT, N_GEN = 512, 128
 SOURCE_FILE_TYPES = {0: "F32", 1: "F16"}   # general.file_type of a source we quantize from
-
-
-def host_accelerator(measured: dict, desc: dict, kernel_constants: dict | None = None) -> dict:
-    """This host as an entry of the calculator's accelerator table (``hardware.accelerator_from_dict`` format).
-    The 16-bit peak is the fp32 GEMM rate: a CPU without 16-bit matrix units runs 16-bit weights at it.
-    ``kernel_constants``: the measured kernel costs at this thread count (``engine/kernels.py``), which make
-    ``capacity plan`` take this host's phase times from the per-type speed model."""
-    entry = {
-        "id": "this-host", "name": f"this host ({desc['cpu']}, {measured['threads']} threads)", "kind": "host",
-        "memory_gb": desc["memory_bytes"] / 1e9,
-        "bandwidth_gb_s": measured["bandwidth_bytes_per_s"] / 1e9,
-        "bf16_tflops": measured["matmul_fp32_flops"] / 1e12,
-        "int8_tflops": measured["matmul_int8_ops"] / 1e12,
-        "interconnect_gb_s": 0, "interconnect": "none", "max_tp": 1, "status": "measured",
-        "source": "measured on this machine by part1_capacity.experiments.engine.host: " + measured["method"]
-                  + "; bf16_tflops holds the fp32 GEMM rate (no 16-bit matrix units in the engine's AVX2 build)",
-        "measured": measured,
-    }
-    if kernel_constants:
-        entry["kernels"] = {"threads": measured["threads"], "op_overhead_s": kernel_constants["op_overhead_s"],
-                            "types": kernel_constants["types"],
-                            "source": "llama.cpp's matmul kernels timed by matmul-bench (engine/kernels.py, "
-                                      "results/e2_kernels.json)"}
-    return entry
 
 
 def roofline_predict(profile, accelerator, level: str) -> dict:
