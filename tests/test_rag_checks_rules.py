@@ -113,6 +113,18 @@ def test_chunk_overlap_messages():
     assert message(c, upper) == "chunk_text(size=50, overlap=10): the chunks must cover the text exactly once"
 
 
+def test_chunk_overlap_two_chunks_are_enough():
+    # "several" is two or more: two halves of TEXT (209 characters, h = 104) sharing exactly ``overlap`` characters,
+    # [0, 104 + overlap) and [104, 209), pass this check; their sizes are the offsets check's rule, which refuses
+    # them: 1 + ⌈(209 − 50) / 40⌉ = 5 windows of 50 expected
+    def halves(t, s, size, o):
+        h = len(t) // 2
+        return [Chunk(s, 0, h + o, t[:h + o]), Chunk(s, h, len(t), t[h:])]
+    checks.check_chunk_overlap_exact(halves)
+    assert message(checks.check_chunk_offsets_exact, halves) == (
+        "chunk_text(size=50, overlap=10): expected 5 chunks for 209 characters (size 50, overlap 10), got 2")
+
+
 def test_chunk_edge_messages():
     c = checks.check_chunk_edge_cases
     assert message(c, lambda t, s, size, o: [Chunk(s, 0, 0, "")] if not t else chunk_text(t, s, size, o)) == (
@@ -387,6 +399,24 @@ def test_topk_zero_and_ties_by_hand():
     checks.check_topk_zero_and_ties(_stable)
 
 
+def test_tie_top_k_zero_docs_at_any_size():
+    # np.divide(..., where=norm > 0) writes only the rows it divides: a zero row keeps whatever the output held, so
+    # the expected answer starts it at zero (out=zeros). Row j of the docs is e_(j mod d), every third row zeroed;
+    # the query of ones has cosine 1/√d with each e_j and 0 with a zero doc: the non-zero docs first, in id order,
+    # then the zero ones; the zero query has cosine 0 with all, ids in order. Larger than TIE_DOCS (24 × 3), where
+    # the output's memory may hold zeros anyway.
+    for d, n in ((8, 24), (32, 96), (3, 300)):
+        docs = np.tile(np.eye(d, dtype=np.float32), (n // d, 1))
+        docs[::3] = 0
+        queries = np.array([[0] * d, [1] * d], dtype=np.float32)
+        scores, ids = checks._tie_top_k(queries, docs, n)
+        nonzero, zero = [j for j in range(n) if j % 3], list(range(0, n, 3))
+        assert ids[0].tolist() == list(range(n)) and scores[0].tolist() == [0.0] * n
+        assert ids[1].tolist() == nonzero + zero
+        assert np.allclose(scores[1], [d ** -0.5] * len(nonzero) + [0] * len(zero), rtol=1e-12, atol=0)
+        assert scores[1, len(nonzero):].tolist() == [0.0] * len(zero)
+
+
 def test_topk_zero_and_ties_messages():
     c = checks.check_topk_zero_and_ties
     assert message(c, lambda q, d, k: list(cosine_top_k(q, d, k))) == "cosine_top_k must return (scores, ids)"
@@ -444,6 +474,22 @@ def test_topk_zero_and_ties_messages():
     assert message(c, lambda q, d, k: (-cosine_top_k(q, d, k)[0], cosine_top_k(q, d, k)[1])) == (
         "k=1: cosines worked by hand (1, √½, 0, −√½, −1): differs from the reference by up to 2 (allowed 1e-06 + "
         "0·|ref|)")
+
+
+def test_topk_zero_and_ties_reads_scores_as_numbers():
+    # scores held as Python floats in an object array (np.array(rows, dtype=object)) are numbers all the same, as
+    # expect_close reads them: the right ones pass, and a NaN among them gets the NaN message, not a TypeError
+    c = checks.check_topk_zero_and_ties
+    c(lambda q, d, k: (lambda s, i: (s.astype(object), i))(*cosine_top_k(q, d, k)))
+
+    def nan_zero_query(q, d, k):   # the zero query's best cosine as NaN, in an object array
+        scores, ids = cosine_top_k(q, d, k)
+        scores = scores.astype(object)
+        scores[1, 0] = float("nan")
+        return scores, ids
+    assert message(c, nan_zero_query) == (
+        "k=1: scores must be numbers, got NaN: a zero vector has cosine 0 with everything (divide only by norms "
+        "above 0)")
 
 
 def test_topk_zero_and_ties_inputs_and_labels():
