@@ -19,6 +19,7 @@ from part0_foundations.l05_rag.index import flat_index_bytes
 from part0_foundations.l05_rag.rag import (PROMPT_HEADER, Chunk, build_prompt, chunk_text, cosine_top_k, count_words,
                                            format_prompt, format_source)
 from tests.rules import BOOM, message
+from tests.test_rag_checks import prompt_adds_up_blocks
 
 
 def boom_when(ref, when):
@@ -659,15 +660,7 @@ def test_prompt_counts_whole_prompt_messages():
     assert re.fullmatch(over, message(c, words))
 
     # counting the pieces and adding them up: rounding each piece down undercounts the whole
-    def pieces(question, hits, budget, count_tokens=count_words):
-        blocks, cited = [], []
-        used = count_tokens(format_prompt(question, []))
-        for h in hits:
-            block = format_source(len(blocks) + 1, h.chunk)
-            if used + count_tokens(block) <= budget:
-                blocks, cited, used = blocks + [block], cited + [h], used + count_tokens(block)
-        return format_prompt(question, blocks), cited
-    assert re.fullmatch(over, message(c, pieces))
+    assert re.fullmatch(over, message(c, prompt_adds_up_blocks))
     # one token over: held by the budgets one token short of a greedy prompt
     assert re.fullmatch(over, message(c, lambda *a: _greedy(*a, fits=lambda used, budget: used <= budget + 1)))
     # strict "<": held by the budgets a greedy prompt fills to the last token
