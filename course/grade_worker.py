@@ -379,6 +379,12 @@ def _run(c, ch, job, lesson, errors, grading, proxy) -> tuple[bool, str]:
         return False, str(exc)
     except proxy.ChannelBroken:
         return False, ""
+    except grading._Timeout:
+        # The alarm can fire just after the check's block ended, on entering the limit's __exit__, where no
+        # handler of the limit can catch it: the check took its whole limit, so it is a time-out, never a crash
+        # of this process (which would leave every later check without an answer).
+        ch.broken = ch.broken or "timeout"
+        return False, ""
     except Exception as exc:  # noqa: BLE001 - a check stopped by an odd answer: its message, never a crash
         return False, f"the check stopped: {_describe(exc)}"
 

@@ -45,10 +45,26 @@ def time_limit(seconds: float, what: str = "your code"):
     outer_left, _ = signal.getitimer(signal.ITIMER_REAL)
     start = time.monotonic()
     me = object()
+    restored = False
+
+    def restore(rearm_outer: bool = True):
+        # Run by the handler as well as on leaving the block: an alarm can fire as the block ends, on entering the
+        # context manager's exit, where the exception leaves before this generator's `finally` runs (it would run
+        # only when the generator is collected, and then re-arm an outer timer long after its block ended).
+        nonlocal restored
+        if restored:
+            return
+        restored = True
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        if outer_left and rearm_outer:
+            signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - start), 1e-3))
 
     def _raise(signum, frame):
         if outer_left and outer_left < seconds and callable(old):
-            return old(signum, frame)  # the outer limit came first: its handler decides
+            restore(rearm_outer=False)  # the outer limit came first: its handler decides (and restores its own)
+            return old(signum, frame)
+        restore()
         raise _Timeout(me)
 
     old = signal.signal(signal.SIGALRM, _raise)
@@ -60,10 +76,7 @@ def time_limit(seconds: float, what: str = "your code"):
             raise
         raise CheckFailed(f"{what} did not finish within {seconds:g} s (an infinite loop?)") from None
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-        if outer_left:
-            signal.setitimer(signal.ITIMER_REAL, max(outer_left - (time.monotonic() - start), 1e-3))
+        restore()
 
 
 def call(fn, *args, what=None, timeout: float = 30.0, **kwargs):

@@ -416,7 +416,8 @@ def test_nbgrader_autograde_gives_the_same_points(attack, tmp_path, pytest_route
 
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         nb = gb.find_submission_notebook("attention", "01_attention", "hostile")
-        assert {g.name: g.score for g in nb.grades if g.name in EXPECTED_POINTS} == EXPECTED_POINTS
+        got = {g.name: g.score for g in nb.grades if g.name in EXPECTED_POINTS}
+        assert got == EXPECTED_POINTS, (got, proc.stdout[-3000:] + proc.stderr[-3000:])
         assert gb.find_submission("01_attention", "hostile").score == 2
 
 

@@ -1,6 +1,7 @@
 """The channel between the grader's checks and the learner's process (course/wire.py, course/proxy.py) and the
 sandbox's view of the course (course/sandbox.py): plain data only, refused when malformed, the grader's objects
 read-only to the learner's side, no reference body and no check in what the sandbox shows."""
+import dataclasses
 import math
 import os
 import threading
@@ -282,3 +283,44 @@ def test_a_helper_given_to_notebooks_stays_in_the_checks_stub(tmp_path):
 def test_bubblewrap_runs_here():
     """The sandbox the grader relies on is installed by set-up (Makefile) and can make namespaces here."""
     assert sandbox.bwrap_problem() is None
+
+
+def test_an_alarm_that_outlives_its_check_is_a_time_out_not_a_crash(channels):
+    """The check's alarm can fire on entering its time limit's exit, after the block ended and before the limit is
+    disarmed, where no handler of the limit can catch it (seen with a loop whose channel deadline and alarm fell
+    together). The grader's process must record a time-out for that check and go on, not end with a traceback that
+    leaves every later check unanswered."""
+    from course import grade_worker, grading
+    from part0_foundations.l01_attention.checks import LESSON
+
+    def check_whose_alarm_escapes(defn):
+        raise grading._Timeout(object())  # an owner no limit claims: it leaves the check's limit as the race does
+
+    c = next(c for c in LESSON.checks if c.name == "scaled_dot_product_attention")
+    fake = dataclasses.replace(c, name="probe", fn=check_whose_alarm_escapes)
+    job = {"check_s": 5}
+    assert grade_worker._run(fake, channels, job, LESSON, [], grading, proxy) == (False, "")
+    assert channels.broken == "timeout", "the learner's fork must be replaced before the next check"
+
+
+def test_an_alarm_as_the_block_ends_leaves_the_outer_limit_as_it_was():
+    """The same race seen from the time limit: an alarm taken outside the limit's own frame (here, raised right after
+    entering, as it is when it fires on the way out) must leave the outer limit's handler and timer as they were, now
+    and when the abandoned limit is collected, so no later code gets a stray alarm."""
+    import gc
+    import signal
+
+    from course import grading
+
+    with grading.time_limit(60, "the outer block"):
+        outer = signal.getsignal(signal.SIGALRM)
+        inner = grading.time_limit(30, "the inner block")
+        inner.__enter__()
+        with pytest.raises(grading._Timeout):
+            signal.raise_signal(signal.SIGALRM)
+        assert signal.getsignal(signal.SIGALRM) is outer, "the inner limit's handler was left installed"
+        assert 50 < signal.getitimer(signal.ITIMER_REAL)[0] <= 60, "the outer timer was not put back"
+        del inner
+        gc.collect()
+        assert signal.getsignal(signal.SIGALRM) is outer
+        assert 50 < signal.getitimer(signal.ITIMER_REAL)[0] <= 60, "collecting the inner limit re-armed a timer"
