@@ -379,7 +379,7 @@ def _run(c, ch, job, lesson, errors, grading, proxy) -> tuple[bool, str]:
         return False, str(exc)
     except proxy.ChannelBroken:
         return False, ""
-    except grading._Timeout:
+    except grading.TimedOut:
         # The alarm can fire just after the check's block ended, on entering the limit's __exit__, where no
         # handler of the limit can catch it: the check took its whole limit, so it is a time-out, never a crash
         # of this process (which would leave every later check without an answer).

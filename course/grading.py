@@ -25,7 +25,7 @@ class CheckFailed(AssertionError):
     """A check did not pass; the message is written for the learner."""
 
 
-class _Timeout(BaseException):
+class TimedOut(BaseException):
     # BaseException so that a learner's `except Exception:` cannot swallow it; ``owner`` is the limit that ran out.
     def __init__(self, owner=None):
         super().__init__()
@@ -65,13 +65,13 @@ def time_limit(seconds: float, what: str = "your code"):
             restore(rearm_outer=False)  # the outer limit came first: its handler decides (and restores its own)
             return old(signum, frame)
         restore()
-        raise _Timeout(me)
+        raise TimedOut(me)
 
     old = signal.signal(signal.SIGALRM, _raise)
     signal.setitimer(signal.ITIMER_REAL, min(seconds, outer_left) if outer_left else seconds)
     try:
         yield
-    except _Timeout as exc:
+    except TimedOut as exc:
         if exc.owner is not me:
             raise
         raise CheckFailed(f"{what} did not finish within {seconds:g} s (an infinite loop?)") from None
@@ -87,7 +87,7 @@ def call(fn, *args, what=None, timeout: float = 30.0, **kwargs):
             return fn(*args, **kwargs)
         except NotImplementedError:
             raise CheckFailed(f"{name} is not implemented yet (it raised NotImplementedError)") from None
-        except (CheckFailed, _Timeout, ChannelBroken):
+        except (CheckFailed, TimedOut, ChannelBroken):
             raise
         except BaseException as exc:  # noqa: BLE001 - any learner error (even KeyboardInterrupt) is a message
             tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
@@ -170,7 +170,7 @@ def expect_raises(fn, exc_type, must_mention: str, what: str):
             f"{what}: raised {exc_type.__name__} but the message does not name '{must_mention}': {exc}",
         )
         return
-    except (CheckFailed, _Timeout, ChannelBroken):
+    except (CheckFailed, TimedOut, ChannelBroken):
         raise
     except BaseException as exc:  # noqa: BLE001
         raise CheckFailed(f"{what}: expected {exc_type.__name__} naming '{must_mention}', got {type(exc).__name__}: {exc}") from None

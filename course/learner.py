@@ -46,7 +46,7 @@ def limit(job: dict) -> int:
 
 
 def run_cells(cells, cell_s: float) -> tuple[dict, list[str]]:
-    from course.grading import CheckFailed, _Timeout, time_limit
+    from course.grading import CheckFailed, TimedOut, time_limit
 
     module = types.ModuleType("__learner__")
     sys.modules["__learner__"] = module
@@ -59,7 +59,7 @@ def run_cells(cells, cell_s: float) -> tuple[dict, list[str]]:
                 exec(code, ns)  # noqa: S102
         except CheckFailed as exc:
             errors.append(str(exc))
-        except _Timeout:  # the alarm came as the cell ended, past the limit's own handler
+        except TimedOut:  # the alarm came as the cell ended, past the limit's own handler
             errors.append(f"code cell {i} did not finish within {cell_s:g} s (an infinite loop?)")
         except BaseException as exc:  # noqa: BLE001 - a learner's cell may raise anything, even SystemExit
             errors.append(f"code cell {i} raised {_describe(exc)}")

@@ -294,7 +294,7 @@ def test_an_alarm_that_outlives_its_check_is_a_time_out_not_a_crash(channels):
     from part0_foundations.l01_attention.checks import LESSON
 
     def check_whose_alarm_escapes(defn):
-        raise grading._Timeout(object())  # an owner no limit claims: it leaves the check's limit as the race does
+        raise grading.TimedOut(object())  # an owner no limit claims: it leaves the check's limit as the race does
 
     c = next(c for c in LESSON.checks if c.name == "scaled_dot_product_attention")
     fake = dataclasses.replace(c, name="probe", fn=check_whose_alarm_escapes)
@@ -316,7 +316,7 @@ def test_an_alarm_as_the_block_ends_leaves_the_outer_limit_as_it_was():
         outer = signal.getsignal(signal.SIGALRM)
         inner = grading.time_limit(30, "the inner block")
         inner.__enter__()
-        with pytest.raises(grading._Timeout):
+        with pytest.raises(grading.TimedOut):
             signal.raise_signal(signal.SIGALRM)
         assert signal.getsignal(signal.SIGALRM) is outer, "the inner limit's handler was left installed"
         assert 50 < signal.getitimer(signal.ITIMER_REAL)[0] <= 60, "the outer timer was not put back"
