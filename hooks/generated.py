@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import re
+import sys
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
@@ -39,6 +40,7 @@ def missing_generated(docs: Path, root: Path = REPO) -> list[str]:
 def _run_generators() -> None:
     spec = importlib.util.spec_from_file_location("build_site", REPO / "tools" / "build_site.py")
     build_site = importlib.util.module_from_spec(spec)
+    sys.modules["build_site"] = build_site  # its generators run in worker processes, which find them by module name
     spec.loader.exec_module(build_site)
     build_site.run_generators()
 

@@ -26,20 +26,31 @@ def generators():
             yield ".".join(rel.parts)
 
 
-def run_generators(only=None):
-    out_root = REPO / "site" / "generated"
+def _run_one(mod_name: str) -> str:
     from course.i18n import use_figure_fonts
 
     use_figure_fonts()  # Korean figure labels need a CJK font (fonts-noto-cjk): say so before any figure is drawn
-    for mod_name in generators():
-        if only and not any(o in mod_name for o in only):
-            continue
-        mod = importlib.import_module(mod_name)
-        out = out_root / mod.NAME
-        out.mkdir(parents=True, exist_ok=True)
-        t0 = time.time()
-        mod.build(out)
-        print(f"  generated {out.relative_to(REPO)} ({time.time() - t0:.1f} s)", flush=True)
+    mod = importlib.import_module(mod_name)
+    out = REPO / "site" / "generated" / mod.NAME
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    mod.build(out)
+    return f"  generated {out.relative_to(REPO)} ({time.time() - t0:.1f} s)"
+
+
+def run_generators(only=None, jobs: int = 2):
+    """Each generator writes only its own folder, so they run side by side (two at a time: the build is mostly
+    model runs and figure drawing, one core each)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    names = [m for m in generators() if not only or any(o in m for o in only)]
+    if jobs <= 1 or len(names) <= 1:
+        for name in names:
+            print(_run_one(name), flush=True)
+        return
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for line in pool.map(_run_one, names):
+            print(line, flush=True)
 
 
 def main():
