@@ -24,6 +24,8 @@ LOCALE = Path(__file__).resolve().parent / "locale"
 # matplotlib's font list for figures: Latin text in DejaVu Sans (matplotlib's own), Hangul (and kanji) from Noto
 # Sans CJK, which Debian's `fonts-noto-cjk` installs. matplotlib falls back glyph by glyph along the list.
 FIGURE_FONTS = ["DejaVu Sans", "Noto Sans CJK KR"]
+CJK_PACKAGE = "fonts-noto-cjk"
+SITE_KO_ENV = "COURSE_SITE_KO"
 
 
 class MissingTranslation(KeyError):
@@ -119,12 +121,22 @@ def failure_message(lang: str, rule: str, message: str) -> str:
                                                               message=message)
 
 
-def use_figure_fonts() -> None:
-    """Figures draw Hangul with a CJK font; without one, matplotlib draws boxes — so say which package is missing.
+def site_languages() -> tuple[str, ...]:
+    """The languages this site build makes: all of them, unless ``COURSE_SITE_KO`` is ``false`` (what
+    ``tools/build_site.py`` sets on a machine without a CJK font, so that ``make run`` still builds the English site;
+    mkdocs.yml reads the same variable)."""
+    import os
+
+    if os.environ.get(SITE_KO_ENV, "true").strip().lower() in ("false", "0", "no", "off"):
+        return (DEFAULT,)
+    return LANGS
+
+
+def has_figure_fonts() -> bool:
+    """Whether matplotlib can draw Hangul here (Noto Sans CJK KR, from Debian's ``fonts-noto-cjk``).
 
     matplotlib caches the system's font list the first time it runs: a font installed after that (the Makefile's
     apt step on a machine whose cache is older) is added here from the system's font folders."""
-    import matplotlib
     from matplotlib import font_manager
 
     def found() -> bool:
@@ -138,7 +150,23 @@ def use_figure_fonts() -> None:
         for path in font_manager.findSystemFonts():
             if "NotoSansCJK" in Path(path).name:
                 font_manager.fontManager.addfont(path)
-    if not found():
+    return found()
+
+
+def use_figure_fonts() -> None:
+    """Figures draw Hangul with a CJK font; without one, matplotlib draws boxes — so say which package is missing.
+
+    In an English-only build (``site_languages()``: no CJK font on this machine) the figures use DejaVu Sans alone:
+    the Korean figures it still draws are not published, so their missing-glyph warnings are silenced."""
+    import matplotlib
+
+    if has_figure_fonts():
+        matplotlib.rcParams["font.family"] = FIGURE_FONTS
+    elif "ko" not in site_languages():
+        import warnings
+
+        matplotlib.rcParams["font.family"] = FIGURE_FONTS[:1]
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
+    else:
         raise RuntimeError(f"no {FIGURE_FONTS[1]} font for the figures' Korean labels: install Debian's "
-                           f"fonts-noto-cjk (`apt-get install fonts-noto-cjk`)")
-    matplotlib.rcParams["font.family"] = FIGURE_FONTS
+                           f"{CJK_PACKAGE} (`apt-get install {CJK_PACKAGE}`)")

@@ -53,13 +53,31 @@ def run_generators(only=None, jobs: int = 2):
             print(line, flush=True)
 
 
-def main():
+def choose_languages() -> tuple[str, ...]:
+    """Both languages where the Korean figures can be drawn; else the English site alone, said in one line (the
+    generators and mkdocs.yml read the choice from the environment, so it reaches every worker)."""
+    from course import i18n
+
+    if "ko" in i18n.site_languages() and not i18n.has_figure_fonts():
+        os.environ[i18n.SITE_KO_ENV] = "false"
+        print(f"No CJK font for the Korean figures (Debian's {i18n.CJK_PACKAGE}): building the English site only, "
+              f"in DejaVu Sans; `sudo apt-get install {i18n.CJK_PACKAGE}` adds the Korean edition.", flush=True)
+    return i18n.site_languages()
+
+
+def main() -> int:
+    choose_languages()
     print("Generating figures and tables from code:")
     run_generators(sys.argv[1:])
-    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet"], cwd=REPO, check=True)
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet"], cwd=REPO)
+    if done.returncode:
+        print(f"build_site: mkdocs build --strict failed (exit {done.returncode}): its messages are above",
+              file=sys.stderr)
+        return done.returncode
     index = REPO / "_build" / "site" / "index.html"
     print(f"Site built: open {index}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

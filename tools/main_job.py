@@ -25,4 +25,8 @@ if __name__ == "__main__":
     if unknown:
         sys.exit(f"main_job: unknown step {unknown[0]!r}; the steps are: {', '.join(STEPS)}")
     for name in wanted:
-        subprocess.run(STEPS[name], cwd=REPO, check=True)
+        # A failing step has said why above; one line here names it, and its exit code is `make run`'s (no traceback).
+        code = subprocess.run(STEPS[name], cwd=REPO).returncode
+        if code:
+            print(f"main_job: the {name} step failed (exit {code}); its own messages are above", file=sys.stderr)
+            sys.exit(code)
