@@ -50,25 +50,37 @@ $(CORE): requirements.txt pyproject.toml
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
-# Debian packages the tests use, installed when missing: chromium (the site check, headless), bubblewrap (bwrap:
-# the grader's sandbox), fonts-noto-cjk (CJK text in the site's figures). As root through apt; otherwise it names
-# what to install. A package counts as there when its command is on PATH or dpkg lists it installed.
-SYSTEM_PACKAGES := chromium:chromium bubblewrap:bwrap fonts-noto-cjk:
-.PHONY: system-packages browser
-system-packages:
-	@missing=; for pc in $(SYSTEM_PACKAGES); do p=$${pc%%:*}; c=$${pc#*:}; \
+# Debian packages installed when missing, as root through apt. A package counts as there when its command is on
+# PATH or dpkg lists it installed. $(1): package:command pairs; $(2): what a non-root user or a failed apt does.
+APT_MISSING_SH = missing=; for pc in $(1); do p=$${pc%%:*}; c=$${pc\#*:}; \
 	  { [ -n "$$c" ] && command -v $$c >/dev/null 2>&1; } || \
-	  dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null | grep -qx installed || missing="$$missing $$p"; done; \
+	  dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null | grep -qx installed || missing="$$missing $$p"; done
+APT_INSTALL_SH = $(APT_MISSING_SH); \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then echo "installing Debian packages:$$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	  else echo "missing Debian packages:$$missing -- install them (sudo apt-get install$$missing)"; exit 1; fi; fi
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; } >/dev/null 2>&1 || $(2); \
+	  else $(2); fi; fi
+
+# What the tests use: chromium (the site check, headless), bubblewrap (bwrap: the grader's sandbox), fonts-noto-cjk
+# (CJK text in the site's figures). Without root it names what to install and stops.
+SYSTEM_PACKAGES := chromium:chromium bubblewrap:bwrap fonts-noto-cjk:
+.PHONY: system-packages site-packages browser
+system-packages:
+	@$(call APT_INSTALL_SH,$(SYSTEM_PACKAGES),{ echo "missing Debian packages:$$missing -- install them \
+	  (sudo apt-get install$$missing)"; exit 1; })
+
+# What the site needs (`make run`): fonts-noto-cjk for the Korean edition's figures. Without it the main job goes on:
+# tools/build_site.py builds the English site in a fallback font and says in one line what to install.
+SITE_PACKAGES := fonts-noto-cjk:
+site-packages:
+	@$(call APT_INSTALL_SH,$(SITE_PACKAGES),{ [ "$$(id -u)" != 0 ] || echo "apt could not install$$missing: \
+	  the site is built in English alone"; })
 browser: system-packages
 
 # The calculator's answer first (it needs nothing but Python), then the rest of the stack and the site.
 run: $(LIGHT)
 	$(BIN)/python tools/main_job.py calculator
-	$(MAKE) --no-print-directory setup-core pyodide
+	$(MAKE) --no-print-directory setup-core pyodide site-packages
 	$(BIN)/python tools/main_job.py site
 
 site: $(CORE) pyodide

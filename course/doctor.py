@@ -112,7 +112,8 @@ def check(repo: Path = REPO, cache: Path | None = None) -> list[Component]:
                          "make system-packages (apt: bubblewrap)", "make test"))
     fonts = [f for f in NOTO_CJK if Path(f).is_file()]
     out.append(Component("Noto CJK fonts", bool(fonts), fonts[0] if fonts else "not installed",
-                         "make system-packages (apt: fonts-noto-cjk)", "make test"))
+                         "make site-packages (apt: fonts-noto-cjk)",
+                         "make test, the Korean edition of make run's site"))
     return out
 
 

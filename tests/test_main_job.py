@@ -1,8 +1,11 @@
 """`make run` installs no llama.cpp (only `make test` builds it): the calculator's answer and the site's Part 1
-generators must work on a machine without llama_cpp, whatever the engine experiments import when they run."""
+generators must work on a machine without llama_cpp, whatever the engine experiments import when they run; and
+on a machine without a CJK font it builds the English site, saying so in one line, never with a traceback."""
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,3 +31,60 @@ def test_calculator_and_part1_site_generators_run_without_llama_cpp(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "bottleneck" in done.stdout
+
+
+# --- `make run` on a machine without a CJK font: the English site, said in one line, never a traceback ------------
+
+sys.path.insert(0, str(REPO / "tools"))
+import build_site  # noqa: E402
+import main_job  # noqa: E402
+
+from course import i18n  # noqa: E402
+
+
+def test_without_a_cjk_font_the_site_is_english_and_says_so_once(monkeypatch, capsys):
+    monkeypatch.delenv(i18n.SITE_KO_ENV, raising=False)
+    monkeypatch.setattr(i18n, "has_figure_fonts", lambda: False)
+    assert build_site.choose_languages() == ("en",)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and i18n.CJK_PACKAGE in lines[0] and "English site only" in lines[0], lines
+    assert i18n.site_languages() == ("en",)          # the generators' workers and mkdocs.yml read the same variable
+    # the figures then use DejaVu Sans alone, without raising
+    import matplotlib
+
+    with matplotlib.rc_context():
+        i18n.use_figure_fonts()
+        assert list(matplotlib.rcParams["font.family"]) == i18n.FIGURE_FONTS[:1]
+
+
+def test_with_a_cjk_font_both_languages_are_built_silently(monkeypatch, capsys):
+    monkeypatch.delenv(i18n.SITE_KO_ENV, raising=False)
+    monkeypatch.setattr(i18n, "has_figure_fonts", lambda: True)
+    assert build_site.choose_languages() == i18n.LANGS and "ko" in i18n.LANGS
+    assert capsys.readouterr().out == ""
+
+
+def test_a_korean_build_without_the_font_names_the_package(monkeypatch):
+    # asked for both languages (the tests' site build) on a machine without the font: refused, naming the package
+    monkeypatch.delenv(i18n.SITE_KO_ENV, raising=False)
+    monkeypatch.setattr(i18n, "has_figure_fonts", lambda: False)
+    with pytest.raises(RuntimeError, match=f"install Debian's {i18n.CJK_PACKAGE}"):
+        i18n.use_figure_fonts()
+
+
+@pytest.mark.parametrize("value, langs", [("false", ("en",)), ("0", ("en",)), ("true", None), ("", None)])
+def test_site_languages_read_the_variable(monkeypatch, value, langs):
+    monkeypatch.setenv(i18n.SITE_KO_ENV, value)
+    assert i18n.site_languages() == (langs or i18n.LANGS)
+
+
+def test_a_failing_step_is_one_line_and_its_exit_code(capsys):
+    steps = {"calculator": [sys.executable, "-c", "pass"],
+             "site": [sys.executable, "-c", "import sys; sys.exit(3)"],
+             "never": [sys.executable, "-c", "raise SystemExit('must not run')"]}
+    assert main_job.main([], steps) == 3
+    err = capsys.readouterr().err
+    assert err == "main_job: the site step failed (exit 3); its own messages are above\n"
+    assert main_job.main(["calculator"], steps) == 0
+    assert main_job.main(["nope"], steps) == 2
+    assert capsys.readouterr().err == "main_job: unknown step 'nope'; the steps are: calculator, site, never\n"

@@ -19,14 +19,22 @@ STEPS = {
     "site": [sys.executable, str(REPO / "tools" / "build_site.py")],
 }
 
-if __name__ == "__main__":
-    wanted = sys.argv[1:] or list(STEPS)
-    unknown = [w for w in wanted if w not in STEPS]
+
+def main(argv: list[str], steps: dict[str, list[str]] = STEPS) -> int:
+    """Runs the named steps (all when none) in order; the exit code of the first that fails, else 0."""
+    wanted = argv or list(steps)
+    unknown = [w for w in wanted if w not in steps]
     if unknown:
-        sys.exit(f"main_job: unknown step {unknown[0]!r}; the steps are: {', '.join(STEPS)}")
+        print(f"main_job: unknown step {unknown[0]!r}; the steps are: {', '.join(steps)}", file=sys.stderr)
+        return 2
     for name in wanted:
         # A failing step has said why above; one line here names it, and its exit code is `make run`'s (no traceback).
-        code = subprocess.run(STEPS[name], cwd=REPO).returncode
+        code = subprocess.run(steps[name], cwd=REPO).returncode
         if code:
             print(f"main_job: the {name} step failed (exit {code}); its own messages are above", file=sys.stderr)
-            sys.exit(code)
+            return code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
