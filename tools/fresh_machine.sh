@@ -5,8 +5,9 @@
 #   - the base a new machine has (README, "Two commands"): Debian bookworm's minimal system, Python 3 with venv and
 #     its headers, gcc/g++, make, cmake, git, CA certificates; and Node.js with npm as this machine has it
 #     (copied from its `nodejs` package: Debian's own Node.js 18 is older than the hub's proxy allows);
-#   - the machine's package sources: its apt sources, its pip settings and the local wheel and index folders they
-#     name (read-only), so pip, npm and apt reach the same registries.
+#   - the machine's package sources: its apt sources, its pip and npm settings and the local wheel and index folders
+#     pip's name (read-only), and its extra CA certificates (a network that inspects TLS signs with its own), so
+#     pip, npm and apt reach the same registries the same way.
 # Not in the tree: any .venv, ~/.cache (so llama.cpp is compiled from nothing), Chromium, bubblewrap,
 # fonts-noto-cjk, matplotlib's font cache, or anything else the project might lean on without installing it.
 #
@@ -39,7 +40,8 @@ cleanup() { [ "${FRESH_KEEP:-0}" = 1 ] || rm -rf --one-file-system "$ROOT"; }
 if [ "${FRESH_REUSE:-0}" = 1 ] && [ -x "$ROOT/usr/bin/python3" ]; then
   say "entering the kept tree $ROOT"
 else
-  command -v mmdebstrap >/dev/null || { say "installing mmdebstrap"; apt-get install -y -qq mmdebstrap >/dev/null; }
+  command -v mmdebstrap >/dev/null || { say "installing mmdebstrap"; apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null; }
   rm -rf --one-file-system "$ROOT" && mkdir -p "$(dirname "$ROOT")"
   say "making a minimal Debian $SUITE tree in $ROOT"
   mmdebstrap --quiet --variant=minbase --include="$BASE" "$SUITE" "$ROOT" "$MIRROR"
@@ -54,6 +56,11 @@ else
   [ -d /etc/xdg/pip ] && mkdir -p "$ROOT/etc/xdg" && cp -a /etc/xdg/pip "$ROOT/etc/xdg/"
   { echo "[global]"; python3 -m pip config list 2>/dev/null | sed -n 's/^\(global\|:env:\)\.\([^=]*\)=\(.*\)$/\2 = \3/p' \
       | sed "s/= '\(.*\)'$/= \1/" | sort -u -t= -k1,1; } > "$ROOT/etc/pip.conf"
+  for f in /etc/npmrc /usr/etc/npmrc; do if [ -f "$f" ]; then mkdir -p "$ROOT$(dirname "$f")" && cp "$f" "$ROOT$f"; fi; done
+  if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+    cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+    chroot "$ROOT" update-ca-certificates >/dev/null 2>&1
+  fi
   chroot "$ROOT" useradd --create-home --shell /bin/bash "$LEARNER"
 fi
 trap cleanup EXIT
@@ -73,6 +80,15 @@ if [ "${FRESH_CPU:-avx2}" = avx2 ]; then
 else
   CPU_ENV=
 fi
+
+# The local folders pip's settings name (find-links, file:// indexes: an index's folder is bound whole, so its
+# pages' links to ../packages resolve), bound read-only into the tree.
+pip_folders() {
+  sed -n 's/^[a-z-]* = //p' "$ROOT/etc/pip.conf" | tr ' ' '\n' | sed -n 's|^file://||; /^\//p' | while read -r d; do
+    case $d in */simple|*/simple/) d=$(dirname "${d%/}");; esac
+    if [ -d "$d" ]; then echo "$d"; fi
+  done | sort -u
+}
 
 # ---- entering it ---------------------------------------------------------------------------------------------------
 # The steps as one script inside: each as its user, with a clean environment (no variable of this session's).
@@ -99,11 +115,9 @@ unshare --mount --pid --fork --kill-child bash -eu -c '
   mount -t proc proc "$root/proc"
   mount --rbind /dev "$root/dev"
   mount --rbind /sys "$root/sys"
-  for d in /opt/wheels /opt/pypi /opt/pypi-more; do
-    if [ -d "$d" ]; then mkdir -p "$root$d" && mount --bind -o ro "$d" "$root$d"; fi
-  done
+  for d in $2; do mkdir -p "$root$d" && mount --bind -o ro "$d" "$root$d"; done
   cp /etc/resolv.conf "$root/etc/resolv.conf"
   cd "$root" && mkdir -p .host && pivot_root . .host
   exec chroot . bash -eu /.fresh-steps
-' fresh "$ROOT"
+' fresh "$ROOT" "$(pip_folders)"
 say "every step passed"
