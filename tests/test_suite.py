@@ -2,6 +2,7 @@
 always runs stands in for it and a saved run of it is kept (tests/long_run.json); CI runs both commands."""
 import json
 import re
+import shlex
 import subprocess
 import sys
 
@@ -45,12 +46,30 @@ def test_every_long_test_has_a_passing_saved_run(table):
         assert saved[test]["seconds"] >= 0 and saved[test]["date_utc"] and saved[test]["commit"]
 
 
+@pytest.mark.parametrize("steps, says", [
+    ([], "no step given; a step is 'root: CMD' or 'learner: CMD'"),
+    (["root: make run", "make test"], "step 'make test': allowed forms are 'root: CMD' and 'learner: CMD'"),
+    (["admin: make test"], "step 'admin: make test': allowed forms are 'root: CMD' and 'learner: CMD'"),
+])
+def test_fresh_machine_steps_are_checked_before_anything_is_made(steps, says, tmp_path):
+    done = subprocess.run([str(REPO / "tools" / "fresh_machine.sh"), *steps], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "FRESH_ROOT": str(tmp_path / "tree")}, timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (2, f"fresh-machine: {says}\n", "")
+    assert not (tmp_path / "tree").exists()
+
+
 def test_ci_runs_the_default_suite_and_the_long_tests():
-    """.ci/run calls `make test` and `make test-long`; the first skips the long tests, the second runs only them."""
-    ci = [ln.strip() for ln in (REPO / ".ci" / "run").read_text().splitlines()
-          if ln.strip() and not ln.lstrip().startswith("#")]
-    assert "make test" in ci and "make test-long" in ci, ci
-    assert ci.index("make test") < ci.index("make test-long")
+    """.ci/run runs the README's two commands on a fresh machine (tools/fresh_machine.sh): `make run` without root,
+    then as root `make run`, `make test` and `make test-long`; the first skips the long tests, the second runs only
+    them."""
+    ci = (REPO / ".ci" / "run").read_text()
+    calls = [shlex.split(line, comments=True) for line in ci.replace("\\\n", " ").splitlines()]
+    fresh = [c[1:] for c in calls if c and c[0] == "tools/fresh_machine.sh"]
+    assert len(fresh) == 1, calls
+    steps = [s.replace(" ", "") for s in fresh[0]]
+    assert steps == ["learner:makerun", "root:makerun", "root:maketest", "root:maketest-long"], fresh
+    assert not [c for c in calls if c and c[0] == "make"], "CI runs make only inside the fresh machine"
+    assert (REPO / "tools" / "fresh_machine.sh").stat().st_mode & 0o111
     make = (REPO / "Makefile").read_text()
     recipe = {t: re.search(rf"^{t}:.*\n\t(.*)$", make, re.M).group(1) for t in ("test", "test-long")}
     assert "pytest" in recipe["test"] and "--long" not in recipe["test"], recipe
