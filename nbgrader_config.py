@@ -38,12 +38,20 @@ from nbgrader.preprocessors import ClearOutput, DeduplicateIds, OverwriteKernels
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import GetGrades  # noqa: E402
 
-from course.nbgrader_ext import HiddenChecksAsRules, LmsCollector, OfflineFeedback, QuietOverwriteCells  # noqa: E402
+from course.nbgrader_ext import (HiddenChecksAsRules, LmsCollector, OfflineFeedback, QuietOverwriteCells,  # noqa: E402
+                                 register_missing_assignment, sqlite_busy_timeout)
 
 c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec, QuietOverwriteCells,
                                       CheckCellMetadata]
 c.GenerateFeedback.exporter_class = OfflineFeedback
 c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, HiddenChecksAsRules]
+
+# Plain `nbgrader autograde <lesson>` works on a course whose gradebook lacks the assignment (`make notebooks` releases
+# in a throw-away course): the assignment is registered from solutions/ first, once, under a lock on the gradebook's
+# folder, so several autogrades may start at once (e.g. `--CourseDirectory.student_id='s[123]'` and `'s[456]'` in two
+# terminals). Gradebook writes wait for each other (SQLite's busy timeout) instead of failing after 5 s.
+c.Autograde.pre_convert_hook = register_missing_assignment
+sqlite_busy_timeout()
 
 # `nbgrader zip_collect` (and `python -m course.classroom zip-collect`): an LMS's zip of every submission in
 # downloaded/<assignment>/archive/, Moodle's layout by default; another LMS: set FileNameCollectorPlugin.named_regexp.

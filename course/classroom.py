@@ -58,14 +58,14 @@ def _env(root: Path) -> dict:
     return env
 
 
-def register(root: Path, assignments: list[str] | None = None) -> list[str]:
-    """Record every assignment (its notebook, cells and points) in ``root``'s gradebook.db, as nbgrader's
-    generate_assignment does, without touching ``root``'s exercises/. Safe to repeat: an assignment already there is
-    updated in place."""
+def register(root: Path, assignments: list[str] | None = None, db_url: str | None = None) -> list[str]:
+    """Record every assignment (its notebook, cells and points) in ``root``'s gradebook.db (or ``db_url``), as
+    nbgrader's generate_assignment does, without touching ``root``'s exercises/. Safe to repeat: an assignment already
+    there is updated in place."""
     ids = assignments or sorted(notebooks())
     for a in ids:
         check_assignment(a)
-    db = f"sqlite:///{root / 'gradebook.db'}"
+    db = db_url or f"sqlite:///{root / 'gradebook.db'}"
     with tempfile.TemporaryDirectory(prefix="register-") as tmp:
         shutil.copytree(root / "solutions", Path(tmp) / "solutions")
         shutil.copy(root / "nbgrader_config.py", Path(tmp) / "nbgrader_config.py")

@@ -10,11 +10,21 @@
   result (the cell's output), not the code that runs it.
 - ``LmsCollector``: ``nbgrader zip_collect``'s collector for the zip of every submission an LMS hands out (Moodle's
   layout by default); what it leaves out is logged one line each.
+- ``register_missing_assignment``: ``nbgrader autograde``'s pre-convert hook. ``make notebooks`` releases in a
+  throw-away course, so the course's gradebook has no assignment until ``python -m course.classroom register``; an
+  autograde of an assignment the gradebook lacks registers it first (from solutions/, as register does), once, under
+  a lock: two autogrades started at once (two terminals, two student-id patterns) both grade.
+- ``sqlite_busy_timeout``: every SQLite connection of the process waits for another process's write to the gradebook
+  (up to ``GRADEBOOK_BUSY_S``) instead of pysqlite's 5 s, after which nbgrader gives up on the whole run.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import sqlite3
+import sys
+import time
 import unicodedata
 from functools import lru_cache
 from pathlib import Path
@@ -129,3 +139,126 @@ class LmsCollector(FileNameCollectorPlugin):
                              "by hand", student, SKIPPED, number, seen[student])
             return None
         return info
+
+
+GRADEBOOK_BUSY_S = 120.0   # how long a gradebook write waits for another process's (SQLite's busy timeout)
+GRADEBOOK_LOCK_S = 600.0   # how long an autograde waits for another one registering an assignment
+
+
+def _busy_timeout(dbapi_connection, _record):
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {int(GRADEBOOK_BUSY_S * 1000)}")
+
+
+def sqlite_busy_timeout() -> None:
+    """Every SQLite connection SQLAlchemy opens in this process (nbgrader's gradebook) waits up to
+    ``GRADEBOOK_BUSY_S`` for a lock another process holds. Idempotent."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    if not event.contains(Engine, "connect", _busy_timeout):
+        event.listen(Engine, "connect", _busy_timeout)
+
+
+class _Refusal(SystemExit):
+    """One line in nbgrader's log, then exit 1: a SystemExit passes nbgrader's per-submission ``except Exception``
+    (which would log a traceback and go on to "No assignment ... exists in the database")."""
+
+
+def _refuse(log, line: str):
+    log.error("%s", line)
+    raise _Refusal(1)
+
+
+def _calling_converter():
+    """The nbgrader converter running this hook: nbgrader calls a hook with the assignment pattern, the student
+    pattern and the notebooks only, and the gradebook's URL and the course root are the converter's."""
+    from nbgrader.converters.base import BaseConverter
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        conv = frame.f_locals.get("self")
+        if isinstance(conv, BaseConverter):
+            return conv
+        frame = frame.f_back
+    return None
+
+
+class _FolderLock:
+    """An exclusive flock on a folder (the gradebook's): no file is made, and SQLite's own locks on the database
+    file (POSIX record locks) are not touched by opening or closing it."""
+
+    def __init__(self, folder: str, log, step: str):
+        self.folder, self.log, self.step = folder, log, step
+
+    def __enter__(self):
+        self.fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
+        deadline = time.monotonic() + GRADEBOOK_LOCK_S
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(self.fd)
+                    _refuse(self.log, f"{self.step}: another nbgrader process has held the gradebook's lock on "
+                                      f"{self.folder} for {GRADEBOOK_LOCK_S:g} s; stop it, then run this again")
+                time.sleep(0.2)
+
+    def __exit__(self, *exc):
+        os.close(self.fd)  # releases the flock
+        return False
+
+
+_REGISTERED: set = set()  # (db_url, assignment) known to be in the gradebook, per process
+
+
+def register_missing_assignment(assignment=None, student=None, notebooks=None):
+    """``c.Autograde.pre_convert_hook``: before a submission is graded, the gradebook gets its assignment if it has
+    none (registered from the course's solutions/ by course.classroom.register, the gradebook created if there is
+    none). Under an exclusive lock on the gradebook's folder, so two autogrades at once register it once and the
+    second finds it. An assignment already in the gradebook is left exactly as it is."""
+    from nbgrader.api import Gradebook, MissingEntry
+    from sqlalchemy.engine import make_url
+
+    conv = _calling_converter()
+    if conv is None or not notebooks:
+        return
+    cd, log = conv.coursedir, conv.log
+    regexp = conv._format_source("(?P<assignment_id>.*)", "(?P<student_id>.*)", escape=True)
+    m = re.match(regexp, os.path.dirname(notebooks[0]))
+    aid = m.group("assignment_id") if m else assignment
+    if (cd.db_url, aid) in _REGISTERED:
+        return
+    step = f"nbgrader autograde {aid}: registering {aid} in the gradebook"
+    url = make_url(cd.db_url)
+    db_file = url.database if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:") else None
+    folder = os.path.dirname(os.path.abspath(db_file)) if db_file else cd.root
+    with _FolderLock(folder, log, step):
+        missing = True
+        if not db_file or os.path.exists(db_file):  # (a new gradebook is made by register: nbgrader runs alembic)
+            try:
+                with Gradebook(cd.db_url, cd.course_id) as gb:
+                    gb.find_assignment(aid)
+                missing = False
+            except MissingEntry:
+                pass
+        if missing:
+            source = os.path.normpath(cd.format_path(cd.source_directory, ".", aid))
+            if not os.path.isdir(source):
+                _refuse(log, f"{step}: the gradebook has no assignment {aid} and there is no source folder {source} "
+                             f"to register it from; run `make notebooks` (it writes solutions/) first")
+            from pathlib import Path
+
+            from course.classroom import ClassroomError, register
+
+            log.info("%s: not in %s yet; registering it from %s", aid, cd.db_url, source)
+            try:
+                register(Path(cd.root), [aid], db_url=cd.db_url)
+            except ClassroomError as exc:
+                _refuse(log, f"{step}: {exc}; run `nbgrader generate_assignment {aid}` first")
+            except RuntimeError as exc:
+                why = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+                _refuse(log, f"{step} failed: {why[-1] if why else exc}; "
+                             f"`python -m course.classroom register {aid}` shows the whole log")
+    _REGISTERED.add((cd.db_url, aid))
