@@ -42,12 +42,14 @@ PUBLISHED = {
     "hunyuan-a13b-instruct": (None, 80e9),
     # model card: GLM-4.5-Air "106 billion total parameters" (its 12B active not checked: see the README)
     "glm-4.5-air": (None, 106e9),
+    # model cards: Llama 4 Maverick "400B" total (with its vision encoder); Mamba-2.8B "2.8B"
+    "llama-4-maverick": (None, 400e9), "mamba-2.8b-hf": (None, 2.8e9),
 }
 
 
 NEW_FAMILIES = ("mixtral-8x7b", "qwen3-235b-a22b", "qwen3-coder-480b-a35b", "qwen3-vl-30b-a3b", "qwen3.5-35b-a3b",
                 "llama-4-scout", "kimi-k2", "deepseek-v3.2", "minimax-m1", "qwen2-57b-a14b", "phi-4-mini-instruct",
-                "olmo-2-1124-13b", "hunyuan-a13b-instruct", "glm-4.5-air")
+                "olmo-2-1124-13b", "hunyuan-a13b-instruct", "glm-4.5-air", "llama-4-maverick")
 
 
 def cfg(name):
@@ -87,6 +89,8 @@ def _hand_attention_layers(c):
         return L // 4, L - L // 4
     if "attn_type_list" in t:                            # MiniMax: 1 marks a softmax-attention layer
         return sum(t["attn_type_list"]), 0
+    if mt == "mamba":                                    # Mamba: every block a Mamba mixer, no attention
+        return 0, 0
     return L, 0
 
 
@@ -99,6 +103,8 @@ def test_kv_bytes_per_token_from_the_config_fields(name):
     if t.get("kv_lora_rank"):                            # MLA: latent + rope key, no factor 2 (Hunyuan: null)
         index = t["index_head_dim"] if "index_topk" in t else 0    # V3.2: the indexer's key too
         expected = t["num_hidden_layers"] * (t["kv_lora_rank"] + t["qk_rope_head_dim"] + index) * 2
+    elif not full and not window:                        # no attention layer: nothing cached per token
+        expected = 0
     else:
         heads = t.get("num_attention_heads", t.get("n_head"))
         hidden = t.get("hidden_size", t.get("n_embd"))
@@ -233,3 +239,45 @@ def test_the_light_path_imports_no_transformers_torch_or_engine():
             "assert not heavy, heavy")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-500:]
+
+
+def test_llama_4_maverick_routes_every_other_layer():
+    """Maverick's interleave_moe_layer_step 2: layers 1, 3, … 47 route over 128 experts (+ one shared expert of
+    intermediate_size), the other 24 are dense MLPs of intermediate_size_mlp (Llama4TextConfig's moe_layers).
+    Counted by hand from the fields: the text model is 400.71B, the card's "400B"."""
+    t = cfg("llama-4-maverick")["text_config"]
+    D, L, V, step = t["hidden_size"], t["num_hidden_layers"], t["vocab_size"], t["interleave_moe_layer_step"]
+    q = t["num_attention_heads"] * t["head_dim"]
+    kv = t["num_key_value_heads"] * t["head_dim"]
+    attention = 2 * D * q + 2 * D * kv
+    moe_layers = L // step
+    dense = (L - moe_layers) * 3 * D * t["intermediate_size_mlp"]
+    routed = moe_layers * t["num_local_experts"] * 3 * D * t["intermediate_size"]
+    shared = moe_layers * (3 * D * t["intermediate_size"] + t["num_local_experts"] * D)     # + the router
+    text = 2 * V * D + L * (attention + 2 * D) + D + dense + routed + shared
+    assert text == 400_711_848_960
+    m = load_model(str(CONFIGS / "llama-4-maverick" / "config.json"))
+    assert m.params_routed == routed
+    assert m.params_total - text == pytest.approx(0.87e9, rel=0.01)   # the vision encoder and its projector
+    # active: everything but the 127 of 128 experts a token skips, and the vision tower
+    assert m.params_active == pytest.approx(text - routed * (1 - 1 / t["num_local_experts"]), rel=1e-12)
+    assert m.params_active == pytest.approx(17e9, rel=0.02)                 # the card's "17B active" (17.18B)
+
+
+def test_mamba_caches_one_state_per_sequence_and_no_k_v():
+    """state-spaces/mamba-2.8b-hf: 64 Mamba-1 blocks, no attention (no num_attention_heads, no position limit).
+    Per block and sequence: the conv state (conv_kernel − 1) × intermediate_size and the SSM state
+    intermediate_size × state_size, kept in the model's float32; parameters by hand from the fields."""
+    c = cfg("mamba-2.8b-hf")
+    D, L, V, d_in, ds, k, r = (c["hidden_size"], c["num_hidden_layers"], c["vocab_size"], c["intermediate_size"],
+                               c["state_size"], c["conv_kernel"], c["time_step_rank"])
+    m = load_model(str(CONFIGS / "mamba-2.8b-hf" / "config.json"))
+    assert m.structure == "ssm_hybrid" and m.n_full_layers == 0 and m.kv_bytes_per_token(2) == 0
+    assert m.cache_bytes(1, 2) == m.cache_bytes(1_000_000, 2)                # constant in the context
+    assert m.state_bytes(4) == L * ((k - 1) * d_in + d_in * ds) * 4 == 24_903_680
+    block = (D * 2 * d_in + d_in * k + d_in + d_in * (r + 2 * ds) + r * d_in + d_in + d_in * ds + d_in
+             + d_in * D + D)     # in_proj, conv1d + bias, x_proj, dt_proj + bias, A_log, D, out_proj, norm
+    assert m.params_total == V * D + L * block + D == 2_768_345_600         # the output head tied to the embedding
+    p = make_plan(str(CONFIGS / "mamba-2.8b-hf" / "config.json"), "h100", context=1_000_000).to_dict()
+    assert p["kv_bytes_per_token"] == 0 and p["state_bytes_per_sequence"] == 24_903_680
+    assert p["weights_bytes"] == 2_768_345_600 * 4                          # float32 as published

@@ -118,6 +118,8 @@ def layer_kinds(f: Fields) -> list[str]:
         kinds = named_kinds(f, types, n) if types else _stated_kinds(f, f.defaults, n)
     if kinds is not None:
         return kinds
+    if attention_free(f):
+        return ["linear"] * n
     window, longest = f.raw("sliding_window"), f.raw("max_position_embeddings")
     if window and f.raw("use_sliding_window") is not False and not (
             isinstance(window, int) and isinstance(longest, int) and window >= longest):
@@ -125,6 +127,19 @@ def layer_kinds(f: Fields) -> list[str]:
     # no window, or one no shorter than the longest context (Phi-4-mini: 262,144 for 131,072 positions): every
     # token stays in the cache, as in full attention
     return ["full"] * n
+
+
+MAMBA_BLOCK = ("state_size", "conv_kernel", "expand")   # transformers' MambaConfig / Mamba2Config fields
+
+
+def attention_free(f: Fields) -> bool:
+    """A stack of Mamba blocks and nothing else (Mamba, Mamba-2, FalconMamba): the block's state fields
+    (``state_size``, ``conv_kernel``, ``expand``) and no field that places attention layers. Every layer is
+    recurrent; the cache holds no K/V, only one state per sequence and layer."""
+    if any(f.raw(k) is None for k in MAMBA_BLOCK):
+        return False
+    return not any(f.raw(k) for k in ("layer_types", "layers_block_type", "hybrid_override_pattern",
+                                      "attn_layer_period", "attn_layer_indices", "attn_type_list"))
 
 
 def named_kinds(f: Fields, types, n: int) -> list[str]:
@@ -211,6 +226,16 @@ def ssm_fields(f: Fields, n_layers: int) -> dict:
     if f.raw("mamba_expand") is not None and f.raw("mamba_d_state") is not None:
         return {"kind": "mamba1", "n_layers": n_layers, "d_inner": g("mamba_expand", lo=1) * g("hidden_size", lo=1),
                 "d_state": g("mamba_d_state", lo=1), "d_conv": g("mamba_d_conv", lo=1)}
+    if attention_free(f):
+        # Mamba-2 (Mamba2Config: num_heads × head_dim = expand × hidden, n_groups B/C groups), else Mamba-1
+        # (MambaConfig: intermediate_size = expand × hidden channels, each with a state_size state)
+        if f.file.get("n_groups") is not None or f.defaults.get("n_groups") is not None:
+            return {"kind": "mamba2", "n_layers": n_layers, "n_heads": g("num_heads", lo=1),
+                    "head_dim": g("head_dim", lo=1), "d_state": g("state_size", lo=1),
+                    "d_conv": g("conv_kernel", lo=1), "n_groups": g("n_groups", lo=1)}
+        d_inner = g("intermediate_size", g("expand", lo=1) * g("hidden_size", lo=1), lo=1)
+        return {"kind": "mamba1", "n_layers": n_layers, "d_inner": d_inner, "d_state": g("state_size", lo=1),
+                "d_conv": g("conv_kernel", lo=1)}
     if f.raw("block_size") is not None or f.raw("attn_type_list") is not None or f.raw("linear_attn_alpha_factor"):
         # lightning attention (MiniMax): per head a head_dim × head_dim matrix, no convolution
         heads = g("num_attention_heads", lo=1)

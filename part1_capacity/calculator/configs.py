@@ -31,8 +31,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from part1_capacity.calculator import validate
-from part1_capacity.calculator.config_fields import (DTYPE_NAMES, NOT_MODELLED, SHAPE_FIELDS, Fields, experts,
-                                                     head_dim_of, layer_kinds, named_kinds, ssm_fields)
+from part1_capacity.calculator.config_fields import (DTYPE_NAMES, NOT_MODELLED, SHAPE_FIELDS, Fields, attention_free,
+                                                     experts, head_dim_of, layer_kinds, named_kinds, ssm_fields)
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.param_count import (MULTIMODAL, count_model_parameters, count_parameters,
                                                    is_routed_expert, mlp_shapes, numel)
@@ -72,6 +72,7 @@ FAMILIES = {
     "olmo2": ("MHA", "allenai/OLMo-2-1124-13B"),
     "hunyuan": ("GQA, MoE (HunYuanMoEV1ForCausalLM)", "tencent/Hunyuan-A13B-Instruct"),
     "glm4_moe": ("GQA, MoE", "zai-org/GLM-4.5-Air"),
+    "mamba": ("Mamba-1 on every layer: no attention, one state per sequence", "state-spaces/mamba-2.8b-hf"),
 }
 
 # Limits checked before transformers sees the file: far beyond any published model, near enough that a model
@@ -186,7 +187,8 @@ def check_config(config: dict, where: str) -> str:
     types = f.file.get("layer_types")
     if isinstance(types, list):
         named_kinds(f, types, len(types))          # a layer type not modelled is named before anything else
-    missing = [k for k in SHAPE_FIELDS if not f.stated(k)]
+    free = attention_free(f)               # Mamba: no attention, so no heads to state
+    missing = [k for k in SHAPE_FIELDS if not f.stated(k) and not (free and k == "num_attention_heads")]
     if missing:
         raise InputError(f"{f.where}: missing field '{missing[0]}' (with {', '.join(SHAPE_FIELDS)}, it defines "
                          "the model's shape: a config must state it, defaults would invent a model)")
@@ -199,10 +201,15 @@ def structure_fields(config: dict, defaults: dict | None = None, where: str = "c
     mt = check_config(config, where)
     f = Fields(config, defaults, where)
     kinds = layer_kinds(f)
-    n_heads = f.int("num_attention_heads", lo=1, hi=1024)
-    n_kv = f.int("num_key_value_heads", 1 if f.flag("multi_query") else n_heads, lo=1, hi=1024)
     hidden = f.int("hidden_size", lo=1, hi=65536)
-    head_dim = head_dim_of(f, n_heads)
+    if attention_free(f):
+        # no attention layer: no K/V heads (one nominal head, never cached: n_full_layers is 0), and no position
+        # limit (no position embeddings; the longest context the field limits allow)
+        n_heads = n_kv = head_dim = 1
+    else:
+        n_heads = f.int("num_attention_heads", lo=1, hi=1024)
+        n_kv = f.int("num_key_value_heads", 1 if f.flag("multi_query") else n_heads, lo=1, hi=1024)
+        head_dim = head_dim_of(f, n_heads)
     shared = f.int("num_kv_shared_layers", 0, hi=512)         # Gemma 3n: the last layers reuse earlier K/V
     if shared >= len(kinds):
         raise InputError(f"{f.where}: num_kv_shared_layers ({shared}) must be fewer than the layers ({len(kinds)})")
@@ -211,7 +218,8 @@ def structure_fields(config: dict, defaults: dict | None = None, where: str = "c
     prof = {"id": model_id, "name": f"{model_id} ({mt})", "n_layers": len(kinds), "n_heads": n_heads,
             "n_kv_heads": n_kv, "head_dim": head_dim, "hidden_size": hidden,
             "n_full_layers": sum(k in ("full", "both") for k in own),
-            "max_context": f.int("max_position_embeddings", lo=1), "source": f"{where} (model_type {mt})"}
+            "max_context": f.int("max_position_embeddings", _LIMITS["max_position_embeddings"][1]
+                                 if attention_free(f) else None, lo=1), "source": f"{where} (model_type {mt})"}
     if shared:
         prof["n_kv_shared_layers"] = shared
     repo = config.get("_name_or_path")

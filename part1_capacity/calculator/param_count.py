@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 
 from part1_capacity.calculator import validate
-from part1_capacity.calculator.config_fields import Fields, experts, head_dim_of, layer_kinds, ssm_fields
+from part1_capacity.calculator.config_fields import (Fields, attention_free, experts, head_dim_of, layer_kinds,
+                                                     ssm_fields)
 from part1_capacity.calculator.errors import InputError
 
 # a parameter of a vision or audio tower (or its projector): loaded by a server, not run for a text token
@@ -82,6 +83,8 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
     mt, lay = _layout(f)
     if mt == "gpt2":
         return _gpt2(f)
+    if attention_free(f):
+        return _mamba_stack(f)
     kinds = layer_kinds(f)
     D = f.int("hidden_size", lo=1)
     V = f.int("vocab_size", lo=1)
@@ -94,8 +97,14 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
         out.append(("lm_head.weight", (V, D)))
     dense_first = f.int("first_k_dense_replace", 0) if e else 0
     mlp_only = set(f.raw("mlp_only_layers") or [])
-    step = f.int("decoder_sparse_step", 1, lo=1) if e else 1
+    # every step-th layer routes: Qwen-MoE's decoder_sparse_step, Llama 4's interleave_moe_layer_step (Maverick: 2,
+    # Llama4TextConfig's moe_layers = range(step - 1, layers, step)), unless the file lists its moe_layers itself
+    step = f.int("interleave_moe_layer_step" if f.raw("interleave_moe_layer_step") else "decoder_sparse_step", 1,
+                 lo=1, hi=512) if e else 1
     mlp_types = f.raw("mlp_layer_types")
+    moe_listed = f.file.get("moe_layers")
+    if isinstance(moe_listed, list):
+        mlp_types = ["moe" if i in moe_listed else "dense" for i in range(len(kinds))]
     ssm = ssm_fields(f, 1) if any(x in ("linear", "both") for x in kinds) else None
     pattern = f.raw("hybrid_override_pattern")
     one_op_per_block = isinstance(pattern, str) and len(pattern) == len(kinds)
@@ -287,6 +296,40 @@ def _recurrent(f: Fields, lay: dict, p: str, D: int, s: dict):
     inner = s["n_heads"] * s["head_dim"]
     return [(f"{p}.self_attn.qkv_proj.weight", (3 * inner, D)), (f"{p}.self_attn.output_gate.weight", (inner, D)),
             (f"{p}.self_attn.out_proj.weight", (D, inner)), (f"{p}.self_attn.norm.weight", (inner,))]
+
+
+def _mamba_stack(f: Fields):
+    """Mamba, Mamba-2, FalconMamba: norm + mixer per block, no attention and no MLP, the output head tied unless
+    the file says otherwise (models/mamba/modeling_mamba.py MambaMixer, models/mamba2/modeling_mamba2.py
+    Mamba2Mixer: in_proj → x, z (and B, C, dt for Mamba-2), a depthwise conv1d, A_log, D, out_proj)."""
+    D, V = f.int("hidden_size", lo=1), f.int("vocab_size", lo=1)
+    s = ssm_fields(f, f.int("num_hidden_layers", lo=1))
+    bias, conv_bias = f.flag("use_bias"), f.flag("use_conv_bias", True)
+    out = [("backbone.embeddings.weight", (V, D))]
+    for i in range(s["n_layers"]):
+        p = f"backbone.layers.{i}"
+        if s["kind"] == "mamba2":
+            d_in, nh = s["n_heads"] * s["head_dim"], s["n_heads"]
+            conv = d_in + 2 * s["n_groups"] * s["d_state"]
+            m = [("in_proj.weight", (d_in + conv + nh, D)), ("conv1d.weight", (conv, 1, s["d_conv"])),
+                 ("dt_bias", (nh,)), ("A_log", (nh,)), ("D", (nh,)), ("norm.weight", (d_in,)),
+                 ("out_proj.weight", (D, d_in))]
+            m += [("conv1d.bias", (conv,))] * conv_bias + [("in_proj.bias", (d_in + conv + nh,)),
+                                                           ("out_proj.bias", (D,))] * bias
+        else:
+            d_in, ds = s["d_inner"], s["d_state"]
+            rank = f.raw("time_step_rank")
+            rank = -(-D // 16) if rank in (None, "auto") else f.int("time_step_rank", lo=1)
+            m = [("in_proj.weight", (2 * d_in, D)), ("conv1d.weight", (d_in, 1, s["d_conv"])),
+                 ("x_proj.weight", (rank + 2 * ds, d_in)), ("dt_proj.weight", (d_in, rank)), ("dt_proj.bias", (d_in,)),
+                 ("A_log", (d_in, ds)), ("D", (d_in,)), ("out_proj.weight", (D, d_in))]
+            m += [("conv1d.bias", (d_in,))] * conv_bias + [("in_proj.bias", (2 * d_in,)),
+                                                           ("out_proj.bias", (D,))] * bias
+        out += [(f"{p}.norm.weight", (D,))] + [(f"{p}.mixer.{n}", shape) for n, shape in m]
+    out.append(("backbone.norm_f.weight", (D,)))
+    if not f.flag("tie_word_embeddings", True):
+        out.append(("lm_head.weight", (V, D)))
+    return out
 
 
 def _gpt2(f: Fields):
