@@ -281,3 +281,70 @@ def test_mamba_caches_one_state_per_sequence_and_no_k_v():
     p = make_plan(str(CONFIGS / "mamba-2.8b-hf" / "config.json"), "h100", context=1_000_000).to_dict()
     assert p["kv_bytes_per_token"] == 0 and p["state_bytes_per_sequence"] == 24_903_680
     assert p["weights_bytes"] == 2_768_345_600 * 4                          # float32 as published
+
+
+# --- quantized checkpoints: what a quantization_config stores, worked by hand on Qwen2.5-0.5B's published shape ---
+def _qwen05_matrices():
+    """(out, in) of every linear matrix of Qwen2.5-0.5B (q, k, v, o, gate, up, down per layer), from its fields."""
+    c = cfg("qwen2.5-0.5b")
+    D, I, L = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    kv = c["num_key_value_heads"] * D // c["num_attention_heads"]
+    return [(D, D), (kv, D), (kv, D), (D, D), (I, D), (I, D), (D, I)] * L
+
+
+def _quantized(tmp_path, quant, name="q"):
+    d = {**cfg("qwen2.5-0.5b"), "quantization_config": quant}
+    (tmp_path / name).mkdir()
+    return _write(tmp_path / name, d)
+
+
+@pytest.mark.parametrize("quant, scale_bytes, zero_bytes", [
+    # AutoAWQ: per 128 input weights of a row one fp16 scale and a 4-bit zero point (qzeros packed in int32)
+    ({"bits": 4, "group_size": 128, "modules_to_not_convert": None, "quant_method": "awq", "version": "gemm",
+      "zero_point": True}, 2, 0.5),
+    # AutoGPTQ 8-bit: fp16 scales and 8-bit zero points (GPTQ stores qzeros even when symmetric)
+    ({"bits": 8, "group_size": 128, "desc_act": False, "sym": True, "quant_method": "gptq"}, 2, 1),
+    # llm-compressor W4A16: group scales in the model dtype (bf16), symmetric: no zero point
+    ({"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
+      "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "symmetric": True,
+                                                                        "strategy": "group", "group_size": 128}}}},
+     2, 0),
+])
+def test_group_quantized_weights_count_their_scales_and_zero_points(tmp_path, quant, scale_bytes, zero_bytes):
+    bits = quant.get("bits") or quant.get("config_groups", {}).get("group_0", {}).get("weights", {})["num_bits"]
+    mats = _qwen05_matrices()
+    quantized = sum(o * i for o, i in mats)
+    groups = sum(o * -(-i // 128) for o, i in mats)        # ⌈in / 128⌉ groups in each of the out rows
+    plain = load_model(str(CONFIGS / "qwen2.5-0.5b" / "config.json"))
+    kept = plain.params_total - quantized                  # embedding (tied), q/k/v biases, norms: bf16
+    expected = quantized * bits / 8 + groups * (scale_bytes + zero_bytes) + kept * 2
+    p = make_plan(_quantized(tmp_path, quant), "h100", context=4096).to_dict()
+    assert p["weights_bytes"] == expected
+    assert groups == 24 * (7 * (896 + 128 + 128 + 896 + 4864 + 4864) + 896 * 38)   # 2,795,520 scales
+    # without its scales and zero points (what the calculator counted before) the same checkpoint is smaller
+    assert p["weights_bytes"] > quantized * bits / 8 + kept * 2
+
+
+@pytest.mark.parametrize("quant", [
+    {"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+     "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float",
+                                                                       "strategy": "channel", "symmetric": True}}}},
+    {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0, "modules_to_not_convert": ["lm_head"]},
+])
+def test_fp8_checkpoints_of_other_quantizers_are_sized_as_fp8(tmp_path, quant):
+    # one scale per output row (not counted: 1 in 896 or more); every linear matrix in one byte
+    quantized = sum(o * i for o, i in _qwen05_matrices())
+    plain = load_model(str(CONFIGS / "qwen2.5-0.5b" / "config.json"))
+    m = load_model(_quantized(tmp_path, quant))
+    assert m.native_dtype == "fp8"
+    assert make_plan(_quantized(tmp_path, quant, "p"), "h100", context=4096).to_dict()["weights_bytes"] == (
+        quantized + (plain.params_total - quantized) * 2)
+
+
+def test_a_checkpoint_quantized_two_ways_is_refused_by_name(tmp_path):
+    w4 = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}
+    quant = {"quant_method": "compressed-tensors", "config_groups": {
+        "group_0": {"targets": ["re:.*mlp.*"], "weights": w4},
+        "group_1": {"targets": ["re:.*self_attn.*"], "weights": {**w4, "num_bits": 8}}}}
+    with pytest.raises(InputError, match="2 different weight schemes in one checkpoint .*: not modelled"):
+        load_model(_quantized(tmp_path, quant))

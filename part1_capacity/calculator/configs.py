@@ -99,7 +99,7 @@ _LIMITS = {
 }
 _PER_LAYER = ("intermediate_size", "moe_intermediate_size")   # may be one value per layer (Gemma 3n, Hunyuan)
 _LISTS = ("layer_types", "layers_block_type", "mlp_only_layers", "attn_layer_indices")
-QUANT_METHODS = ("fp8", "mxfp4", "awq", "gptq")
+QUANT_METHODS = ("fp8", "fbgemm_fp8", "mxfp4", "awq", "gptq", "compressed-tensors")
 
 
 # --- reading and checking the file ------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ def profile_from_fields(config: dict, defaults: dict | None = None, where: str =
     dt = f.raw("dtype") or f.raw("torch_dtype") or config.get("torch_dtype") or config.get("dtype")
     native = DTYPE_NAMES.get(str(dt), "bf16")
     groups = weight_groups(parameters, native, quant)
-    prof["native_dtype"] = {"mxfp4": "mxfp4", "fp8": "fp8"}.get(quant.get("quant_method"), groups[0].dtype)
+    prof["native_dtype"] = groups[0].dtype
     prof["model_dtype"] = native
     prof["weight_groups"] = [{"name": g.name, "params": g.params, "dtype": g.dtype} for g in groups]
     return profile_from_dict(prof, where)
@@ -320,30 +320,97 @@ def _not_converted(name: str, patterns) -> bool:
     return any(fnmatch.fnmatch(name, f"{p}.*") or fnmatch.fnmatch(name, f"*.{p}.*") for p in patterns)
 
 
-def weight_groups(params, native: str, quant: dict) -> tuple[WeightGroup, ...]:
-    """Parameters by storage precision. Unquantized: everything at the native dtype. A quantized checkpoint
-    stores only its matrices quantized — ``mxfp4`` (gpt-oss) the routed-expert matrices, ``fp8``/``awq``/
-    ``gptq`` every linear matrix — and keeps embeddings, the output head, norms, biases, routers and
-    convolution/state parameters in the native dtype (bf16), minus ``modules_to_not_convert``."""
+def quant_scheme(quant: dict | None, where: str = "quantization_config") -> dict | None:
+    """What a ``quantization_config`` stores, in one form: ``{"method", "dtype", "group", "zeros", "skip"}`` —
+    the matrices' storage type, the input weights sharing one scale (0: no per-group scale worth counting),
+    whether a zero point is stored per group, the modules left unconverted. None: not quantized.
+
+    - ``awq`` / ``gptq`` (AutoAWQ's and AutoGPTQ's checkpoints, read by transformers' AwqConfig / GPTQConfig):
+      ``bits``-wide integers; per ``group_size`` input weights of each output column one fp16 scale (``scales``)
+      and one ``bits``-wide zero point packed in int32 (``qzeros``: GPTQ always, AWQ when ``zero_point``);
+      ``group_size`` −1 is one group per column. GPTQ's ``g_idx`` (one int32 per input row) is not counted.
+    - ``compressed-tensors`` (llm-compressor's checkpoints): the ``weights`` of its config group — ``num_bits``
+      and ``type`` (8-bit float: fp8; integers: int8 / int4), ``strategy`` "group" with ``group_size`` (one scale
+      in the model dtype per group, a zero point when not ``symmetric``); other strategies keep one scale per row
+      or tensor (not counted); ``ignore`` lists the modules left unconverted (``re:`` patterns are not read).
+    - ``fp8`` (block scales of fp32 per 128 × 128, not counted), ``fbgemm_fp8`` (fp8 with a scale per row, not
+      counted), ``mxfp4`` (its 8-bit scale per 32 values is inside the dtype's 4.25 bits)."""
     method = (quant or {}).get("quant_method")
     if not method:
-        return (WeightGroup("all parameters", float(sum(numel(s) for _, s in params)), native),)
-    qdtype = {"mxfp4": "mxfp4", "fp8": "fp8"}.get(method) or ("int8" if quant.get("bits") == 8 else "int4")
+        return None
     skip = quant.get("modules_to_not_convert") or []
+    if method in ("fp8", "fbgemm_fp8", "mxfp4"):
+        out = {"method": method, "dtype": "mxfp4" if method == "mxfp4" else "fp8", "group": 0, "zeros": False}
+    elif method in ("awq", "gptq"):
+        bits = quant.get("bits", 4)
+        group = validate.number(quant.get("group_size", 128), f"{where}.group_size", lo=-1, hi=2 ** 20,
+                                integer=True)
+        out = {"method": method, "dtype": "int8" if bits == 8 else "int4", "group": group,
+               "zeros": method == "gptq" or quant.get("zero_point", True) is not False}
+    else:                                                   # compressed-tensors (check_fields allows no other)
+        groups = quant.get("config_groups")
+        if not isinstance(groups, dict) or not groups or not all(isinstance(g, dict) for g in groups.values()):
+            raise InputError(f"{where}.config_groups: expected an object of quantization schemes")
+        schemes = {json.dumps(g.get("weights"), sort_keys=True) for g in groups.values()}
+        if len(schemes) != 1:
+            raise InputError(f"{where}.config_groups: {len(schemes)} different weight schemes in one checkpoint "
+                             "(some layers quantized differently from others): not modelled")
+        w = next(iter(groups.values())).get("weights")
+        if not isinstance(w, dict):
+            raise InputError(f"{where}.config_groups: a scheme without 'weights': activations alone quantized "
+                             "are not modelled")
+        bits, kind = w.get("num_bits"), w.get("type", "int")
+        dtype = {(8, "float"): "fp8", (8, "int"): "int8", (4, "int"): "int4"}.get((bits, kind))
+        if dtype is None:
+            raise InputError(f"{where}.config_groups.weights: {validate.show(bits)}-bit {validate.show(kind)} "
+                             "weights are not a storage type the calculator sizes; allowed: 8-bit float, 8-bit "
+                             "int, 4-bit int")
+        group = w.get("group_size") if w.get("strategy") == "group" else 0
+        group = validate.number(group or 0, f"{where}.config_groups.weights.group_size", lo=0, hi=2 ** 20,
+                                integer=True)
+        out = {"method": method, "dtype": dtype, "group": group, "zeros": w.get("symmetric", True) is False}
+        skip = quant.get("ignore") or []
     if not isinstance(skip, list) or not all(isinstance(p, str) for p in skip):
-        raise InputError("quantization_config.modules_to_not_convert: expected a list of module names")
-    quantized = kept = 0
+        raise InputError(f"{where}: the modules left unconverted (modules_to_not_convert, ignore): expected a "
+                         "list of module names")
+    out["skip"] = [p for p in skip if not p.startswith("re:")]
+    return out
+
+
+def weight_groups(params, native: str, quant: dict) -> tuple[WeightGroup, ...]:
+    """Parameters by storage precision. Unquantized: everything at the native dtype. A quantized checkpoint
+    stores only its matrices quantized — ``mxfp4`` (gpt-oss) the routed-expert matrices, every other method every
+    linear matrix — and keeps embeddings, the output head, norms, biases, routers and convolution/state
+    parameters in the native dtype (bf16), minus the modules it leaves unconverted; group-quantized integers add
+    their scales and zero points (``quant_scheme``)."""
+    q = quant_scheme(quant)
+    if q is None:
+        return (WeightGroup("all parameters", float(sum(numel(s) for _, s in params)), native),)
+    method = q["method"]
+    quantized = kept = scales = 0
     for name, shape in params:
         leaf = name.rsplit(".", 2)[-2] if name.count(".") >= 1 else name
         matrix = (is_routed_expert(name) and not name.endswith("bias")) if method == "mxfp4" else (
             (len(shape) == 2 and name.endswith(".weight") and "embed" not in name and "lm_head" not in name
              and leaf not in ("gate", "router", "shared_expert_gate"))
             or (is_routed_expert(name) and not name.endswith("bias")))
-        if matrix and not _not_converted(name, skip):
+        if matrix and not _not_converted(name, q["skip"]):
             quantized += numel(shape)
+            if q["group"]:         # one scale per group of input weights of each output row (-1: the whole row)
+                n_in = shape[-1]
+                per_row = 1 if q["group"] == -1 else -(-n_in // q["group"])
+                scales += numel(shape) // n_in * per_row
         else:
             kept += numel(shape)
-    groups = [WeightGroup(f"{method} matrices", float(quantized), qdtype)]
+    groups = [WeightGroup(f"{method} matrices", float(quantized), q["dtype"])]
+    if scales:
+        sdtype = "fp16" if method in ("awq", "gptq") else native
+        groups.append(WeightGroup(f"{method} group scales ({sdtype}, one per {q['group']} weights of a row)"
+                                  if q["group"] > 0 else f"{method} scales ({sdtype}, one per row)",
+                                  float(scales), sdtype))
+        if q["zeros"]:
+            groups.append(WeightGroup(f"{method} zero points ({q['dtype']}, one per scale)", float(scales),
+                                      q["dtype"]))
     if kept:
         groups.append(WeightGroup(f"embeddings, norms, routers and other unquantized ({native})", float(kept),
                                   native))

@@ -44,7 +44,7 @@ DTYPES = {d.name: d for d in (
     DType("fp16", 16, "16", "IEEE half"),
     DType("fp8", 8, "fp8", "e4m3/e5m2"),
     DType("int8", 8, "int8", "per-channel int8 (W8A8)"),
-    DType("int4", 4, "16", "weight-only int4 (group scales not counted)"),
+    DType("int4", 4, "16", "weight-only int4 (a config's group scales are a weight group of their own)"),
     DType("mxfp4", 4.25, "16", "OCP MX FP4: 32 values share an 8-bit scale"),
     DType("q8_0", 34 * 8 / 32, "16", "GGUF: 34 bytes per 32 values"),
     DType("q5_0", 22 * 8 / 32, "16", "GGUF: 22 bytes per 32 values"),
