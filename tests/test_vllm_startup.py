@@ -467,3 +467,21 @@ def test_a_mamba_hybrid_with_vllms_default_state_dtypes():
     s = vm.startup(n, load_accelerator("h100"), 32768, 60e9, flags=vm.StartupFlags(kv_cache_memory_bytes=5 * block))
     assert (s.block_size, s.num_blocks) == (2096, 5)
     assert "the estimated maximum model length is 2096. " in s.error
+
+
+def test_chunked_layers_reserve_the_chunk_and_one_prefill_step_by_hand():
+    # Llama 4 Scout on 4 H100s, max_model_len 8192, 8192 batched tokens: 12 global + 36 chunked layers (chunk 8192),
+    # 8 K/V heads of 128 → 2 per rank; a page of one layer = 16 tokens × 2 × 2 × 128 × 2 B = 16 KiB. Groups of
+    # 12 layers (36 ≥ 1.5 × 12): 1 full + 3 chunked, a block of all of them 12 × 16 KiB. One request: full
+    # ⌈8192 / 16⌉ = 512 pages, chunked ⌈min(8192 + 8192, 8192) / 16⌉ = 512 (ChunkedLocalAttentionSpec: no −1,
+    # no extra page, unlike a sliding window's 513), so 4 × 512 = 2,048 blocks. 16.75 GiB / 192 KiB = 91,477
+    # blocks → ⌊91,477 / 4⌋ × 16 = 365,904 tokens and 91,477 / 2,048 = 44.67× (logged from the unrounded
+    # memory: 365,968 and 44.68×)
+    from tests.test_calculator_configs import CONFIGS
+    m = load_model(str(CONFIGS / "llama-4-scout" / "config.json"))
+    s = vm.startup(m, load_accelerator("h100"), 8192, 0, tp=4,
+                   flags=vm.StartupFlags(kv_cache_memory_bytes=16.75 * GIB, max_num_batched_tokens=8192))
+    assert s.num_blocks == int(16.75 * GIB // (12 * 16 * KIB)) == 91477
+    assert s.kv_cache_tokens == 91477 // 4 * 16 == 365904
+    assert s.max_concurrency == 91477 / 2048
+    assert round(s.max_concurrency, 2) == 44.67

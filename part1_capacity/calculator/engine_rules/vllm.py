@@ -15,7 +15,10 @@ whole state (Mamba / linear attention). Rules, each with the file it comes from:
   the "Maximum concurrency" log uses it): ``group_size × page × Σ_groups ⌈max_memory_usage(group) / page⌉``.
   Full attention: ``⌈max_model_len / block_size⌉`` pages (``FullAttentionSpec.max_memory_usage_bytes``); sliding
   window: ``⌈min(window − 1 + max_num_batched_tokens, max_model_len) / block_size⌉ + 1`` pages
-  (``SlidingWindowSpec``); Mamba / linear attention: one page (``MambaSpec``, ``mamba_cache_mode`` "none").
+  (``SlidingWindowSpec``); chunked local attention (Llama 4): ``⌈min(chunk + max_num_batched_tokens,
+  max_model_len) / block_size⌉`` pages, no −1 and no extra page (``ChunkedLocalAttentionSpec``, a layer type of its
+  own; the hybrid manager keeps it, ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`` on by default in v0.19,
+  vllm/envs.py); Mamba / linear attention: one page (``MambaSpec``, ``mamba_cache_mode`` "none").
 - **grouping** (``kv_cache_utils.py``, ``_get_kv_cache_groups_uniform_page_size``): layers of one type form
   groups of ``group_size`` layers — the smallest type's layer count, or the largest when it is < 1.5 × the
   smallest — the last group of a type padded with empty layers.
@@ -112,7 +115,8 @@ def reservation(profile, max_model_len: int, tp: int = 1, kv_bytes: float = 2, c
         counts["full"] = profile.n_full_layers
     if profile.n_window_layers:
         if hybrid_manager:
-            counts["sliding"] = profile.n_window_layers
+            chunked = getattr(profile, "window_kind", "sliding") == "chunked"
+            counts["chunked" if chunked else "sliding"] = profile.n_window_layers
         else:
             counts["full"] = counts.get("full", 0) + profile.n_window_layers
             notes.append("--disable-hybrid-kv-cache-manager: sliding-window layers allocated at full length "
@@ -148,6 +152,7 @@ def reservation(profile, max_model_len: int, tp: int = 1, kv_bytes: float = 2, c
                          " padded in (kv_cache_utils.py _get_kv_cache_groups_uniform_page_size)")
     pages = {"full": cdiv(max_model_len, block),
              "sliding": cdiv(min(profile.window - 1 + batched_tokens, max_model_len), block) + 1,
+             "chunked": cdiv(min(profile.window + batched_tokens, max_model_len), block),
              "state": 1}
     if "sliding" in counts:
         steady = cdiv(min(profile.window, max_model_len), block) + 1
@@ -158,6 +163,10 @@ def reservation(profile, max_model_len: int, tp: int = 1, kv_bytes: float = 2, c
                      f"decode a request keeps about {steady} blocks per sliding layer (its window + the block being "
                      "filled; older blocks are freed, vllm/v1/core/single_type_kv_cache_manager.py "
                      "SlidingWindowManager.remove_skipped_blocks)")
+    if "chunked" in counts:
+        notes.append(f"chunked layers budget {pages['chunked']} blocks of {block} per request: the chunk + "
+                     f"{batched_tokens:,} tokens of a chunked-prefill step, capped at the context "
+                     "(kv_cache_interface.py ChunkedLocalAttentionSpec.max_memory_usage_bytes)")
     total = group_size * page * sum(groups[k] * pages[k] for k in groups)
     slope = group_size * groups.get("full", 0) * page_tok
     if cdiv(max_model_len, block) * block != max_model_len:

@@ -288,10 +288,13 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
         notes.append(f"'GPU KV cache size' is {tokens:,} tokens as vLLM v0.19 logs it (blocks ÷ {n_groups} KV cache "
                      f"groups × block size, kv_cache_utils.py _report_kv_cache_config); later releases log "
                      f"concurrency × max_model_len = {int(conc * max_model_len):,} instead")
-    if "sliding" in r.groups:
-        notes.append("the concurrency above counts each request at its start-up worst case (window − 1 + a full "
-                     f"{batched:,}-token prefill chunk per sliding layer); a running server holds only the window "
-                     "+ the block being filled per sliding layer, so steady state fits more requests than logged")
+    if "sliding" in r.groups or "chunked" in r.groups:
+        kind = "sliding" if "sliding" in r.groups else "chunked"
+        start = "window − 1" if kind == "sliding" else "the chunk"
+        held = "the window + the block being filled" if kind == "sliding" else "the current chunk"
+        notes.append(f"the concurrency above counts each request at its start-up worst case ({start} + a full "
+                     f"{batched:,}-token prefill chunk per {kind} layer); a running server holds only {held} per "
+                     f"{kind} layer, so steady state fits more requests than logged")
     flags_used = {"gpu_memory_utilization": util, "max_num_batched_tokens": batched, "max_num_seqs": seqs,
                   "block_size": block, "kv_cache_memory_bytes": f.kv_cache_memory_bytes,
                   "max_model_len": max_model_len}

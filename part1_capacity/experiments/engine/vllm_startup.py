@@ -19,6 +19,7 @@ from part1_capacity.calculator.hardware import load_accelerator
 from part1_capacity.calculator.loader import load_model
 
 DATA = Path(__file__).resolve().parent / "data" / "vllm_startup_logs.json"
+ROOT = Path(__file__).resolve().parents[3]             # the repository: where a point's ``config`` path starts
 GiB = vm.GiB
 KV_BOUND = 0.05          # predicted KV memory within 5 % of the logged one
 TOKENS_BOUND = 0.003     # token capacity within 0.3 % when the KV memory is given
@@ -46,7 +47,9 @@ def load_points() -> list[dict]:
 
 
 def predict(p: dict) -> vm.Startup:
-    m, acc, f = load_model(p["model"]), load_accelerator(p["accelerator"]), p["flags"]
+    # a point names a bundled model, or (``config``) a published config.json in the repository
+    m = load_model(str(ROOT / p["config"]) if p.get("config") else p["model"])
+    acc, f = load_accelerator(p["accelerator"]), p["flags"]
     kvb = get_dtype(f.get("kv_cache_dtype", "bf16")).bytes
     given = p["logged"]["kv_gib"] * GiB if p["kind"] == "tokens_given_kv" else None
     flags = vm.StartupFlags(gpu_memory_utilization=f.get("gpu_memory_utilization"), kv_cache_memory_bytes=given)
