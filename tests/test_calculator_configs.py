@@ -44,12 +44,15 @@ PUBLISHED = {
     "glm-4.5-air": (None, 106e9),
     # model cards: Llama 4 Maverick "400B" total (with its vision encoder); Mamba-2.8B "2.8B"
     "llama-4-maverick": (None, 400e9), "mamba-2.8b-hf": (None, 2.8e9),
+    # model card: Mistral-Small-3.1-24B "24 billion parameters" (its vision tower included)
+    "mistral-small-3.1-24b": (None, 24e9),
 }
 
 
 NEW_FAMILIES = ("mixtral-8x7b", "qwen3-235b-a22b", "qwen3-coder-480b-a35b", "qwen3-vl-30b-a3b", "qwen3.5-35b-a3b",
                 "llama-4-scout", "kimi-k2", "deepseek-v3.2", "minimax-m1", "qwen2-57b-a14b", "phi-4-mini-instruct",
-                "olmo-2-1124-13b", "hunyuan-a13b-instruct", "glm-4.5-air", "llama-4-maverick")
+                "olmo-2-1124-13b", "hunyuan-a13b-instruct", "glm-4.5-air", "llama-4-maverick",
+                "mistral-small-3.1-24b")
 
 
 def cfg(name):
@@ -348,3 +351,21 @@ def test_a_checkpoint_quantized_two_ways_is_refused_by_name(tmp_path):
         "group_1": {"targets": ["re:.*self_attn.*"], "weights": {**w4, "num_bits": 8}}}}
     with pytest.raises(InputError, match="2 different weight schemes in one checkpoint .*: not modelled"):
         load_model(_quantized(tmp_path, quant))
+
+
+def test_a_multimodal_file_silent_on_tying_keeps_its_text_models_head():
+    """Mistral-Small-3.1 states tie_word_embeddings nowhere: its text config (a MistralConfig, false) decides, as
+    vLLM builds the head, not Mistral3Config's own default (true), which would drop the 131,072 × 5,120 head."""
+    c = cfg("mistral-small-3.1-24b")
+    assert "tie_word_embeddings" not in c and "tie_word_embeddings" not in c["text_config"]
+    t, v = c["text_config"], c["vision_config"]
+    D, L, V, I = t["hidden_size"], t["num_hidden_layers"], t["vocab_size"], t["intermediate_size"]
+    q, kv = t["num_attention_heads"] * t["head_dim"], t["num_key_value_heads"] * t["head_dim"]
+    text = 2 * V * D + L * (2 * D * q + 2 * D * kv + 3 * D * I + 2 * D) + D    # embedding and its own head
+    assert text == 23_572_403_200
+    m = load_model(str(CONFIGS / "mistral-small-3.1-24b" / "config.json"))
+    vision = m.params_total - text             # the Pixtral tower (24 layers of 1024) and the projector
+    w = v["hidden_size"]
+    tower = v["num_hidden_layers"] * (4 * w * w + 3 * w * v["intermediate_size"] + 2 * w)
+    assert tower < vision < tower * 1.2
+    assert m.params_total == pytest.approx(24e9, rel=0.001)

@@ -63,10 +63,18 @@ def build(config: dict, where: str):
                          f"('is_encoder_decoder'): not modelled")
     fields = {k: v for k, v in config.items() if k not in ("model_type", "auto_map")}
     try:
-        return tr.AutoConfig.for_model(mt, **fields)
+        cfg = tr.AutoConfig.for_model(mt, **fields)
     except (Exception, RecursionError) as exc:   # transformers' own validation: one line, the first of its message
         msg = (str(exc).strip().splitlines() or [type(exc).__name__])
         raise InputError(f"{where}: transformers refuses this {mt} config: {' '.join(msg[:2])[:200]}") from None
+    text = cfg.get_text_config()
+    if text is not cfg and "tie_word_embeddings" not in config and hasattr(text, "tie_word_embeddings"):
+        # whether the output head is the embedding is the language model's: a multimodal file that does not say so
+        # at its top level follows its text config (Mistral3Config defaults to true above a MistralConfig's false,
+        # which would tie away Mistral-Small-3.1's own 0.67B-parameter head; vLLM builds the head from the text
+        # config, vllm/model_executor/models/llama.py `if config.tie_word_embeddings`)
+        cfg.tie_word_embeddings = text.tie_word_embeddings
+    return cfg
 
 
 def defaults_for(config: dict, where: str = "config.json") -> dict:

@@ -159,14 +159,12 @@ def mlp_shapes(config: dict, defaults: dict | None = None, where: str = "config.
 
 
 def _tied(f: Fields, defaults: dict | None) -> bool:
-    """Whether the output head is the token embedding. A multimodal checkpoint's head belongs to its top-level
-    model, which ties it by the top-level ``tie_word_embeddings`` (Qwen3-VL states false there while its text
-    class defaults to true: the head is its own)."""
-    if f.top is not f.file:
-        v = f.top.get("tie_word_embeddings")
-        v = (defaults or {}).get("tie_word_embeddings") if v is None else v
-        if v is not None:
-            return bool(v)
+    """Whether the output head is the token embedding. A multimodal file that states ``tie_word_embeddings`` at
+    its top level decides there (Qwen3-VL states false while its text class defaults to true: the head is its
+    own); otherwise its text config decides, stated or by its class default (the rule ``hf_config.build`` gives
+    transformers' composite configs)."""
+    if f.top is not f.file and f.top.get("tie_word_embeddings") is not None:
+        return bool(f.top["tie_word_embeddings"])
     return f.flag("tie_word_embeddings")
 
 
@@ -461,9 +459,37 @@ def _llama4_vision(config: dict, defaults: dict | None, where: str, text_hidden:
     return out
 
 
+def _pixtral_vision(config: dict, defaults: dict | None, where: str, text_hidden: int):
+    """Mistral 3's Pixtral tower (models/pixtral/modeling_pixtral.py): a patch convolution without bias, an RMS
+    norm, pre-norm layers of unbiased attention and a gated MLP; then the projector (models/mistral3): an RMS norm,
+    a patch merger of spatial_merge_size² patches and two matrices into the text model."""
+    v = _Sub(config, defaults, "vision_config", where)
+    h, I, C, P = v.int("hidden_size", lo=1), v.int("intermediate_size", lo=1), v.int("num_channels", 3, lo=1), \
+        v.int("patch_size", lo=1)
+    p = "model.vision_tower"
+    out = [(f"{p}.patch_conv.weight", (h, C, P, P)), (f"{p}.ln_pre.weight", (h,))]
+    for i in range(v.int("num_hidden_layers", lo=1)):
+        q = f"{p}.transformer.layers.{i}"
+        out += [(f"{q}.attention_norm.weight", (h,)), (f"{q}.ffn_norm.weight", (h,))]
+        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            out += _linear(f"{q}.attention.{proj}", h, h, bias=False)
+        out += _linear(f"{q}.feed_forward.gate_proj", I, h, bias=False) + \
+            _linear(f"{q}.feed_forward.up_proj", I, h, bias=False) + _linear(f"{q}.feed_forward.down_proj", h, I, bias=False)
+    top = {**(defaults or {}), **config}          # the projector's fields sit at the top level
+    merge = validate.number(top.get("spatial_merge_size", 2), f"{where}: field 'spatial_merge_size'", lo=1, hi=64,
+                            integer=True)
+    bias, layers = bool(top.get("multimodal_projector_bias")), top.get("vision_feature_layer")
+    n_feat = len(layers) if isinstance(layers, list) else 1
+    q = "model.multi_modal_projector"
+    return out + [(f"{q}.norm.weight", (h * n_feat,))] + \
+        _linear(f"{q}.patch_merger.merging_layer", h * n_feat, h * n_feat * merge ** 2, bias=False) + \
+        _linear(f"{q}.linear_1", text_hidden, h * n_feat, bias=bias) + _linear(f"{q}.linear_2", text_hidden, text_hidden,
+                                                                             bias=bias)
+
+
 # top-level model_type → its vision tower and projector
 TOWERS = {"gemma3": _gemma3_vision, "qwen3_vl_moe": _qwen3_vl_vision, "qwen3_5_moe": _qwen3_vl_vision,
-          "llama4": _llama4_vision}
+          "llama4": _llama4_vision, "mistral3": _pixtral_vision}
 
 
 def count_model_parameters(config: dict, defaults: dict | None = None, where: str = "config.json"):
