@@ -369,3 +369,21 @@ def test_a_multimodal_file_silent_on_tying_keeps_its_text_models_head():
     tower = v["num_hidden_layers"] * (4 * w * w + 3 * w * v["intermediate_size"] + 2 * w)
     assert tower < vision < tower * 1.2
     assert m.params_total == pytest.approx(24e9, rel=0.001)
+
+
+@pytest.mark.parametrize("fields, kv", [
+    # ChatGLM (THUDM/glm-4-9b-chat's field names): multi-query attention in 2 K/V groups
+    ({"multi_query_attention": True, "multi_query_group_num": 2}, 2),
+    # Falcon's new decoder (falcon-40b): num_kv_heads groups although multi_query is set
+    ({"multi_query": True, "new_decoder_architecture": True, "num_kv_heads": 8}, 8),
+    # Falcon-7B, GPT-BigCode: multi_query, one K/V head shared by all
+    ({"multi_query": True, "new_decoder_architecture": False, "num_kv_heads": 71}, 1),
+    ({"multi_query": True}, 1),
+    ({}, 64),                                                  # nothing said: one K/V head per query head
+])
+def test_kv_heads_however_a_config_states_them(tmp_path, fields, kv):
+    # Llama-3.1-70B's shape (64 query heads of 128, 80 layers) with its K/V heads stated another way
+    d = {k: v for k, v in cfg("llama-3.1-70b").items() if k != "num_key_value_heads"}
+    d.update(fields, model_type="custom_glm_like", architectures=["CustomForCausalLM"])
+    m = load_model(_write(tmp_path, d))
+    assert m.n_kv_heads == kv and m.kv_bytes_per_token(2) == 2 * 80 * kv * 128 * 2

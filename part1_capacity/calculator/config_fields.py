@@ -15,6 +15,7 @@ ALIASES = {
     "hidden_size": ("hidden_size", "n_embd", "d_model", "dim"),
     "max_position_embeddings": ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"),
     "intermediate_size": ("intermediate_size", "n_inner", "ffn_hidden_size"),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),          # ChatGLM: the embedding's padded row count
 }
 SHAPE_FIELDS = ("num_hidden_layers", "num_attention_heads", "hidden_size")   # a file must state these itself
 
@@ -246,6 +247,20 @@ def ssm_fields(f: Fields, n_layers: int) -> dict:
 
 DTYPE_NAMES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "torch.bfloat16": "bf16",
                "torch.float16": "fp16", "torch.float32": "fp32"}
+
+
+def kv_heads(f: Fields, heads: int) -> int:
+    """K/V heads, by every way a config states them: ``num_key_value_heads``; multi-query attention with K/V
+    groups (ChatGLM's ``multi_query_attention`` + ``multi_query_group_num``, Falcon's ``num_kv_heads`` under its
+    ``new_decoder_architecture``) or with one shared head (``multi_query``: GPT-BigCode, Falcon-7B); else one
+    per query head (MHA)."""
+    if f.raw("num_key_value_heads") is not None:
+        return f.int("num_key_value_heads", lo=1, hi=1024)
+    if f.flag("multi_query_attention") and f.raw("multi_query_group_num") is not None:
+        return f.int("multi_query_group_num", lo=1, hi=1024)
+    if f.raw("num_kv_heads") is not None and (f.flag("new_decoder_architecture") or not f.flag("multi_query")):
+        return f.int("num_kv_heads", lo=1, hi=1024)
+    return 1 if f.flag("multi_query") or f.flag("multi_query_attention") else heads
 
 
 def head_dim_of(f: Fields, heads: int) -> int:

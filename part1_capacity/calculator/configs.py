@@ -32,7 +32,8 @@ from pathlib import Path
 
 from part1_capacity.calculator import validate
 from part1_capacity.calculator.config_fields import (DTYPE_NAMES, NOT_MODELLED, SHAPE_FIELDS, Fields, attention_free,
-                                                     experts, head_dim_of, layer_kinds, named_kinds, ssm_fields)
+                                                     experts, head_dim_of, kv_heads, layer_kinds, named_kinds,
+                                                     ssm_fields)
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.param_count import (MULTIMODAL, count_model_parameters, count_parameters,
                                                    is_routed_expert, mlp_shapes, numel)
@@ -208,7 +209,7 @@ def structure_fields(config: dict, defaults: dict | None = None, where: str = "c
         n_heads = n_kv = head_dim = 1
     else:
         n_heads = f.int("num_attention_heads", lo=1, hi=1024)
-        n_kv = f.int("num_key_value_heads", 1 if f.flag("multi_query") else n_heads, lo=1, hi=1024)
+        n_kv = kv_heads(f, n_heads)
         head_dim = head_dim_of(f, n_heads)
     shared = f.int("num_kv_shared_layers", 0, hi=512)         # Gemma 3n: the last layers reuse earlier K/V
     if shared >= len(kinds):

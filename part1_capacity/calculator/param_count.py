@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 
 from part1_capacity.calculator import validate
-from part1_capacity.calculator.config_fields import (Fields, attention_free, experts, head_dim_of, layer_kinds,
-                                                     ssm_fields)
+from part1_capacity.calculator.config_fields import (Fields, attention_free, experts, head_dim_of, kv_heads,
+                                                     layer_kinds, ssm_fields)
 from part1_capacity.calculator.errors import InputError
 
 # a parameter of a vision or audio tower (or its projector): loaded by a server, not run for a text token
@@ -89,7 +89,7 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
     D = f.int("hidden_size", lo=1)
     V = f.int("vocab_size", lo=1)
     H = f.int("num_attention_heads", lo=1)
-    KV = f.int("num_key_value_heads", H, lo=1)
+    KV = kv_heads(f, H)
     hd = head_dim_of(f, H)
     I, dense_I, e, k, moe_I = _widths(f, lay, D)
     out = [("model.embed_tokens.weight", (V, D))]
