@@ -387,3 +387,18 @@ def test_kv_heads_however_a_config_states_them(tmp_path, fields, kv):
     d.update(fields, model_type="custom_glm_like", architectures=["CustomForCausalLM"])
     m = load_model(_write(tmp_path, d))
     assert m.n_kv_heads == kv and m.kv_bytes_per_token(2) == 2 * 80 * kv * 128 * 2
+
+
+def test_zamba2s_mamba_2_field_names_give_a_mamba_2_state(tmp_path):
+    # Zamba2Config's names (n_mamba_heads, mamba_headdim, mamba_ngroups) on Zamba2-2.7B's sizes: every one of the
+    # 54 layers holds a Mamba-2 mixer (its "hybrid" layers add the shared attention block). Per layer and
+    # sequence: conv (4 − 1) × (80 × 64 + 2 × 1 × 64) and SSM 80 × 64 × 64 values, in bf16 (the B/C conv share
+    # was missing when the fields were read as Mamba-1's)
+    d = {"model_type": "zamba2", "architectures": ["Zamba2ForCausalLM"], "hidden_size": 2560,
+         "num_hidden_layers": 54, "num_attention_heads": 32, "num_key_value_heads": 32, "mamba_d_state": 64,
+         "mamba_d_conv": 4, "mamba_expand": 2, "mamba_headdim": 64, "mamba_ngroups": 1, "n_mamba_heads": 80,
+         "intermediate_size": 10240, "vocab_size": 32000, "max_position_embeddings": 4096, "torch_dtype": "bfloat16",
+         "hybrid_layer_ids": [6, 12, 18, 24, 30, 36, 42, 47, 51]}
+    m = load_model(_write(tmp_path, d))
+    assert m.ssm.kind == "mamba2" and m.ssm.n_layers == 54
+    assert m.state_bytes(2) == 54 * (3 * (80 * 64 + 2 * 64) + 80 * 64 * 64) * 2 == 37_089_792

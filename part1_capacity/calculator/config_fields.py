@@ -203,15 +203,17 @@ def ssm_fields(f: Fields, n_layers: int) -> dict:
             out["state_dtype"] = DTYPE_NAMES.get(str(f.raw("mamba_ssm_cache_dtype") or f.raw("mamba_ssm_dtype")),
                                                  "fp32")
         return out
-    heads = f.first("mamba_n_heads", "mamba_num_heads")
+    heads = f.first("mamba_n_heads", "mamba_num_heads", "n_mamba_heads")
     if heads is not None:
-        def pick(a, b):            # the name the file uses, else the one the defaults give
-            return a if (a in f.file or (b not in f.file and f.raw(a) is not None)) else b
-        hn = pick("mamba_n_heads", "mamba_num_heads")
-        hd = pick("mamba_d_head", "mamba_head_dim")
+        def pick(*names):          # the name the file uses, else the first the defaults give
+            return next((n for n in names if n in f.file), None) or next(
+                (n for n in names if f.raw(n) is not None), names[0])
+        # Bamba / Granite / Falcon-H1 names, Nemotron-H's, Zamba2's (n_mamba_heads, mamba_headdim, mamba_ngroups)
+        hn = pick("mamba_n_heads", "mamba_num_heads", "n_mamba_heads")
+        hd = pick("mamba_d_head", "mamba_head_dim", "mamba_headdim")
         ds = pick("mamba_d_state", "ssm_state_size")
         dc = pick("mamba_d_conv", "conv_kernel")
-        ng = pick("mamba_n_groups", "n_groups")
+        ng = pick("mamba_n_groups", "n_groups", "mamba_ngroups")
         if f.raw(hd) in (None, "auto") and f.raw("mamba_d_ssm"):
             head_dim = g("mamba_d_ssm", lo=1) // g(hn, lo=1)
         else:
