@@ -45,9 +45,12 @@ else
   rm -rf --one-file-system "$ROOT" && mkdir -p "$(dirname "$ROOT")"
   say "making a minimal Debian $SUITE tree in $ROOT"
   mmdebstrap --quiet --variant=minbase --include="$BASE" "$SUITE" "$ROOT" "$MIRROR"
-  # Node.js and npm, the files of this machine's package (nodesource's Node.js 20 on this kind of machine).
-  dpkg -L nodejs | while read -r f; do if [ -f "$f" ] || [ -L "$f" ]; then echo "${f#/}"; fi; done \
-    | tar -C / -cf - -T - | tar -C "$ROOT" -xf -
+  # Node.js and npm as this machine has them: the files of its `nodejs` package (nodesource's Node.js 20 on this
+  # kind of machine) and its global node_modules whole, since npm may have been upgraded in place (`npm i -g npm`)
+  # and then holds files the package does not list (copying the listed ones alone leaves an npm that cannot start).
+  dpkg -L nodejs | while read -r f; do case $f in /usr/lib/node_modules/*) continue;; esac
+    if [ -f "$f" ] || [ -L "$f" ]; then echo "${f#/}"; fi; done | tar -C / -cf - -T - | tar -C "$ROOT" -xf -
+  mkdir -p "$ROOT/usr/lib/node_modules" && cp -a /usr/lib/node_modules/. "$ROOT/usr/lib/node_modules/"
   # The machine's package sources: apt's, and pip's settings as this machine's root sees them (global and user
   # files, and the PIP_* variables, written as one global file), with the folders they point to bound below.
   cp -a /etc/apt/sources.list.d/. "$ROOT/etc/apt/sources.list.d/" 2>/dev/null || true
