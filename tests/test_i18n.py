@@ -202,6 +202,16 @@ def test_every_site_message_has_its_korean_text(src):
     assert not missing, f"{len(missing)} message(s) of {src.name} missing from course/locale/ko/site.toml: {missing[:3]}"
 
 
+def test_every_family_description_has_its_korean_text():
+    """The calculator page's family table translates configs.FAMILIES' descriptions (sitegen passes each to tr as a
+    value, which the literal scan above cannot see): a family added without its Korean text stops the site build."""
+    from part1_capacity.calculator.configs import FAMILIES
+
+    catalogue = i18n.catalogue("ko", "site")
+    missing = [what for what, _ in FAMILIES.values() if what not in catalogue]
+    assert not missing, f"family descriptions missing from course/locale/ko/site.toml: {missing[:3]}"
+
+
 def test_translations_keep_their_placeholders():
     bad = [(en, sorted(i18n.fields(en) ^ i18n.fields(ko))) for en, ko in i18n.catalogue("ko", "site").items()
            if i18n.fields(en) != i18n.fields(ko)]
