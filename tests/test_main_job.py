@@ -88,3 +88,34 @@ def test_a_failing_step_is_one_line_and_its_exit_code(capsys):
     assert main_job.main(["calculator"], steps) == 0
     assert main_job.main(["nope"], steps) == 2
     assert capsys.readouterr().err == "main_job: unknown step 'nope'; the steps are: calculator, site, never\n"
+
+
+def test_a_failing_generator_is_one_line_naming_it(monkeypatch, tmp_path, capsys):
+    """A generator that raises stops the site build with one line naming its module and its error, not a traceback
+    (a missing Korean text stopped `make run` this way); mkdocs is not reached."""
+    import types
+
+    fake = types.ModuleType("fake_sitegen")
+    fake.NAME = "fake"
+
+    def build(out):
+        raise i18n.MissingTranslation("no ko translation of 'x' in site.toml")
+
+    fake.build = build
+    monkeypatch.setitem(sys.modules, "fake_sitegen", fake)
+    monkeypatch.setattr(build_site, "REPO", tmp_path)
+    monkeypatch.setattr(build_site, "generators", lambda: iter(["fake_sitegen"]))
+    monkeypatch.setattr(build_site, "choose_languages", lambda: ("en",))
+    real_run = build_site.subprocess.run
+
+    def run(cmd, *a, **k):   # the font lookup runs fc-list through subprocess too; only mkdocs must not run
+        assert "mkdocs" not in cmd, "mkdocs ran after a failing generator"
+        return real_run(cmd, *a, **k)
+
+    monkeypatch.setattr(build_site.subprocess, "run", run)
+    monkeypatch.setattr(sys, "argv", ["build_site.py"])
+    assert build_site.main() == 1
+    out, err = capsys.readouterr()
+    assert err == ("build_site: a generator failed, fake_sitegen: MissingTranslation: "
+                   "no ko translation of 'x' in site.toml\n"), err
+    assert "Traceback" not in out + err

@@ -26,6 +26,11 @@ def generators():
             yield ".".join(rel.parts)
 
 
+class GeneratorFailed(Exception):
+    """A generator stopped: its module and its error, said in one line (the reader of `make run` is not the one
+    who can fix a generator, and the message names what went wrong; `python -m <module>` shows the traceback)."""
+
+
 def _run_one(mod_name: str) -> str:
     from course.i18n import use_figure_fonts
 
@@ -34,7 +39,10 @@ def _run_one(mod_name: str) -> str:
     out = REPO / "site" / "generated" / mod.NAME
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    mod.build(out)
+    try:
+        mod.build(out)
+    except Exception as e:  # noqa: BLE001 -- any error of a generator becomes its one line
+        raise GeneratorFailed(f"{mod_name}: {type(e).__name__}: {e}") from None
     return f"  generated {out.relative_to(REPO)} ({time.time() - t0:.1f} s)"
 
 
@@ -68,7 +76,11 @@ def choose_languages() -> tuple[str, ...]:
 def main() -> int:
     choose_languages()
     print("Generating figures and tables from code:")
-    run_generators(sys.argv[1:])
+    try:
+        run_generators(sys.argv[1:])
+    except GeneratorFailed as e:
+        print(f"build_site: a generator failed, {e}", file=sys.stderr)
+        return 1
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet"], cwd=REPO)
     if done.returncode:
         print(f"build_site: mkdocs build --strict failed (exit {done.returncode}): its messages are above",
