@@ -15,6 +15,7 @@ import ast
 import re
 import warnings
 from collections import Counter
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,59 @@ def test_generated_numbers_are_the_same_in_both_languages(generated, en, ko):
     en_numbers, ko_numbers = Counter(NUMBER.findall(en_text)), Counter(NUMBER.findall(ko_text))
     assert ko_numbers == en_numbers, (f"{ko} has numbers {sorted((ko_numbers - en_numbers).elements())} that "
                                       f"{en} lacks, and lacks {sorted((en_numbers - ko_numbers).elements())}")
+
+
+# --- the built site, page for page -------------------------------------------------------------------------------
+
+class _ArticleText(HTMLParser):
+    """The text a reader sees in a built page's article (scripts and styles left out)."""
+
+    def __init__(self):
+        super().__init__()
+        self.depth, self.hidden, self.parts = 0, 0, []
+
+    def handle_starttag(self, tag, attrs):
+        self.depth += tag == "article"
+        self.hidden += tag in ("script", "style")
+
+    def handle_endtag(self, tag):
+        self.depth -= tag == "article"
+        self.hidden -= tag in ("script", "style")
+
+    def handle_data(self, data):
+        if self.depth > 0 and not self.hidden:
+            self.parts.append(data)
+
+
+def article_numbers(html: str) -> set[str]:
+    parser = _ArticleText()
+    parser.feed(html)
+    return set(NUMBER.findall(" ".join(parser.parts)))
+
+
+def numbers_differ(en_html: str, ko_html: str) -> str:
+    """'' when both built pages show the same numbers, else what each shows that the other does not."""
+    en, ko = article_numbers(en_html), article_numbers(ko_html)
+    return "" if en == ko else f"only the English page shows {sorted(en - ko)}; only the Korean page {sorted(ko - en)}"
+
+
+def test_the_built_page_check_catches_a_missing_or_changed_number():
+    en = "<article><p>The cache is 40,960 bytes per token on 127.0.0.1.</p><script>var x = 7</script></article>"
+    assert numbers_differ(en, "<article><p>캐시는 127.0.0.1에서 토큰당 40,960바이트다.</p></article>") == ""
+    assert "40,960" in numbers_differ(en, "<article><p>캐시는 127.0.0.1에서 토큰당 40,961바이트다.</p></article>")
+    assert "127.0" in numbers_differ(en, "<article><p>캐시는 토큰당 40,960바이트다.</p></article>")
+    assert numbers_differ("<nav>3</nav><article>x</article>", "<article>x</article>") == ""
+
+
+@pytest.mark.parametrize("page", english_pages(), ids=lambda p: p.relative_to(SITE).as_posix())
+def test_built_korean_page_shows_the_english_pages_numbers(built_site, page):
+    """What a reader sees: the built Korean page (ko/x.html) shows the same numbers as the built English page x.html,
+    generated (tables, run records) and typed alike, none missing and none of its own."""
+    rel = page.relative_to(SITE).with_suffix(".html")
+    en, ko = built_site / rel, built_site / "ko" / rel
+    assert ko.exists(), f"the built site has no Korean page ko/{rel.as_posix()}"
+    diff = numbers_differ(en.read_text(encoding="utf-8"), ko.read_text(encoding="utf-8"))
+    assert not diff, f"{rel.as_posix()}: {diff}"
 
 
 # What is not prose: fenced code, inline code, math, link targets, HTML tags, numbers, snippet lines.
