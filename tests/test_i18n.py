@@ -80,6 +80,28 @@ def test_korean_page_shows_the_same_generated_files(page):
     assert not untranslated, f"the Korean page includes English generated files: {untranslated}"
 
 
+def heading_levels(text: str) -> list[int]:
+    """The levels of a page's headings in order (``## x`` is 2), code blocks left out (a shell comment is no heading)."""
+    text = re.sub(r"(?ms)^\s*```.*?^\s*```", "", text)
+    return [len(m.group(1)) for m in re.finditer(r"(?m)^(#{1,6}) ", text)]
+
+
+def test_the_section_check_catches_a_missing_section():
+    en = "# A\n\n## B\n\n```bash\n# a comment\n```\n\n### C\n"
+    assert heading_levels(en) == [1, 2, 3]
+    assert heading_levels("# 가\n\n## 나\n\n### 다\n") == heading_levels(en)
+    assert heading_levels("# 가\n\n## 나\n") != heading_levels(en)
+
+
+@pytest.mark.parametrize("page", english_pages(), ids=lambda p: p.relative_to(SITE).as_posix())
+def test_korean_page_has_the_english_pages_sections(page):
+    """Same sections at the same levels, in the same order: a section added to the English page alone shows here."""
+    ko = _ko(page)
+    en_levels, ko_levels = heading_levels(page.read_text(encoding="utf-8")), heading_levels(ko.read_text(encoding="utf-8"))
+    assert ko_levels == en_levels, (f"{ko.relative_to(REPO)} has {len(ko_levels)} headings at levels {ko_levels}, "
+                                    f"its English page {len(en_levels)} at {en_levels}")
+
+
 @pytest.fixture(scope="module")
 def generated(built_site):
     """site/generated/ as this code generates it, for every page of both languages: the run's one site build
