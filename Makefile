@@ -211,7 +211,7 @@ pyodide: $(PYODIDE_DIR)/.done-$(PYODIDE_PKG)
 
 $(PYODIDE_DIR)/.done-$(PYODIDE_PKG):
 	rm -rf $(PYODIDE_DIR) && mkdir -p $(PYODIDE_DIR)
-	cd $(PYODIDE_DIR) && npm pack --silent $(PYODIDE_PKG) >/dev/null
+	cd $(PYODIDE_DIR) && npm pack --loglevel=error $(PYODIDE_PKG) >/dev/null
 	echo "$(PYODIDE_SHA512)  $$(ls $(PYODIDE_DIR)/*.tgz)" | sha512sum --check --quiet
 	tar -xzf $(PYODIDE_DIR)/*.tgz -C $(PYODIDE_DIR) --strip-components=1 $(addprefix package/,$(PYODIDE_FILES))
 	rm $(PYODIDE_DIR)/*.tgz
@@ -248,9 +248,12 @@ CHP_DIR := build/chp
 .PHONY: classroom classroom-deps classroom-round
 classroom-deps: $(CHP_DIR)/.done
 
+# Its own package.json makes the folder npm's project, not `--prefix .`: with --prefix npm reads its global settings
+# from that folder too and misses the machine's (npm's etc/npmrc: a registry mirror, a CA file).
 $(CHP_DIR)/.done:
 	rm -rf $(CHP_DIR) && mkdir -p $(CHP_DIR)
-	cd $(CHP_DIR) && npm install --silent --no-audit --no-fund --prefix . $(CHP_PKG)
+	cd $(CHP_DIR) && echo '{"private": true}' > package.json && \
+	  npm install --loglevel=error --no-audit --no-fund $(CHP_PKG)
 	touch $@
 
 classroom: $(CORE) classroom-deps
