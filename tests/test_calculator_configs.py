@@ -46,6 +46,8 @@ PUBLISHED = {
     "llama-4-maverick": (None, 400e9), "mamba-2.8b-hf": (None, 2.8e9),
     # model card: Mistral-Small-3.1-24B "24 billion parameters" (its vision tower included)
     "mistral-small-3.1-24b": (None, 24e9),
+    # model card: Nemotron-H-56B-Base-8K "56B" (counted by hand in test_a_config_saved_with_infinity_is_read)
+    "nemotron-h-56b-base-8k": (None, 56e9),
 }
 
 
@@ -402,3 +404,35 @@ def test_zamba2s_mamba_2_field_names_give_a_mamba_2_state(tmp_path):
     m = load_model(_write(tmp_path, d))
     assert m.ssm.kind == "mamba2" and m.ssm.n_layers == 54
     assert m.state_bytes(2) == 54 * (3 * (80 * 64 + 2 * 64) + 80 * 64 * 64) * 2 == 37_089_792
+
+
+def test_a_config_saved_with_infinity_is_read(tmp_path):
+    """nvidia/Nemotron-H-56B-Base-8K's published file holds "time_step_limit": [0.0, Infinity] — what transformers
+    writes for Mamba-2's unbounded default — and was refused as not JSON. It is read now: 118 blocks, 10 attention
+    (*), 54 Mamba-2 (M), 54 squared-ReLU MLPs (-), counted by hand from the fields; Infinity in a field the
+    calculator reads is still refused by name."""
+    c = cfg("nemotron-h-56b-base-8k")
+    assert c["time_step_limit"][1] == float("inf")
+    pat, D, V, I = c["hybrid_override_pattern"], c["hidden_size"], c["vocab_size"], c["intermediate_size"]
+    H, KV, hd = c["num_attention_heads"], c["num_key_value_heads"], c["attention_head_dim"]
+    nh, mhd, ng, ds, k = c["mamba_num_heads"], c["mamba_head_dim"], c["n_groups"], c["ssm_state_size"], c["conv_kernel"]
+    d_in = nh * mhd
+    conv = d_in + 2 * ng * ds                                   # x, B and C go through the convolution
+    attention = 2 * D * H * hd + 2 * D * KV * hd + D            # q, o; k, v; the block's norm
+    mlp = 2 * D * I + D                                         # up, down (no gate); norm
+    mamba = ((d_in + conv + nh) * D + conv * k + conv + 3 * nh + d_in + D * d_in + D)
+    # in_proj (z, xBC, dt), conv1d + bias, dt_bias / A_log / D, the gated norm, out_proj, the block's norm
+    total = 2 * V * D + pat.count("*") * attention + pat.count("-") * mlp + pat.count("M") * mamba + D
+    assert total == 56_324_350_464
+    m = load_model(str(CONFIGS / "nemotron-h-56b-base-8k" / "config.json"))
+    assert m.params_total == total
+    assert m.kv_bytes_per_token(2) == pat.count("*") * 2 * KV * hd * 2 == 40_960
+    # per Mamba layer and sequence: conv state (k − 1) × conv channels, SSM state heads × head dim × state size;
+    # in float32 (the plan's: vLLM keeps Nemotron-H's state so)
+    assert m.state_bytes(4) == pat.count("M") * ((k - 1) * conv + nh * mhd * ds) * 4 == 919_240_704
+    p = make_plan(str(CONFIGS / "nemotron-h-56b-base-8k" / "config.json"), "h100", context=8192).to_dict()
+    assert p["state_bytes_per_sequence"] == 919_240_704
+    bad = Path(_write(tmp_path, {**c, "num_hidden_layers": float("inf")}))     # json.dumps writes Infinity
+    assert '"num_hidden_layers": Infinity' in bad.read_text()
+    with pytest.raises(InputError, match="field 'num_hidden_layers': must be a finite number"):
+        load_model(str(bad))

@@ -65,6 +65,14 @@ def test_loads_json_is_strict(text, fragment):
     assert fragment in str(e.value) and "\n" not in str(e.value)
 
 
+def test_a_config_json_reads_infinity_as_transformers_writes_it():
+    # Mamba-2's time_step_limit default (0.0, inf), saved by json.dumps as Infinity; NaN is no class's default
+    assert validate.loads_json('{"a": [0.0, Infinity, -Infinity]}', "model", infinity=True) == {
+        "a": [0.0, float("inf"), float("-inf")]}
+    with pytest.raises(InputError, match="NaN is not a number JSON allows"):
+        validate.loads_json('{"a": NaN}', "model", infinity=True)
+
+
 def test_read_text_refuses_what_is_not_a_small_utf8_file(tmp_path):
     with pytest.raises(InputError, match="is a directory"):
         validate.read_text(tmp_path, "ledger")

@@ -120,7 +120,7 @@ def load_config(path) -> tuple[dict, str]:
         raise InputError(f"model: no config file at '{path}' and no bundled model of that name{hint}; nothing is "
                          f"downloaded: pass a local config.json, a model folder, a .gguf file or a bundled id "
                          f"(`capacity list models`)")
-    d = validate.load_json_object(p, "model", max_bytes=4 * validate.MIB)
+    d = validate.load_json_object(p, "model", max_bytes=4 * validate.MIB, infinity=True)
     return d, p.name if p.parent.name in ("", ".") else f"{p.parent.name}/{p.name}"
 
 

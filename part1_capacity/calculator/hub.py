@@ -167,7 +167,7 @@ def profile_from_hub(name: str):
 def _from_config(path, repo: str, sha: str, meta):
     from part1_capacity.calculator import checkpoints, configs
 
-    d = validate.load_json_object(Path(path), "model", max_bytes=4 * validate.MIB)
+    d = validate.load_json_object(Path(path), "model", max_bytes=4 * validate.MIB, infinity=True)
     where = f"{repo}/config.json"
     if meta is None:
         prof = configs.profile_from_config(d, where, model_id=repo)

@@ -8,7 +8,10 @@ Every reader of a user file or flag goes through here, so the rules hold everywh
 - a file is a regular file (not a directory, FIFO, device or ``/proc`` entry that never ends), at most
   ``max_bytes`` long, UTF-8 text;
 - JSON input refuses ``NaN``/``Infinity`` (Python's ``json`` accepts them by default), numbers too large for a
-  float, integers with absurdly many digits and nesting deeper than Python's recursion limit;
+  float, integers with absurdly many digits and nesting deeper than Python's recursion limit — but for a
+  ``config.json`` (``infinity=True``), whose ``Infinity`` is what ``transformers`` writes for an unbounded default
+  (Mamba-2's and Nemotron-H's ``time_step_limit`` ``[0.0, Infinity]``): read as ``inf``, and refused by ``number``
+  in any field the calculator reads;
 - JSON output is strict (``allow_nan=False``): a non-finite number never reaches a reader.
 
 Each failure raises ``InputError`` with one line naming the field (or file) and what is allowed.
@@ -200,6 +203,14 @@ def _refuse_constant(name):
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+def _infinity_only(name):
+    """``Infinity``/``-Infinity`` as Python's ``json.dumps`` writes ``float("inf")`` (a transformers config saved
+    with an unbounded default); ``NaN`` still refused: no config class defaults to it."""
+    if name == "NaN":
+        _refuse_constant(name)
+    return float(name.replace("Infinity", "inf"))
+
+
 def _finite_float(s: str) -> float:
     v = float(s)
     if not math.isfinite(v):
@@ -213,10 +224,12 @@ def _bounded_int(s: str) -> int:
     return int(s)
 
 
-def loads_json(text, where: str):
-    """Parse JSON strictly: no ``NaN``/``Infinity``, no overflowing numbers, bounded depth."""
+def loads_json(text, where: str, infinity: bool = False):
+    """Parse JSON strictly: no ``NaN``/``Infinity`` (``infinity``: ``Infinity`` read as ``inf``, for a
+    ``config.json``), no overflowing numbers, bounded depth."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
+        return json.loads(text, parse_constant=_infinity_only if infinity else _refuse_constant,
+                          parse_float=_finite_float,
                           parse_int=_bounded_int)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
@@ -226,9 +239,9 @@ def loads_json(text, where: str):
         raise InputError(f"{where}: not valid JSON here ({exc})") from None
 
 
-def load_json(path, field: str, max_bytes: int = MAX_FILE_BYTES):
+def load_json(path, field: str, max_bytes: int = MAX_FILE_BYTES, infinity: bool = False):
     """Read and parse a JSON file strictly (see ``read_text`` and ``loads_json``)."""
-    return loads_json(read_text(path, field, max_bytes), f"{field}: {Path(path)}")
+    return loads_json(read_text(path, field, max_bytes), f"{field}: {Path(path)}", infinity)
 
 
 def load_toml(path, field: str, max_bytes: int = MAX_FILE_BYTES) -> dict:
@@ -244,9 +257,9 @@ def load_toml(path, field: str, max_bytes: int = MAX_FILE_BYTES) -> dict:
         raise InputError(f"{field} {Path(path).name}: not valid TOML here (nested too deeply)") from None
 
 
-def load_json_object(path, field: str, max_bytes: int = MAX_FILE_BYTES) -> dict:
+def load_json_object(path, field: str, max_bytes: int = MAX_FILE_BYTES, infinity: bool = False) -> dict:
     """As ``load_json``, and the top level must be a JSON object."""
-    d = load_json(path, field, max_bytes)
+    d = load_json(path, field, max_bytes, infinity)
     if not isinstance(d, dict):
         raise InputError(f"{field}: {Path(path)} must hold a JSON object, not {type(d).__name__}")
     return d
