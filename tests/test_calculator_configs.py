@@ -48,6 +48,8 @@ PUBLISHED = {
     "mistral-small-3.1-24b": (None, 24e9),
     # model card: Nemotron-H-56B-Base-8K "56B" (counted by hand in test_a_config_saved_with_infinity_is_read)
     "nemotron-h-56b-base-8k": (None, 56e9),
+    # model card: Nemotron 3 Super "120B total" (counted by hand in test_latent_experts_route_in_the_latent_width)
+    "nemotron-3-super-120b-a12b": (None, 120e9),
 }
 
 
@@ -436,3 +438,28 @@ def test_a_config_saved_with_infinity_is_read(tmp_path):
     assert '"num_hidden_layers": Infinity' in bad.read_text()
     with pytest.raises(InputError, match="field 'num_hidden_layers': must be a finite number"):
         load_model(str(bad))
+
+
+def test_latent_experts_route_in_the_latent_width():
+    """NVIDIA-Nemotron-3-Super-120B-A12B: its 512 routed experts read and write moe_latent_size (1024), not the
+    hidden size (4096): one projection down and one back per MoE block (NemotronHMoE's fc1/fc2_latent_proj).
+    Read at the hidden size the experts were counted 458.6B for the card's 120B. By hand from the fields: 88
+    blocks, 40 Mamba-2 (M), 40 MoE (E), 8 attention (*)."""
+    c = cfg("nemotron-3-super-120b-a12b")
+    pat, D, V = c["hybrid_override_pattern"], c["hidden_size"], c["vocab_size"]
+    H, KV, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    e, k_used, I, lat = c["n_routed_experts"], c["num_experts_per_tok"], c["moe_intermediate_size"], c["moe_latent_size"]
+    shared_I = c["moe_shared_expert_intermediate_size"]
+    nh, mhd, ng, ds, k = c["mamba_num_heads"], c["mamba_head_dim"], c["n_groups"], c["ssm_state_size"], c["conv_kernel"]
+    d_in = nh * mhd
+    conv = d_in + 2 * ng * ds
+    attention = 2 * D * H * hd + 2 * D * KV * hd + D
+    routed = e * 2 * I * lat                                   # up (I × latent) and down (latent × I), no gate
+    moe = D + e * D + routed + 2 * D * lat + 2 * D * shared_I  # norm, router, experts, latent projections, shared
+    mamba = (d_in + conv + nh) * D + conv * k + conv + 3 * nh + d_in + D * d_in + D
+    total = 2 * V * D + pat.count("*") * attention + pat.count("E") * moe + pat.count("M") * mamba + D
+    assert total == 120_668_687_360
+    m = load_model(str(CONFIGS / "nemotron-3-super-120b-a12b" / "config.json"))
+    assert m.params_total == total and m.params_routed == pat.count("E") * routed
+    assert m.params_active == total - pat.count("E") * routed * (1 - k_used / e)     # 12.77B with the embeddings
+    assert m.kv_bytes_per_token(2) == pat.count("*") * 2 * KV * hd * 2 == 8_192

@@ -233,10 +233,20 @@ def _mla(f: Fields, p: str, D: int, H: int):
 
 
 def _moe(f: Fields, lay: dict, p: str, D: int, e: int, I: int, inter: int):
-    """Router, routed experts (gated: gate and up fused; plain: up only), and the always-on shared expert."""
+    """Router, routed experts (gated: gate and up fused; plain: up only), and the always-on shared expert.
+
+    A ``moe_latent_size`` (Nemotron 3 Super) routes in a narrower space: the token is projected down to it once
+    (``fc1_latent_proj``), every routed expert reads and writes that width, and one projection brings it back
+    (``fc2_latent_proj``); the router and the shared expert still see the hidden size
+    (models/nemotron_h/modeling_nemotron_h.py NemotronHMoE, NemotronHExperts)."""
     up = I if lay.get("plain") else 2 * I
-    m = [(f"{p}.mlp.gate.weight", (e, D)), (f"{p}.mlp.experts.gate_up_proj", (e, up, D)),
-         (f"{p}.mlp.experts.down_proj", (e, D, I))]
+    latent = f.int("moe_latent_size", lo=1) if f.raw("moe_latent_size") else None
+    width = latent or D                               # what the routed experts read and write
+    m = [(f"{p}.mlp.gate.weight", (e, D)), (f"{p}.mlp.experts.gate_up_proj", (e, up, width)),
+         (f"{p}.mlp.experts.down_proj", (e, width, I))]
+    if latent:
+        m += _linear(f"{p}.mlp.fc1_latent_proj", latent, D, f.flag("mlp_bias")) + \
+            _linear(f"{p}.mlp.fc2_latent_proj", D, latent, f.flag("mlp_bias"))
     if lay.get("expert_bias"):                    # gpt-oss: biased router and experts
         m += [(f"{p}.mlp.gate.bias", (e,)), (f"{p}.mlp.experts.gate_up_proj_bias", (e, up)),
               (f"{p}.mlp.experts.down_proj_bias", (e, D))]
