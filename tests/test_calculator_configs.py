@@ -463,3 +463,19 @@ def test_latent_experts_route_in_the_latent_width():
     assert m.params_total == total and m.params_routed == pat.count("E") * routed
     assert m.params_active == total - pat.count("E") * routed * (1 - k_used / e)     # 12.77B with the embeddings
     assert m.kv_bytes_per_token(2) == pat.count("*") * 2 * KV * hd * 2 == 8_192
+
+
+def test_layers_sized_one_by_one_are_refused_by_name(capsys):
+    """nvidia/Llama-3_3-Nemotron-Super-49B-v1 (DeciLM, model_type nemotron-nas) sizes each of its 80 layers in
+    block_configs: 31 have no attention at all, 49 keep 64 / 8 = 8 K/V heads, the FFN widths differ; its
+    top-level num_key_value_heads and intermediate_size are null. Read as a plain 80-layer decoder it came out
+    88.0B for 49B and 2,621,440 B of K/V per token for 49 × 2 × 8 × 128 × 2 = 200,704: it is refused by name."""
+    path = CONFIGS / "refused" / "llama-3.3-nemotron-super-49b-v1" / "config.json"
+    c = json.loads(path.read_text())
+    attn = [b["attention"] for b in c["block_configs"]]
+    assert sum(a["no_op"] for a in attn) == 31 and {a["n_heads_in_group"] for a in attn if not a["no_op"]} == {8}
+    code = main(["plan", "--model", str(path), "--accelerator", "h100", "--context", "4096"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "per-layer blocks whose attention (K/V heads, or none) and FFN width differ by layer ('block_configs'): " \
+           "not modelled" in err

@@ -88,6 +88,9 @@ NOT_MODELLED = {
     "num_global_key_value_heads": "K/V head counts that differ by layer type",
     "kv_lora_rank_per_layer": "per-layer MLA latent widths",
     "use_cla": "cross-layer attention: adjacent layers share one K/V (Hunyuan's CLA)",
+    # DeciLM / Nemotron-NAS (Llama-3.3-Nemotron-Super-49B): each layer's own K/V head count, or no attention at all,
+    # and its own FFN width; the file's top-level sizes (num_key_value_heads, intermediate_size) are null
+    "block_configs": "per-layer blocks whose attention (K/V heads, or none) and FFN width differ by layer",
 }
 
 
