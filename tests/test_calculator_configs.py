@@ -50,6 +50,8 @@ PUBLISHED = {
     "nemotron-h-56b-base-8k": (None, 56e9),
     # model card: Nemotron 3 Super "120B total" (counted by hand in test_latent_experts_route_in_the_latent_width)
     "nemotron-3-super-120b-a12b": (None, 120e9),
+    # model card: EXAONE-4.0-1.2B "1.07B" without embeddings: + 102,400 × 2,048 tied = 1.28B (by hand below)
+    "exaone-4.0-1.2b": (None, 1.28e9),
 }
 
 
@@ -479,3 +481,32 @@ def test_layers_sized_one_by_one_are_refused_by_name(capsys):
     assert code == 2 and err.count("\n") == 1
     assert "per-layer blocks whose attention (K/V heads, or none) and FFN width differ by layer ('block_configs'): " \
            "not modelled" in err
+
+
+def test_a_sliding_window_pattern_written_in_letters(tmp_path):
+    """EXAONE 4 writes its period as letters ("sliding_window_pattern": "LLLG" in EXAONE-4.0-32B, EXAONE 4.5 and
+    K-EXAONE, beside their layer_types), which was refused as not an integer before the layer types were read.
+    On EXAONE-4.0-1.2B's published file (full attention, no window: its pattern null), counted by hand: q/o
+    2 × 2,048², k/v 2 × 512 × 2,048, q/k norms 2 × 64, two norms after attention and MLP, a 3 × 2,048 × 4,096 MLP,
+    a tied embedding. Then its 30 layers with the 32B's window (4,096) and letters: layers 3, 7, … 27 global."""
+    c = cfg("exaone-4.0-1.2b")
+    D, L, V, I = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"], c["intermediate_size"]
+    H, KV, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    layer = 2 * D * H * hd + 2 * D * KV * hd + 2 * hd + 2 * D + 3 * D * I
+    m = load_model(str(CONFIGS / "exaone-4.0-1.2b" / "config.json"))
+    assert m.params_total == V * D + L * layer + D == 1_279_391_488
+    assert m.kv_bytes_per_token(2) == L * 2 * KV * hd * 2 == 61_440
+    period = ["sliding_attention"] * 3 + ["full_attention"]
+    lllg = {**c, "sliding_window": 4096, "sliding_window_pattern": "LLLG", "layer_types": (period * 8)[:L]}
+    w = load_model(_write(tmp_path, lllg))
+    full = len(range(3, L, 4))                                  # 7 global layers, 23 within the window
+    assert (w.n_full_layers, w.n_window_layers, w.window) == (full, L - full, 4096)
+    assert w.kv_bytes_per_token(2) == full * 2 * KV * hd * 2 == 14_336
+    assert w.cache_bytes(100_000, 2) == (full * 100_000 + (L - full) * 4096) * 2 * KV * hd * 2
+    # the letters alone, read without transformers (the browser's path): repeated from layer 0, the last global
+    from part1_capacity.calculator.configs import profile_from_fields
+    alone = {k: v for k, v in lllg.items() if k != "layer_types"}
+    p = profile_from_fields(alone, {}, parameters=[("p", (1,))])
+    assert (p.n_full_layers, p.n_window_layers) == (full + 1, L - full - 1)    # layer 29 (an L) global too
+    with pytest.raises(InputError, match="field 'sliding_window_pattern' must be a number or a string of L"):
+        load_model(_write(tmp_path, {**lllg, "sliding_window_pattern": "LLXG"}))

@@ -188,6 +188,10 @@ def _stated_kinds(f: Fields, src: dict, n: int) -> list[str] | None:
         return ["linear" if local else "full" for local in _periodic(n, f.int("full_attention_interval", lo=1))]
     p = src.get("sliding_window_pattern") or src.get("_sliding_window_pattern")
     if p and f.raw("sliding_window") and f.raw("use_sliding_window") is not False:
+        if isinstance(p, str):
+            # letters (EXAONE 4: "LLLG"), repeated from layer 0, and the last layer global whatever its letter
+            # (Exaone4Config's sliding_window_pattern); a file that lists its layer_types is read by those first
+            return ["window" if p[i % len(p)] == "L" and i < n - 1 else "full" for i in range(n)]
         p = validate.number(p, f"{f.where}: field 'sliding_window_pattern'", lo=1, hi=512, integer=True)
         return ["window" if local else "full" for local in _periodic(n, p)]
     return None

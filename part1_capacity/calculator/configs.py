@@ -74,6 +74,7 @@ FAMILIES = {
     "hunyuan": ("GQA, MoE (HunYuanMoEV1ForCausalLM)", "tencent/Hunyuan-A13B-Instruct"),
     "glm4_moe": ("GQA, MoE", "zai-org/GLM-4.5-Air"),
     "mamba": ("Mamba-1 on every layer: no attention, one state per sequence", "state-spaces/mamba-2.8b-hf"),
+    "exaone4": ("GQA", "LGAI-EXAONE/EXAONE-4.0-1.2B"),
 }
 
 # Limits checked before transformers sees the file: far beyond any published model, near enough that a model
@@ -133,6 +134,12 @@ def check_fields(d: dict, where: str) -> None:
             continue
         if key == "sliding_window" and v == 0 and d.get("use_sliding_window") is False:
             continue                      # Qwen2-MoE's class writes 0 when the window is off
+        if key == "sliding_window_pattern" and isinstance(v, str):
+            # EXAONE 4 / K-EXAONE write the period as letters, "LLLG": L a local layer, G a global one
+            if not 0 < len(v) <= 512 or set(v) - set("LG"):
+                raise InputError(f"{where}: field 'sliding_window_pattern' must be a number or a string of L "
+                                 f"(local) and G (global), got {validate.show(v)}")
+            continue
         if key in _PER_LAYER and isinstance(v, list):     # Gemma 3n: an MLP width per layer (MatFormer)
             if not 0 < len(v) <= 512:
                 raise InputError(f"{where}: field '{key}' must be one number or one per layer, got {len(v)} values")

@@ -67,6 +67,8 @@ LAYOUTS = {
     "falcon_h1": {"norms": ("input_layernorm", "pre_ff_layernorm"), "mamba_norm": "mamba_rms_norm"},
     "llama4_text": {"shared": "intermediate_size"},
     "glm4_moe": {"o_bias": False},
+    # EXAONE 4's reordered norms: after attention and after the MLP, none before; q/k RMS norms per head
+    "exaone4": {"norms": ("post_attention_layernorm", "post_feedforward_layernorm"), "qk_norm": "head"},
 }
 
 
