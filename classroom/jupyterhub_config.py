@@ -15,6 +15,7 @@ import os
 import pwd
 import shutil
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -61,8 +62,19 @@ def _closed_folder(path: str) -> str:
     return ""
 
 
+def _cannot_serve(python: str) -> str:
+    """Why another account cannot start a server with ``python`` ('' when it can): the interpreter may be reachable
+    while its packages are not (a virtual environment in a private home adds them from there)."""
+    probe = subprocess.run(["runuser", "-u", "nobody", "--", python, "-c", "import jupyterhub.singleuser"],
+                           capture_output=True, text=True)
+    return "" if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["exit %d" % probe.returncode])[-1]
+
+
 if AS_ROOT and STUDENTS and (closed := _closed_folder(PYTHON)):
     sys.exit(f"CLASSROOM_PYTHON: the students' accounts cannot run {PYTHON} ({closed} is closed to other accounts); "
+             "allowed: an interpreter with this environment's packages outside private folders")
+if AS_ROOT and STUDENTS and (why := _cannot_serve(PYTHON)):
+    sys.exit(f"CLASSROOM_PYTHON: the students' accounts cannot import jupyterhub.singleuser with {PYTHON} ({why}); "
              "allowed: an interpreter with this environment's packages outside private folders")
 HOMES.mkdir(parents=True, exist_ok=True)
 HOMES.chmod(0o755)  # students' accounts reach their homes (and the exchange beside them)

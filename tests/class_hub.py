@@ -64,14 +64,29 @@ def class_names(*first: str) -> list[str]:
     return names
 
 
+def _runs_for_students(python) -> bool:
+    probe = subprocess.run(["runuser", "-u", "nobody", "--", str(python), "-c", "import jupyterhub.singleuser"],
+                           capture_output=True, text=True)
+    return probe.returncode == 0
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """``dst`` as a copy of ``src`` whose files are hard links (seconds for a whole environment, no space): other
+    accounts reach them through ``dst``'s open folders. Raises RuntimeError when the two are on different disks."""
+    if dst.parent.stat().st_dev != src.stat().st_dev:
+        raise RuntimeError(f"other accounts cannot reach {src}, and {dst.parent} is on another file system")
+    if dst.exists():
+        shutil.rmtree(dst)
+    subprocess.run(["cp", "-al", str(src), str(dst)], check=True, capture_output=True)
+
+
 def student_python(folder: Path) -> str:
     """An interpreter the students' accounts can run, with this environment's packages: this one when another
     account can run it; else (its Python lives in a private folder, as pyenv's under /root here) the system's Python
     of the same version in a small virtual environment that adds this environment's site-packages and Jupyter
-    folders. Raises RuntimeError when there is none."""
-    probe = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c", "import jupyterhub.singleuser"],
-                           capture_output=True, text=True)
-    if probe.returncode == 0:
+    folders. When those are in a private folder too (a clone in root's home), the environment holds them as hard
+    links instead. Raises RuntimeError when there is none."""
+    if _runs_for_students(sys.executable):
         return sys.executable
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     base = shutil.which(f"python{version}", path="/usr/local/bin:/usr/bin")
@@ -82,10 +97,20 @@ def student_python(folder: Path) -> str:
     ours = Path(os.path.realpath(sysconfig.get_paths()["purelib"]))
     pure = env / "lib" / f"python{version}" / "site-packages"
     (pure / "course-environment.pth").write_text(f"import site; site.addsitedir({str(ours)!r})\n")
-    for sub in ("etc", "share"):  # jupyter's server extensions and JupyterLab's extensions
+    jupyter = {sub: Path(os.path.realpath(sys.prefix)) / sub / "jupyter" for sub in ("etc", "share")}
+    for sub, src in jupyter.items():  # jupyter's server extensions and JupyterLab's extensions
         (env / sub).mkdir(exist_ok=True)
-        (env / sub / "jupyter").symlink_to(Path(os.path.realpath(sys.prefix)) / sub / "jupyter")
-    return str(env / "bin" / "python")
+        (env / sub / "jupyter").symlink_to(src)
+    python = env / "bin" / "python"
+    if not _runs_for_students(python):
+        (pure / "course-environment.pth").unlink()
+        _link_tree(ours, pure)
+        for sub, src in jupyter.items():
+            (env / sub / "jupyter").unlink()
+            _link_tree(src, env / sub / "jupyter")
+        if not _runs_for_students(python):
+            raise RuntimeError(f"other accounts cannot import jupyterhub.singleuser with {python}")
+    return str(python)
 
 
 def _account_pids(uids: set[int]) -> list[int]:

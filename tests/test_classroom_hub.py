@@ -80,3 +80,23 @@ def test_hub_refuses_an_interpreter_students_cannot_run(tmp_path):
     assert said[0].startswith(f"CLASSROOM_PYTHON: the students' accounts cannot run {closed / 'python'} (")
     assert said[0].endswith("is closed to other accounts); allowed: an interpreter with this environment's packages "
                             "outside private folders")
+
+
+def test_hub_refuses_an_interpreter_without_the_servers_packages(tmp_path):
+    """As root, a students' interpreter they can run but that lacks jupyterhub (its packages in a private folder, or
+    none) stops the hub with one line, not with an error at each student's first spawn."""
+    if os.geteuid() != 0:
+        pytest.skip("only as root does the hub run students' servers as their own accounts")
+    bare = shutil.which("python3", path="/usr/bin")
+    if bare is None or subprocess.run([bare, "-c", "import jupyterhub"], capture_output=True).returncode == 0:
+        pytest.skip("no system Python without jupyterhub on this machine")
+    env = dict(os.environ, CLASSROOM_DIR=str(tmp_path / "class"), CLASSROOM_PORT=str(free_port_block()),
+               CLASSROOM_PASSWORD=PASSWORD, CLASSROOM_STUDENTS="nobody-here", CLASSROOM_PYTHON=bare)
+    proc = subprocess.run([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    said = [ln for ln in out.splitlines() if ln.startswith("CLASSROOM_PYTHON")]
+    assert len(said) == 1 and "Traceback" not in out, out[-3000:]
+    assert said[0].startswith(f"CLASSROOM_PYTHON: the students' accounts cannot import jupyterhub.singleuser with "
+                              f"{bare} (") and "No module named 'jupyterhub'" in said[0], said[0]
