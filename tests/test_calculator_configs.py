@@ -52,6 +52,8 @@ PUBLISHED = {
     "nemotron-3-super-120b-a12b": (None, 120e9),
     # model card: EXAONE-4.0-1.2B "1.07B" without embeddings: + 102,400 × 2,048 tied = 1.28B (by hand below)
     "exaone-4.0-1.2b": (None, 1.28e9),
+    # model card: Phi-3-small-8k-instruct "7B" (the Hub's safetensors total: 7.39B; by hand below)
+    "phi-3-small-8k-instruct": (None, 7.39e9),
 }
 
 
@@ -510,3 +512,22 @@ def test_a_sliding_window_pattern_written_in_letters(tmp_path):
     assert (p.n_full_layers, p.n_window_layers) == (full + 1, L - full - 1)    # layer 29 (an L) global too
     with pytest.raises(InputError, match="field 'sliding_window_pattern' must be a number or a string of L"):
         load_model(_write(tmp_path, {**lllg, "sliding_window_pattern": "LLXG"}))
+
+
+def test_phi_3_smalls_own_field_names_and_its_tied_head():
+    """microsoft/Phi-3-small-8k-instruct ships its own code (model_type phi3small, no transformers class): its MLP
+    width is ff_intermediate_size (was not read: 4 × hidden = 16,384 assumed) and it says nothing of tying, which
+    its class inherits from PretrainedConfig as true (was untied). It came out 8.61B for the Hub's 7.39B. By hand:
+    fused q/k/v (32 + 2 × 8) × 128 × 4,096, the output projection, the GeGELU MLP's up (2 × 14,336) and down, two
+    norms per layer, a tied embedding (LayerNorm biases, 0.27M, not counted). Its block-sparse layers (every other
+    one) keep every token's K/V: the vertical stride reaches back to the first block."""
+    c = cfg("phi-3-small-8k-instruct")
+    D, L, V, I = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"], c["ff_intermediate_size"]
+    H, KV = c["num_attention_heads"], c["num_key_value_heads"]
+    hd = D // H
+    layer = (H + 2 * KV) * hd * D + H * hd * D + 3 * I * D + 2 * D
+    m = load_model(str(CONFIGS / "phi-3-small-8k-instruct" / "config.json"))
+    assert m.params_total == V * D + L * layer + D == 7_390_629_888
+    assert m.kv_bytes_per_token(2) == L * 2 * KV * hd * 2 == 131_072
+    from part1_capacity.calculator.browser import profile_from_text      # the page's pure path reads it alike
+    assert profile_from_text(json.dumps(c)).params_total == m.params_total

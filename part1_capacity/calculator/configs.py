@@ -77,6 +77,11 @@ FAMILIES = {
     "exaone4": ("GQA", "LGAI-EXAONE/EXAONE-4.0-1.2B"),
 }
 
+# The defaults of a file whose repository ships its own config class (a type transformers lacks): what every such
+# class inherits from transformers' PretrainedConfig and a file may leave unsaid — the output head tied to the
+# token embedding (Phi-3-small states nothing: 7.39B tied, 7.80B untied)
+OWN_CODE_DEFAULTS = {"tie_word_embeddings": True}
+
 # Limits checked before transformers sees the file: far beyond any published model, near enough that a model
 # built from them on the meta device stays fast. (field → (lowest, highest)); None values are left to defaults.
 _LIMITS = {
@@ -501,7 +506,7 @@ def _profile(text: str, where: str, model_id: str, params_json) -> ModelProfile:
     if not transformers_has_class(d):
         # a repository that ships its own modelling code for a type transformers lacks (MiniMax-M1): read by
         # structure from the file alone — every field it states — and counted from those fields
-        prof = profile_from_fields(d, {}, where, model_id, given)
+        prof = profile_from_fields(d, OWN_CODE_DEFAULTS, where, model_id, given)
         return dataclasses.replace(prof, source=f"{prof.source}; read from its own fields (transformers has no "
                                                 f"class for this model_type)")
     defaults = hf_config.defaults_for(d, where)
