@@ -54,6 +54,8 @@ PUBLISHED = {
     "exaone-4.0-1.2b": (None, 1.28e9),
     # model card: Phi-3-small-8k-instruct "7B" (the Hub's safetensors total: 7.39B; by hand below)
     "phi-3-small-8k-instruct": (None, 7.39e9),
+    # MPT-7B-Instruct: its checkpoint index's 13,298,573,312 bytes of bfloat16 hold 6,649,286,656 (see the README)
+    "mpt-7b-instruct": (None, 6_649_286_656),
 }
 
 
@@ -79,7 +81,7 @@ def test_every_family_the_calculator_claims_has_a_real_config():
 def _hand_attention_layers(c):
     """Full-attention and window layer counts, read by hand from each family's own convention."""
     t = c.get("text_config", c)
-    L = t.get("num_hidden_layers", t.get("n_layer"))
+    L = t.get("num_hidden_layers", t.get("n_layer", t.get("n_layers")))
     mt = c["model_type"]
     if "layer_types" in t:
         full = sum(x in ("full_attention", "attention") for x in t["layer_types"])
@@ -117,8 +119,8 @@ def test_kv_bytes_per_token_from_the_config_fields(name):
     elif not full and not window:                        # no attention layer: nothing cached per token
         expected = 0
     else:
-        heads = t.get("num_attention_heads", t.get("n_head"))
-        hidden = t.get("hidden_size", t.get("n_embd"))
+        heads = t.get("num_attention_heads", t.get("n_head", t.get("n_heads")))
+        hidden = t.get("hidden_size", t.get("n_embd", t.get("d_model")))
         head_dim = t.get("head_dim") or hidden // heads
         expected = 2 * full * t.get("num_key_value_heads", heads) * head_dim * 2
     assert m.kv_bytes_per_token(2) == expected
@@ -531,3 +533,18 @@ def test_phi_3_smalls_own_field_names_and_its_tied_head():
     assert m.kv_bytes_per_token(2) == L * 2 * KV * hd * 2 == 131_072
     from part1_capacity.calculator.browser import profile_from_text      # the page's pure path reads it alike
     assert profile_from_text(json.dumps(c)).params_total == m.params_total
+
+
+def test_mpts_max_seq_len_is_its_position_limit():
+    """mosaicml/mpt-7b-instruct states its context as max_seq_len (MptConfig has no attribute_map for it): the file
+    was refused for a missing max_position_embeddings. Read now as the limit MPT's code enforces (2,048; ALiBi,
+    no position table). By hand: tied embedding, per block fused q/k/v 3 × 4,096², out_proj 4,096², an up/down MLP
+    of expansion_ratio 4, two weight-only norms (no_bias) — equal to its checkpoint index's 13,298,573,312 bytes of
+    bfloat16; MHA, 32 K/V heads of 128."""
+    c = cfg("mpt-7b-instruct")
+    D, L, V, H, r = c["d_model"], c["n_layers"], c["vocab_size"], c["n_heads"], c["expansion_ratio"]
+    total = V * D + L * (3 * D * D + D * D + 2 * r * D * D + 2 * D) + D
+    assert total == 13_298_573_312 // 2
+    m = load_model(str(CONFIGS / "mpt-7b-instruct" / "config.json"))
+    assert m.max_context == c["max_seq_len"] == 2048 and m.params_total == total
+    assert m.kv_bytes_per_token(2) == L * 2 * H * (D // H) * 2 == 524_288

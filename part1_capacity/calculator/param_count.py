@@ -67,6 +67,7 @@ LAYOUTS = {
     "falcon_h1": {"norms": ("input_layernorm", "pre_ff_layernorm"), "mamba_norm": "mamba_rms_norm"},
     "llama4_text": {"shared": "intermediate_size"},
     "glm4_moe": {"o_bias": False},
+    "mpt": {"plain": True},                       # MptMLP: up, GELU, down
     # EXAONE 4's reordered norms: after attention and after the MLP, none before; q/k RMS norms per head
     "exaone4": {"norms": ("post_attention_layernorm", "post_feedforward_layernorm"), "qk_norm": "head"},
 }
@@ -138,7 +139,9 @@ def _widths(f: Fields, lay: dict, D: int) -> tuple[int, int, int, int, int]:
     """(intermediate_size, the dense layers' MLP width, routed experts, experts per token, one expert's width)."""
     inter = f.raw("intermediate_size")
     inter = inter[0] if isinstance(inter, list) else inter
-    I = validate.number(inter or 4 * D, f"{f.where}: field 'intermediate_size'", lo=1, integer=True)
+    # no width stated: MPT states its MLP as expansion_ratio × hidden (4 by default, GPT-2's 4 × hidden alike)
+    I = validate.number(inter or f.int("expansion_ratio", 4, lo=1, hi=64) * D, f"{f.where}: field 'intermediate_size'",
+                        lo=1, integer=True)
     dense_I = f.int("intermediate_size_mlp", I, lo=1)          # Llama 4: its dense layers are wider than its experts
     e, k = experts(f)
     if lay.get("always_moe") and not e:
