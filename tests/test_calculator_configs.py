@@ -548,3 +548,31 @@ def test_mpts_max_seq_len_is_its_position_limit():
     m = load_model(str(CONFIGS / "mpt-7b-instruct" / "config.json"))
     assert m.max_context == c["max_seq_len"] == 2048 and m.params_total == total
     assert m.kv_bytes_per_token(2) == L * 2 * H * (D // H) * 2 == 524_288
+
+
+@pytest.mark.parametrize("name, fragment", [
+    # MiMo-V2-Flash: 8 K/V heads in its sliding-window layers, 4 in its full layers (head dims 192 / 128 for K / V)
+    ("mimo-v2-flash", "K/V head counts that differ by layer type ('swa_num_key_value_heads'): not modelled"),
+    # MiniMax-M3: an indexer of 4 heads × 128 in 57 of 60 layers caches keys of its own
+    ("minimax-m3", "block-sparse attention with its own index keys per token ('sparse_attention_config'): not "
+                   "modelled"),
+])
+def test_moe_layer_freq_per_layer_reaches_the_refusal_by_name(capsys, name, fragment):
+    """Both published files state moe_layer_freq as one 0/1 per layer and were refused as "must be an integer"
+    before their cache structure was read; the list is read now (1: the layer routes), so the refusal names what is
+    not modelled."""
+    path = CONFIGS / "refused" / name / "config.json"
+    c = json.loads(path.read_text())
+    assert isinstance(c["moe_layer_freq"], list) and set(c["moe_layer_freq"]) == {0, 1}
+    code = main(["plan", "--model", str(path), "--accelerator", "h100", "--context", "4096"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and fragment in err
+
+
+def test_moe_layer_freq_per_layer_routes_the_layers_it_marks():
+    # MiMo-V2-Flash's 48 layers, its first dense (moe_layer_freq[0] == 0), its per-type K/V fields set aside
+    from part1_capacity.calculator.param_count import count_parameters
+    c = json.loads((CONFIGS / "refused" / "mimo-v2-flash" / "config.json").read_text())
+    c = {k: v for k, v in c.items() if not k.startswith("swa_")}
+    routed = [n for n, _ in count_parameters(c, {}) if n.endswith("experts.down_proj")]
+    assert len(routed) == sum(c["moe_layer_freq"]) == 47 and "model.layers.0." not in " ".join(routed)

@@ -87,6 +87,11 @@ NOT_MODELLED = {
     "is_encoder_decoder": "an encoder-decoder's cross-attention caches the encoder output per sequence",
     "global_head_dim": "K/V head dims that differ by layer type",
     "num_global_key_value_heads": "K/V head counts that differ by layer type",
+    # MiMo-V2-Flash: its sliding-window layers' own K/V heads and head dims beside the full layers'
+    "swa_num_key_value_heads": "K/V head counts that differ by layer type",
+    "swa_head_dim": "K/V head dims that differ by layer type",
+    # MiniMax-M3: block-sparse layers whose indexer caches keys of its own beside the K/V
+    "sparse_attention_config": "block-sparse attention with its own index keys per token",
     "kv_lora_rank_per_layer": "per-layer MLA latent widths",
     "use_cla": "cross-layer attention: adjacent layers share one K/V (Hunyuan's CLA)",
     # DeciLM / Nemotron-NAS (Llama-3.3-Nemotron-Super-49B): each layer's own K/V head count, or no attention at all,

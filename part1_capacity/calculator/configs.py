@@ -139,6 +139,12 @@ def check_fields(d: dict, where: str) -> None:
             continue
         if key == "sliding_window" and v == 0 and d.get("use_sliding_window") is False:
             continue                      # Qwen2-MoE's class writes 0 when the window is off
+        if key == "moe_layer_freq" and isinstance(v, list):
+            # one 0/1 per layer, 1 where the layer routes (MiMo-V2-Flash), beside DeepSeek's every-n-th integer
+            if not 0 < len(v) <= 512 or any(x not in (0, 1) or isinstance(x, bool) for x in v):
+                raise InputError(f"{where}: field 'moe_layer_freq' must be one number or one 0/1 per layer, got "
+                                 f"{validate.show(v)}")
+            continue
         if key == "sliding_window_pattern" and isinstance(v, str):
             # EXAONE 4 / K-EXAONE write the period as letters, "LLLG": L a local layer, G a global one
             if not 0 < len(v) <= 512 or set(v) - set("LG"):

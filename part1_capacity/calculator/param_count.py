@@ -105,6 +105,8 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
     step = f.int("interleave_moe_layer_step" if f.raw("interleave_moe_layer_step") else "decoder_sparse_step", 1,
                  lo=1, hi=512) if e else 1
     mlp_types = f.raw("mlp_layer_types")
+    if isinstance(f.raw("moe_layer_freq"), list):          # one 0/1 per layer (MiMo-V2-Flash)
+        mlp_types = ["moe" if x else "dense" for x in f.raw("moe_layer_freq")]
     moe_listed = f.file.get("moe_layers")
     if isinstance(moe_listed, list):
         mlp_types = ["moe" if i in moe_listed else "dense" for i in range(len(kinds))]
