@@ -576,3 +576,25 @@ def test_moe_layer_freq_per_layer_routes_the_layers_it_marks():
     c = {k: v for k, v in c.items() if not k.startswith("swa_")}
     routed = [n for n, _ in count_parameters(c, {}) if n.endswith("experts.down_proj")]
     assert len(routed) == sum(c["moe_layer_freq"]) == 47 and "model.layers.0." not in " ".join(routed)
+
+
+# BLOOM's shape (bigscience/bloom-560m's fields): ALiBi positions, no context field at all
+_BLOOM = {"architectures": ["BloomForCausalLM"], "model_type": "bloom", "n_layer": 24, "n_head": 16,
+          "hidden_size": 1024, "n_inner": None, "vocab_size": 250880, "torch_dtype": "float16"}
+
+
+@pytest.mark.parametrize("field", ["model_max_length", "max_seq_length", "seq_len", "seq_length"])
+def test_every_context_name_vllm_reads_is_read(tmp_path, field):
+    # Baichuan2-13B states its limit as model_max_length (4,096); the others are vLLM's other names
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**_BLOOM, field: 4096}))
+    assert load_model(str(path)).max_context == 4096
+
+
+def test_positions_without_a_stated_limit_are_refused_by_name(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_BLOOM))
+    assert main(["plan", "--model", str(path), "--accelerator", "h100", "--context", "2K"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "positions with no stated limit" in err and "ALiBi" in err and "max_position_embeddings" in err, err

@@ -13,8 +13,9 @@ ALIASES = {
     "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
     "num_attention_heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
     "hidden_size": ("hidden_size", "n_embd", "d_model", "dim"),
+    # every name vLLM reads a context length under (vllm/config/model.py, _get_and_verify_max_len's possible_keys)
     "max_position_embeddings": ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
-                                "max_seq_len"),           # MPT, DBRX
+                                "max_seq_len", "model_max_length", "max_seq_length", "seq_len"),  # MPT; Baichuan2
     "intermediate_size": ("intermediate_size", "n_inner", "ffn_hidden_size", "ff_intermediate_size"),  # Phi-3-small
     "vocab_size": ("vocab_size", "padded_vocab_size"),          # ChatGLM: the embedding's padded row count
 }

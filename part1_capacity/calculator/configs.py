@@ -31,8 +31,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from part1_capacity.calculator import validate
-from part1_capacity.calculator.config_fields import (DTYPE_NAMES, NOT_MODELLED, SHAPE_FIELDS, Fields, attention_free,
-                                                     experts, head_dim_of, kv_heads, layer_kinds, named_kinds,
+from part1_capacity.calculator.config_fields import (ALIASES, DTYPE_NAMES, NOT_MODELLED, SHAPE_FIELDS, Fields,
+                                                     attention_free, experts, head_dim_of, kv_heads, layer_kinds, named_kinds,
                                                      ssm_fields)
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.param_count import (MULTIMODAL, count_model_parameters, count_parameters,
@@ -234,6 +234,11 @@ def structure_fields(config: dict, defaults: dict | None = None, where: str = "c
         raise InputError(f"{f.where}: num_kv_shared_layers ({shared}) must be fewer than the layers ({len(kinds)})")
     own = kinds[:len(kinds) - shared]                         # layers that keep their own K/V
     n_lin = sum(k in ("linear", "both") for k in kinds)
+    if not attention_free(f) and f.raw("max_position_embeddings") is None:
+        # vLLM assumes 2,048 then; a plan would silently cap every context there
+        raise InputError(f"{f.where}: positions with no stated limit (no {', '.join(ALIASES['max_position_embeddings'])}"
+                         "; ALiBi's, as BLOOM's, have none): a context limit is not modelled without one; allowed: a "
+                         "file that states max_position_embeddings")
     prof = {"id": model_id, "name": f"{model_id} ({mt})", "n_layers": len(kinds), "n_heads": n_heads,
             "n_kv_heads": n_kv, "head_dim": head_dim, "hidden_size": hidden,
             "n_full_layers": sum(k in ("full", "both") for k in own),
