@@ -62,6 +62,19 @@ def test_hub_smoke(class_dir):
             pwd.getpwnam(name)  # the accounts the hub made are gone
 
 
+def _hub_refusal(tmp_path, python) -> str:
+    """The one CLASSROOM_PYTHON line a hub started as root with ``python`` for its students stops with."""
+    env = dict(os.environ, CLASSROOM_DIR=str(tmp_path / "class"), CLASSROOM_PORT=str(free_port_block()),
+               CLASSROOM_PASSWORD=PASSWORD, CLASSROOM_STUDENTS="nobody-here", CLASSROOM_PYTHON=str(python))
+    proc = subprocess.run([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    said = [ln for ln in out.splitlines() if ln.startswith("CLASSROOM_PYTHON")]
+    assert len(said) == 1 and "Traceback" not in out, out[-3000:]
+    return said[0]
+
+
 def test_hub_refuses_an_interpreter_students_cannot_run(tmp_path):
     """As root, a students' interpreter inside a folder closed to other accounts stops the hub with one line."""
     if os.geteuid() != 0:
@@ -69,17 +82,10 @@ def test_hub_refuses_an_interpreter_students_cannot_run(tmp_path):
     closed = tmp_path / "private"
     closed.mkdir(mode=0o700)
     (closed / "python").symlink_to(sys.executable)
-    env = dict(os.environ, CLASSROOM_DIR=str(tmp_path / "class"), CLASSROOM_PORT=str(free_port_block()),
-               CLASSROOM_PASSWORD=PASSWORD, CLASSROOM_STUDENTS="nobody-here", CLASSROOM_PYTHON=str(closed / "python"))
-    proc = subprocess.run([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0
-    out = proc.stdout + proc.stderr
-    said = [ln for ln in out.splitlines() if ln.startswith("CLASSROOM_PYTHON")]
-    assert len(said) == 1 and "Traceback" not in out, out[-3000:]
-    assert said[0].startswith(f"CLASSROOM_PYTHON: the students' accounts cannot run {closed / 'python'} (")
-    assert said[0].endswith("is closed to other accounts); allowed: an interpreter with this environment's packages "
-                            "outside private folders")
+    said = _hub_refusal(tmp_path, closed / "python")
+    assert said.startswith(f"CLASSROOM_PYTHON: the students' accounts cannot run {closed / 'python'} (")
+    assert said.endswith("is closed to other accounts); allowed: an interpreter with this environment's packages "
+                         "outside private folders")
 
 
 def test_hub_refuses_an_interpreter_without_the_servers_packages(tmp_path):
@@ -90,13 +96,6 @@ def test_hub_refuses_an_interpreter_without_the_servers_packages(tmp_path):
     bare = shutil.which("python3", path="/usr/bin")
     if bare is None or subprocess.run([bare, "-c", "import jupyterhub"], capture_output=True).returncode == 0:
         pytest.skip("no system Python without jupyterhub on this machine")
-    env = dict(os.environ, CLASSROOM_DIR=str(tmp_path / "class"), CLASSROOM_PORT=str(free_port_block()),
-               CLASSROOM_PASSWORD=PASSWORD, CLASSROOM_STUDENTS="nobody-here", CLASSROOM_PYTHON=bare)
-    proc = subprocess.run([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0
-    out = proc.stdout + proc.stderr
-    said = [ln for ln in out.splitlines() if ln.startswith("CLASSROOM_PYTHON")]
-    assert len(said) == 1 and "Traceback" not in out, out[-3000:]
-    assert said[0].startswith(f"CLASSROOM_PYTHON: the students' accounts cannot import jupyterhub.singleuser with "
-                              f"{bare} (") and "No module named 'jupyterhub'" in said[0], said[0]
+    said = _hub_refusal(tmp_path, bare)
+    assert said.startswith(f"CLASSROOM_PYTHON: the students' accounts cannot import jupyterhub.singleuser with "
+                           f"{bare} (") and "No module named 'jupyterhub'" in said, said
