@@ -8,7 +8,7 @@ import pytest
 
 from part1_capacity.calculator.engine_rules import vllm_memory as vm
 from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.hardware import load_accelerator
+from part1_capacity.calculator.hardware import accelerator_from_dict, load_accelerator
 from part1_capacity.calculator.loader import load_model
 from part1_capacity.experiments.engine import vllm_startup
 from tests.in_process import capacity
@@ -163,7 +163,12 @@ def test_accelerators_carry_the_memory_the_engine_sees_with_its_source():
 def test_start_up_uses_the_engine_visible_memory_not_the_datasheet():
     s = vm.startup(load_model("llama-3.1-8b"), load_accelerator("h100"), 8192, 16e9)
     assert s.budget["total_bytes"] == pytest.approx(79.19 * GIB)
+    # an RTX 4090 sold as "24 GB" (24 GiB of GDDR6X): PyTorch's total is 23.64 GiB
     s = vm.startup(load_model("llama-3.1-8b"), load_accelerator("rtx-4090"), 8192, 16e9)
+    assert s.budget["total_bytes"] == pytest.approx(23.64 * GIB)
+    # a user's file with the marketed figure only: that figure, said to be the datasheet's
+    bare = accelerator_from_dict({"id": "mine", "memory_gib": 24, "bandwidth_gb_s": 1000, "bf16_tflops": 100})
+    s = vm.startup(load_model("llama-3.1-8b"), bare, 8192, 16e9)
     assert s.budget["total_bytes"] == 24 * GIB and any("datasheet figure" in n for n in s.notes)
 
 

@@ -17,7 +17,7 @@ from part1_capacity.calculator.sharding import (  # noqa: F401  (kv_fraction_per
     kv_fraction_per_rank, splits_heads, state_fraction_per_rank)
 from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.hardware import Accelerator, load_accelerator
+from part1_capacity.calculator.hardware import Accelerator, load_accelerator, memory_fields
 from part1_capacity.calculator.loader import load_model
 from part1_capacity.calculator.profiles import ModelProfile
 from part1_capacity.calculator.resolve import (  # noqa: F401  (Workload and its defaults: plan's names since the start)
@@ -145,6 +145,7 @@ class Plan:
         dec = self.decode_split
         return {
             "model": self.model.id, "structure": self.model.structure, "accelerator": self.accelerator.id,
+            **memory_fields(self.accelerator),
             "workload": {"context": wl.context, "batch": wl.batch, "prompt": wl.prompt or wl.context,
                          "tensor_parallel": wl.tensor_parallel, "pipeline_parallel": wl.pipeline_parallel,
                          "nodes": wl.nodes, "engine": wl.engine,

@@ -15,7 +15,7 @@ from numbers import Integral   # numpy's integers count too (registered), withou
 from part1_capacity.calculator import engine_rules, weights
 from part1_capacity.calculator.dtypes import KV_DTYPES, get_dtype
 from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.hardware import Accelerator
+from part1_capacity.calculator.hardware import Accelerator, runtime_memory
 from part1_capacity.calculator.profiles import ModelProfile
 from part1_capacity.calculator.sharding import kv_fraction_per_rank, splits_heads, state_fraction_per_rank
 from course.units import GIB
@@ -75,8 +75,9 @@ class Workload:
 
 # --- the formulas the resolved workload evaluates once ------------------------------------------------------------
 def usable_bytes(acc, wl) -> float:
-    """Bytes of one accelerator the engine may fill: ``memory × usable_fraction − overhead``."""
-    return acc.memory_bytes * wl.usable_fraction - wl.overhead_bytes
+    """Bytes of one accelerator the engine may fill: ``memory × usable_fraction − overhead``, the memory being what
+    the device's runtime reports (``hardware.runtime_memory``: an "80 GB" H100 holds 79.19 GiB), not the box's."""
+    return runtime_memory(acc)[0] * wl.usable_fraction - wl.overhead_bytes
 
 
 def cache_per_rank(model, wl, T, tp: int):

@@ -8,6 +8,7 @@ from part1_capacity.commands._common import (add_revision_flag, add_vllm_startup
 from part1_capacity.calculator import emit
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time, table
+from part1_capacity.calculator.hardware import memory_label
 from part1_capacity.calculator.plan import Plan, for_plan, make_plan, plan_report
 from part1_capacity.calculator.tiers import load_tiers
 
@@ -111,6 +112,7 @@ def render(plan: Plan) -> str:
     par_s = (f"{fewest.label()}, {fewest.nodes} node{'s' if fewest.nodes != 1 else ''}" if fewest else
              why_not(plan))
     rows = [
+        ["memory per accelerator", memory_label(acc)],
         ["weights", f"{fmt_bytes(d['weights_bytes'])} ({d['weights_bytes_source']})"],
         *([["  with the MTP module", f"{fmt_bytes(d['weights_bytes_with_mtp'])} (loaded only for MTP speculative "
                                      f"decoding; KV / weights {d['kv_to_weights_ratio_with_mtp']:.3g})"]]

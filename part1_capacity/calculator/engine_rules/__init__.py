@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from part1_capacity.calculator.dtypes import get_dtype
 from part1_capacity.calculator.engine_rules import llama_cpp, vllm
 from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.hardware import SERVING_ENGINES
+from part1_capacity.calculator.hardware import SERVING_ENGINES, runtime_memory
 from part1_capacity.calculator.sharding import kv_fraction_per_rank, state_fraction_per_rank
 from course.units import GIB
 
@@ -102,8 +102,7 @@ def _allocate(profile, workload, tensor_parallel, engine, accelerator, hybrid_ma
         raise InputError(f"kv_dtype: vLLM's --kv-cache-dtype takes auto ({', '.join(VLLM_KV[:2])}, fp32) or fp8, "
                          f"not {workload.kv_dtype}")
     conv = get_dtype(profile.native_dtype).bytes
-    memory = (getattr(accelerator, "engine_memory_bytes", 0) or accelerator.memory_bytes
-              if accelerator is not None else 80 * GIB)
+    memory = runtime_memory(accelerator)[0] if accelerator is not None else 80 * GIB
     batched = vllm.max_num_batched_tokens(memory, getattr(accelerator, "name", ""), getattr(accelerator, "id", ""))
     r = vllm.reservation(profile, T, tp, kvb, conv, sb, batched, hybrid_manager)
     notes = list(r.notes)

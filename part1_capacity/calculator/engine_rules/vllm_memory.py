@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from course.units import GB, GIB, KB, KIB, MB, MIB, ceil_div
 from part1_capacity.calculator.engine_rules import vllm
 from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.hardware import runtime_memory
 
 GiB = GIB                                # vLLM logs GiB (vllm/utils GiB_bytes)
 VERSION = "vLLM v0.19"
@@ -82,12 +83,7 @@ def block_size(profile, acc_id: str = "") -> tuple[int, str]:
     return vllm.BLOCK_SIZE, "block size 16 (vllm/config/cache.py default on CUDA)"
 
 
-def engine_memory(acc) -> tuple[float, str]:
-    """Total memory of one device as the engine reads it, and where the figure comes from."""
-    seen = getattr(acc, "engine_memory_bytes", 0.0)
-    if seen:
-        return seen, getattr(acc, "engine_memory_source", "") or "accelerators.json"
-    return acc.memory_bytes, "datasheet figure (no runtime-reported total recorded for this accelerator)"
+engine_memory = runtime_memory     # total memory of one device as the engine reads it, and where it comes from
 
 
 def pp_layers(n_layers: int, pp: int) -> list[int]:
