@@ -81,3 +81,36 @@ def test_a_wrong_runtime_figure_would_be_caught():
     b = make_plan("qwen2.5-7b", large, context=4096).resolved.usable_bytes
     assert b - a == pytest.approx(4.42 * GIB * 0.9)
     assert load_accelerator("h100").runtime_memory_bytes == pytest.approx(79.19 * GIB)
+
+
+# --- no silent layout change --------------------------------------------------------------------------------------
+QWEN235 = str(__import__("pathlib").Path(__file__).parent / "data" / "configs" / "qwen3-235b-a22b" / "config.json")
+
+
+def test_a_pinned_tensor_degree_with_stages_added_is_said_in_text_and_json():
+    # Qwen3-235B-A22B bf16 ≈ 470 GB; tensor 4 on L40S (44.42 GiB × 0.9 − 2 GiB = 40.8 GB each) holds 163 GB: the
+    # search must add pipeline stages, and says so
+    out = capacity("plan", "--model", QWEN235, "--accelerator", "l40s", "--context", "8192", "--tensor-parallel", "4",
+                   "--engine", "vllm", "--json")
+    d = json.loads(out.stdout)
+    stages = d["parallelism"]["pipeline"]
+    assert out.returncode == 0 and stages > 1
+    assert d["layout_notice"].startswith("tensor parallelism pinned to 4: the search added "
+                                         f"{stages} pipeline stages")
+    assert d["engine_layout"] == {"tensor": 4, "pipeline": stages} and d["engine_pipeline_parallel"] == stages
+    text = capacity("plan", "--model", QWEN235, "--accelerator", "l40s", "--context", "8192", "--tensor-parallel",
+                    "4", "--engine", "vllm").stdout
+    assert "layout: tensor parallelism pinned to 4" in text
+    assert f"per worker of tensor 4 × pipeline {stages}" in text
+
+
+def test_no_notice_when_nothing_or_everything_is_pinned():
+    free = make_plan("qwen2.5-7b", "h100", context=4096).to_dict()
+    assert free["layout_notice"] is None
+    both = capacity("plan", "--model", QWEN235, "--accelerator", "l40s", "--context", "8192", "--tensor-parallel",
+                    "4", "--pipeline-parallel", "4", "--json")
+    assert json.loads(both.stdout)["layout_notice"] is None
+    # a pinned tensor degree the search needs no stages for: nothing added, nothing said
+    one = capacity("plan", "--model", "qwen2.5-7b", "--accelerator", "h100", "--context", "4096",
+                   "--tensor-parallel", "2", "--json")
+    assert json.loads(one.stdout)["layout_notice"] is None

@@ -337,7 +337,8 @@ def test_start_up_flags_notes_and_fields_of_a_default_run():
     h100 = load_accelerator("h100")
     s = _llama(8192)
     assert s.flags == {"gpu_memory_utilization": 0.9, "max_num_batched_tokens": 8192, "max_num_seqs": 1024,
-                       "block_size": 16, "kv_cache_memory_bytes": None, "max_model_len": 8192}
+                       "block_size": 16, "kv_cache_memory_bytes": None, "max_model_len": 8192,
+                       "tensor_parallel_size": 1, "pipeline_parallel_size": 1}
     assert s.given == {} and s.block_size == 16 and set(s.budget) == BUDGET_KEYS
     assert s.notes == [f"total memory 79.19 GiB as the engine sees it ({h100.engine_memory_source})",
                        "block size 16 (vllm/config/cache.py default on CUDA)", CUDA_GRAPHS]
@@ -348,7 +349,8 @@ def test_start_up_flags_notes_and_fields_of_a_default_run():
         "engine_kv_cache_memory_bytes": 58.11 * GIB, "engine_kv_cache_tokens": 476032,
         "engine_max_concurrency": 29752 / 1024, "engine_memory_budget": s.budget, "engine_num_blocks": 29752,
         "engine_block_size": 16, "engine_startup_flags": {**s.flags, "kv_cache_memory_bytes": 58.11 * GIB},
-        "engine_startup_error": None, "engine_startup_notes": s.notes, "engine_startup_source": "vLLM v0.19"}
+        "engine_startup_error": None, "engine_startup_notes": s.notes, "engine_startup_source": "vLLM v0.19",
+        "engine_layout": {"tensor": 1, "pipeline": 1}}
 
 
 def test_the_accelerators_name_and_id_pick_the_defaults():

@@ -42,12 +42,14 @@ class EngineAllocation:
     state_bytes: float | None            # recurrent state within kv_bytes_total
     tensor_parallel: int
     notes: list = field(default_factory=list)
+    pipeline_parallel: int = 1           # the stages the per-rank figure is for
 
     def to_fields(self) -> dict:
         """The plan's JSON keys for this allocation."""
         return {"engine": self.engine, "engine_kv_bytes_per_token": self.kv_bytes_per_token,
                 "engine_kv_bytes_total": self.kv_bytes_total, "engine_state_bytes": self.state_bytes,
-                "engine_tensor_parallel": self.tensor_parallel, "engine_notes": list(self.notes)}
+                "engine_tensor_parallel": self.tensor_parallel, "engine_pipeline_parallel": self.pipeline_parallel,
+                "engine_notes": list(self.notes)}
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -64,6 +66,7 @@ def allocate(profile, workload, tensor_parallel: int = 1, engine: str = "law", a
     """The cache ``engine`` allocates for ``workload`` (validated) of ``profile`` on ``tensor_parallel`` ranks;
     with ``pipeline`` stages each rank holds its stage's share of the layers (per-token figure divided by it)."""
     a = _allocate(profile, workload, tensor_parallel, engine, accelerator, hybrid_manager)
+    a.pipeline_parallel = pipeline
     if pipeline > 1:
         a.kv_bytes_per_token /= pipeline
         a.notes.append(f"per rank: {pipeline} pipeline stages split the layers, each rank holds about 1/{pipeline}")

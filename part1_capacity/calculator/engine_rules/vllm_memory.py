@@ -169,7 +169,9 @@ class Startup:
                 "engine_memory_budget": dict(self.budget),
                 "engine_num_blocks": self.num_blocks, "engine_block_size": self.block_size,
                 "engine_startup_flags": dict(self.flags), "engine_startup_error": self.error,
-                "engine_startup_notes": list(self.notes), "engine_startup_source": VERSION}
+                "engine_startup_notes": list(self.notes), "engine_startup_source": VERSION,
+                "engine_layout": {"tensor": self.flags.get("tensor_parallel_size", 1),
+                                  "pipeline": self.flags.get("pipeline_parallel_size", 1)}}
 
 
 def _reservation(profile, T, tp, kvb, conv, ssm, batched, hybrid, block):
@@ -293,7 +295,7 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
                      f"{kind} layer, so steady state fits more requests than logged")
     flags_used = {"gpu_memory_utilization": util, "max_num_batched_tokens": batched, "max_num_seqs": seqs,
                   "block_size": block, "kv_cache_memory_bytes": f.kv_cache_memory_bytes,
-                  "max_model_len": max_model_len}
+                  "max_model_len": max_model_len, "tensor_parallel_size": tp, "pipeline_parallel_size": pp}
     given = {k: v for k, v in vars(f).items() if v is not None}
     return Startup(float(stage_avail), int(tokens), float(conc), int(blocks), int(block), budget, flags_used, error,
                    notes, given)
