@@ -15,7 +15,7 @@ from part1_capacity.calculator.dtypes import DTYPES, KV_DTYPES
 from part1_capacity.calculator.engine_rules import ENGINES
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count
-from part1_capacity.calculator.hardware import bundled_accelerators
+from part1_capacity.calculator.hardware import bundled_accelerators, runtime_memory
 from part1_capacity.calculator.plan import Workload, make_plan, plan_report
 from part1_capacity.calculator.profiles import bundled_models
 
@@ -24,7 +24,7 @@ def choices() -> str:
     return json.dumps({
         "models": [{"id": m.id, "name": m.name, "structure": m.structure, "max_context": m.max_context,
                     "native_dtype": m.native_dtype} for m in bundled_models().values()],
-        "accelerators": [{"id": a.id, "name": a.name, "memory": fmt_bytes(a.memory_bytes)}
+        "accelerators": [{"id": a.id, "name": a.name, "memory": fmt_bytes(runtime_memory(a)[0])}
                          for a in bundled_accelerators().values()],
         "weights_dtypes": list(DTYPES),
         "kv_dtypes": list(KV_DTYPES),
