@@ -338,7 +338,7 @@ def test_start_up_flags_notes_and_fields_of_a_default_run():
     s = _llama(8192)
     assert s.flags == {"gpu_memory_utilization": 0.9, "max_num_batched_tokens": 8192, "max_num_seqs": 1024,
                        "block_size": 16, "kv_cache_memory_bytes": None, "max_model_len": 8192,
-                       "tensor_parallel_size": 1, "pipeline_parallel_size": 1}
+                       "tensor_parallel_size": 1, "pipeline_parallel_size": 1, "vllm_version": "0.19"}
     assert s.given == {} and s.block_size == 16 and set(s.budget) == BUDGET_KEYS
     assert s.notes == [f"total memory 79.19 GiB as the engine sees it ({h100.engine_memory_source})",
                        "block size 16 (vllm/config/cache.py default on CUDA)", CUDA_GRAPHS]
