@@ -50,7 +50,7 @@ def predict(p: dict) -> vm.Startup:
     """What the calculator predicts for point ``p``: nothing given but its model (a bundled id, or ``config``: a
     published config.json in the repository), accelerator, flags and vLLM release — or, for "tokens_given_kv",
     the logged KV memory as ``--kv-cache-memory``."""
-    m = load_model(str(ROOT / p["config"]) if p.get("config") else p["model"])
+    m = load_model(str(ROOT / p["config"]) if p.get("config") else p.get("model_id", p["model"]))
     acc, f = load_accelerator(p["accelerator"]), p["flags"]
     kvb = get_dtype(f.get("kv_cache_dtype", "bf16")).bytes
     given = p["logged"]["kv_gib"] * GiB if p["kind"] == "tokens_given_kv" else None
