@@ -21,10 +21,12 @@ def test_every_structure_pages_exactly_what_the_law_counts(m):
     for kvb in (2, 1):
         assert vllm.attention_page_per_token(m, 1, kvb) * m.n_full_layers == pytest.approx(m.kv_bytes_per_token(kvb))
     T = min(1024, m.max_context)
-    wl = Workload(context=T, engine="vllm").validate(m)
     law = Workload(context=T, engine="law").validate(m)
-    a, b = engine_rules.allocate(m, wl, 1, "vllm"), engine_rules.allocate(m, law, 1, "law")
-    assert a.kv_bytes_per_token == pytest.approx(b.kv_bytes_per_token), m.id
+    b = engine_rules.allocate(m, law, 1, "law")
+    for engine in ("vllm", "llama.cpp"):
+        wl = Workload(context=T, engine=engine).validate(m)
+        assert engine_rules.allocate(m, wl, 1, engine).kv_bytes_per_token == pytest.approx(b.kv_bytes_per_token), \
+            (m.id, engine)
 
 
 def test_deepseek_v32_indexer_keys_under_vllm_by_hand():
