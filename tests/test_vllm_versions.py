@@ -46,9 +46,13 @@ def test_non_torch_memory_by_release_and_by_link():
 def test_the_default_utilization_and_v0_scheduler_by_release():
     assert _startup("h100", 1, None).budget["utilization"] == 0.9
     assert _startup("h100", 1, "0.21").budget["utilization"] == 0.92          # after v0.19 (PR #38284)
-    # V0 (v0.6): one step holds max(max_model_len, 2048) tokens and 256 sequences, whatever the accelerator
+    # V0 (v0.6): one step holds max(max_model_len, 2048) tokens and 256 sequences, whatever the accelerator;
+    # above 32K contexts chunked prefill was on by default, 2,048 tokens a step
     s = _startup("h100", 1, "0.6")
     assert (s.flags["max_num_batched_tokens"], s.flags["max_num_seqs"]) == (8192, 256)
+    long = vm.startup(load_model("llama-3.1-8b"), load_accelerator("h100"), 65536, 16.06e9,
+                      flags=vm.StartupFlags(vllm_version="0.6"))
+    assert long.flags["max_num_batched_tokens"] == 2048
     assert s.flags["vllm_version"] == "0.6" and s.to_fields()["engine_startup_source"] == "vLLM v0.6"
 
 

@@ -45,11 +45,10 @@ ACTIVATION_BYTES = 2                     # bf16/fp16 activations of the dummy fo
 # float32 copy (4 B), the softmax probabilities (4 B) and the exponential noise of random sampling
 # (vllm/v1/sample/ops/topk_topp_sampler.py random_sample, 4 B). Top-k/top-p are skipped in the dummy pass.
 SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 4
-# Releases whose dummy sampler pass applied top-k/top-p with PyTorch's sort — V0's profile_run samples with
-# SamplingParams(top_p=0.99, top_k=vocab_size - 1) (vllm/worker/model_runner.py), v0.10's _dummy_sampler_run
-# with dummy top-k/top-p (vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p: sorted fp32 values, int64
-# indices, softmax, masks, the scattered result): measured, not derived — the v0.10.2 logs below give 38.5 and
-# 38.6 B per logit (5.58 GiB on 1,024 rows x 151,936 on H200; 1.40 GiB on 256 rows on L40S)
+# v0.10's dummy sampler pass applied top-k/top-p with PyTorch's sort (vllm/v1/worker/gpu_model_runner.py
+# _dummy_sampler_run with dummy top-k/top-p; vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p: sorted
+# fp32 values, int64 indices, softmax, masks, the scattered result): measured, not derived — both v0.10.2 logs
+# below give 38.5 B per logit (5.58 GiB on 1,024 rows x 151,936 on H200; 1.40 GiB on 256 rows on L40S)
 SAMPLER_SORT_BYTES_PER_LOGIT = 38.5
 FUSED_MOE_CHUNK = 32768                  # vllm/envs.py VLLM_FUSED_MOE_CHUNK_SIZE: the fused-MoE tokens per chunk
 # Non-torch memory the profile run adds (CUDA/NCCL buffers outside PyTorch's allocator): not derivable from the
@@ -82,7 +81,8 @@ RELEASES = {
                    "vLLM v0.6 (V0 engine, vllm/worker/worker.py determine_num_available_blocks): non-torch memory "
                    "1.79 GiB alone and 3.58 GiB per rank at tensor 2 on H100 (vllm-project/vllm PR #10511's "
                    "memory-profiling log, v0.6.5); 0.25 GiB per rank on two PCIe RTX 4090s (vllm-project/vllm "
-                   "issue #13061, v0.7.2); the dummy sampler sorts for top-k/top-p", SAMPLER_SORT_BYTES_PER_LOGIT),
+                   "issue #13061, v0.7.2, whose 0.19 GiB activation peak at a 128K context shows a 2,048-token "
+                   "chunked step and no large sampler pass)"),
     "0.10": Release("0.10", 0.9, {"single": 0.25 * GiB, "tensor": 1.38 * GiB, "pipeline": 0.07 * GiB,
                                   "tensor_pcie": 0.21 * GiB}, False,
                     "vLLM v0.10 (V1 engine, vllm/v1/worker/gpu_worker.py): non-torch memory 1.38 GiB per rank at "
@@ -319,8 +319,10 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
     total, total_src = engine_memory(acc)
     name, aid = getattr(acc, "name", ""), getattr(acc, "id", "")
     util = rel.default_utilization if f.gpu_memory_utilization is None else f.gpu_memory_utilization
-    if rel.v0_scheduler:        # V0 without chunked prefill: one step holds a whole max_model_len prompt
-        batched = f.max_num_batched_tokens or max(max_model_len, 2048)
+    if rel.v0_scheduler:
+        # V0 (vllm/engine/arg_utils.py, vllm/config.py SchedulerConfig): chunked prefill on by default above 32K
+        # contexts with 2,048 tokens a step; below it one step holds a whole max_model_len prompt
+        batched = f.max_num_batched_tokens or (2048 if max_model_len > 32768 else max(max_model_len, 2048))
         seqs = f.max_num_seqs or 256
     else:
         batched = f.max_num_batched_tokens or max_num_batched_tokens(total, name, aid)
