@@ -3,12 +3,12 @@ import json
 
 import pytest
 
-from part1_capacity.calculator import speed
+from part1_capacity.calculator.plan import speed
 from part1_capacity.experiments.engine import kernels
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.plan import Workload, make_plan
-from part1_capacity.calculator.profiles import profile_from_dict
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.plan.plan import Workload, make_plan
+from part1_capacity.calculator.model.profiles import profile_from_dict
 
 PS = 1e-12
 
@@ -127,7 +127,7 @@ def test_plan_output_says_where_its_times_come_from():
 # --- every branch of the cost model, worked by hand with the kernels above --------------------------------------
 from types import SimpleNamespace as _NS
 
-from part1_capacity.calculator.roofline import Pass
+from part1_capacity.calculator.sizing.roofline import Pass
 
 
 def test_a_decode_step_of_several_sequences_pays_the_extra_tokens_arithmetic():
