@@ -12,7 +12,8 @@ import pytest
 from part1_capacity.cli import main
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.hardware.accelerators import load_accelerator
-from part1_capacity.calculator.plan.plan import Workload, kv_fraction_per_rank, make_plan
+from part1_capacity.calculator.plan.plan import Workload, make_plan
+from part1_capacity.calculator.sizing.sharding import kv_fraction_per_rank
 from part1_capacity.calculator.readers.loader import load_model
 from part1_capacity.calculator.model.profiles import bundled_models
 

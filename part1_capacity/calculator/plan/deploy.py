@@ -19,7 +19,7 @@ A deployment is ``tensor × pipeline × data`` accelerators (``t``, ``p``, ``d``
   the MLA latent across the group. Without the split of a checkpoint into expert and dense weights the dense part
   is taken as the active parameters (an upper bound: conservative).
 
-Memory per rank: ``usable = memory × usable_fraction − overhead`` (``usable_bytes``), written once here.
+Memory per rank: ``usable = memory × usable_fraction − overhead`` (``resolve.usable_bytes``, written once there).
 
 The default choice: the fewest **nodes** (``⌈t·p·d / node_size⌉``), then the fewest accelerators in them, then the
 best decode step time; ``reason`` says which rule decided. ``--nodes N`` instead takes the best decode step time on
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from part1_capacity.calculator.sizing import roofline
 from part1_capacity.calculator.plan import speed
 from part1_capacity.calculator.base.errors import InputError
-from part1_capacity.calculator.plan.resolve import Resolved, cache_per_rank, expert_bytes, usable_bytes  # noqa: F401
+from part1_capacity.calculator.plan.resolve import Resolved
 from part1_capacity.calculator.sizing.sharding import splits_heads
 from course.units import ceil_div
 

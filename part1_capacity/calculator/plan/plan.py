@@ -15,9 +15,6 @@ from part1_capacity.calculator import engines
 from part1_capacity.calculator.sizing import roofline
 from part1_capacity.calculator.model import weights
 from part1_capacity.calculator.engines import vllm_memory
-from part1_capacity.calculator.plan.deploy import tp_degrees  # noqa: F401  (plan.tp_degrees: old callers)
-from part1_capacity.calculator.sizing.sharding import (  # noqa: F401  (kv_fraction_per_rank re-exported for old callers)
-    kv_fraction_per_rank, splits_heads, state_fraction_per_rank)
 from part1_capacity.calculator.base.dtypes import get_dtype
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.hardware.accelerators import Accelerator, load_accelerator

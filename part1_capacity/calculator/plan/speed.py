@@ -33,7 +33,7 @@ from pathlib import Path
 from part1_capacity.calculator.sizing import roofline
 from part1_capacity.calculator.base.dtypes import get_dtype
 from part1_capacity.calculator.base.errors import InputError
-from part1_capacity.calculator.hardware.accelerators import Kernels, kernels_from_dict  # noqa: F401  (speed.kernels_from_dict: old callers)
+from part1_capacity.calculator.hardware.accelerators import Kernels
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "speed.json"
 

@@ -25,6 +25,7 @@ from dataclasses import asdict
 import statistics
 
 from course import records
+from part1_capacity.calculator.hardware.accelerators import Kernels, kernels_from_dict
 from part1_capacity.calculator.plan import speed
 # bench and llama load llama_cpp: imported where the ladder runs, so reading a saved ladder (the site build,
 # `make run`) needs no llama.cpp.
@@ -55,7 +56,7 @@ def roofline_predict(profile, accelerator, level: str) -> dict:
             "predicted_pp512_bound": pre.bound, "predicted_tg128_bound": dec.bound, "calculator_dtype": dt}
 
 
-def speed_predict(types: dict, profile, k: speed.Kernels) -> dict:
+def speed_predict(types: dict, profile, k: Kernels) -> dict:
     """The speed model's pp512 and tg128 for a file holding ``types`` (``gguf_model.weight_types``) on a host
     with kernel constants ``k``: the same functions ``capacity plan`` uses, with the file's exact weight types."""
     from part1_capacity.calculator.sizing import roofline
@@ -75,7 +76,7 @@ def speed_predict(types: dict, profile, k: speed.Kernels) -> dict:
                                             "overhead": dec.overhead}}}
 
 
-def measure_level(path, level, profile, accelerator, method, repeats, threads, k: speed.Kernels | None) -> dict:
+def measure_level(path, level, profile, accelerator, method, repeats, threads, k: Kernels | None) -> dict:
     from part1_capacity.experiments.engine import bench, llama
 
     with llama.Model(path) as m:
@@ -109,13 +110,13 @@ def measure_level(path, level, profile, accelerator, method, repeats, threads, k
     return row
 
 
-def kernels_for(threads: int) -> speed.Kernels | None:
+def kernels_for(threads: int) -> Kernels | None:
     """The saved kernel constants at ``threads`` threads (``results/e2_kernels.json``), or None."""
     c = kernels.load_constants() or {}
     th = c.get(str(threads))
     if not th:
         return None
-    return speed.kernels_from_dict({"threads": threads, **th, "source": "results/e2_kernels.json"})
+    return kernels_from_dict({"threads": threads, **th, "source": "results/e2_kernels.json"})
 
 
 SESSION_ROUNDS = (3, 2)   # kernel rounds measured before and after the ladder with ``calibrate``
@@ -286,7 +287,7 @@ def repredict(result: dict, constants: dict | None = None, source: str = "the gi
             r = dict(r)
             near = use_beside and c and bool(_beside_runs(r, beside, pages))
             basis = f"{where}, {BESIDE}" if near else where
-            k = speed.kernels_from_dict({"threads": int(th), **(beside_constants(c, r, beside, pages) if near else c),
+            k = kernels_from_dict({"threads": int(th), **(beside_constants(c, r, beside, pages) if near else c),
                                          "source": basis}) if c else None
             if k is not None and r.get("weight_types"):
                 r.update(speed_predict(r["weight_types"], profile, k))
