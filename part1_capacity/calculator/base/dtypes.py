@@ -12,7 +12,7 @@ Block-quantized types store a scale beside each block, so their bits per element
 - ``mxfp4``: OCP Microscaling FP4, 32 FP4 values share one 8-bit exponent scale → 4.25 bits (OCP MX spec v1.0);
   gpt-oss ships its MoE experts in it.
 
-Compute class (``DType.compute``, read by ``hardware.Accelerator.peak_flops``): fp8 and int8 weights run matrix
+Compute class (``DType.compute``, read by ``accelerators.Accelerator.peak_flops``): fp8 and int8 weights run matrix
 products at the accelerator's fp8 or int8 peak (W8A8); 4-bit and GGUF
 types are *weight-only* quantization — dequantized and multiplied at 16-bit — so they use the 16-bit peak.
 fp32 is counted at the 16-bit peak too (an optimistic simplification: engines run fp32 checkpoints in bf16).

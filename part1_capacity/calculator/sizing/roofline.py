@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from part0_foundations.l03_kv_cache import laws
 
-if TYPE_CHECKING:   # hardware.py calls ridge_point below: import the types only when type-checking
+if TYPE_CHECKING:   # the types of the annotations only
     from part1_capacity.calculator.hardware.accelerators import Accelerator
     from part1_capacity.calculator.model.profiles import ModelProfile
 
