@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from part1_capacity.calculator.hardware import (MARKETED_SOURCE, accelerator_from_dict, bundled_accelerators,
-                                                load_accelerator, runtime_memory)
-from part1_capacity.calculator.plan import make_plan
+from part1_capacity.calculator.hardware.accelerators import (MARKETED_SOURCE, accelerator_from_dict,
+                                                            bundled_accelerators, load_accelerator, runtime_memory)
+from part1_capacity.calculator.plan.plan import make_plan
 from tests.in_process import capacity
 
 GIB = 2 ** 30

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from part1_capacity.calculator import engine_rules
-from part1_capacity.calculator.engine_rules import vllm
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.profiles import bundled_models
-from part1_capacity.calculator.resolve import Workload
+from part1_capacity.calculator import engines
+from part1_capacity.calculator.engines import vllm
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.model.profiles import bundled_models
+from part1_capacity.calculator.plan.resolve import Workload
 
 CONFIGS = sorted(p for p in (Path(__file__).parent / "data" / "configs").glob("*/config.json")
                  if "refused" not in p.parts)
@@ -22,10 +22,10 @@ def test_every_structure_pages_exactly_what_the_law_counts(m):
         assert vllm.attention_page_per_token(m, 1, kvb) * m.n_full_layers == pytest.approx(m.kv_bytes_per_token(kvb))
     T = min(1024, m.max_context)
     law = Workload(context=T, engine="law").validate(m)
-    b = engine_rules.allocate(m, law, 1, "law")
+    b = engines.allocate(m, law, 1, "law")
     for engine in ("vllm", "llama.cpp"):
         wl = Workload(context=T, engine=engine).validate(m)
-        assert engine_rules.allocate(m, wl, 1, engine).kv_bytes_per_token == pytest.approx(b.kv_bytes_per_token), \
+        assert engines.allocate(m, wl, 1, engine).kv_bytes_per_token == pytest.approx(b.kv_bytes_per_token), \
             (m.id, engine)
 
 
@@ -34,6 +34,6 @@ def test_deepseek_v32_indexer_keys_under_vllm_by_hand():
     # 70,272 of the latent alone (61 × 576 × 2)
     m = load_model(str(Path(__file__).parent / "data" / "configs" / "deepseek-v3.2" / "config.json"))
     wl = Workload(context=4096, engine="vllm").validate(m)
-    assert engine_rules.allocate(m, wl, 1, "vllm").kv_bytes_per_token == 61 * (512 + 64 + 128) * 2 == 85_888
+    assert engines.allocate(m, wl, 1, "vllm").kv_bytes_per_token == 61 * (512 + 64 + 128) * 2 == 85_888
     # the latent is whole on every tensor rank
-    assert engine_rules.allocate(m, wl, 8, "vllm").kv_bytes_per_token == 85_888
+    assert engines.allocate(m, wl, 8, "vllm").kv_bytes_per_token == 85_888

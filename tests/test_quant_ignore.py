@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from part1_capacity.calculator import weights
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.model import weights
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.readers.loader import load_model
 
 CONFIGS = Path(__file__).resolve().parent / "data" / "configs"
 

@@ -1,13 +1,13 @@
 """--vllm-version: the start-up rules that changed between vLLM releases, each read in a named log or source file
-(engine_rules/vllm_memory.py RELEASES), and the PCIe rule for non-torch memory at tensor parallelism."""
+(engines/vllm_memory.py RELEASES), and the PCIe rule for non-torch memory at tensor parallelism."""
 import json
 
 import pytest
 
-from part1_capacity.calculator.engine_rules import vllm_memory as vm
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.engines import vllm_memory as vm
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.readers.loader import load_model
 from tests.in_process import capacity
 
 GIB = 2 ** 30
