@@ -95,8 +95,9 @@ RELEASES = {
                     "(accuracy/results/v0.19.0), over PCIe as v0.10.2 logged on L40S; gpu_memory_utilization 0.9 "
                     "(vllm/config/cache.py)"),
     "0.20": Release("0.20", 0.92, dict(NON_TORCH), False,
-                    "vLLM after v0.19: CacheConfig.gpu_memory_utilization 0.92 (vllm-project/vllm PR #38284; "
-                    "later servers log 'Desired GPU memory utilization is (0.92, ...)'); the other terms as v0.19"),
+                    "vLLM after v0.19: CacheConfig.gpu_memory_utilization 0.92 (vllm-project/vllm PR #38284; a "
+                    "v0.29.0 server on an L4 logs 'Desired GPU memory utilization is (0.92, 20.27 GiB)' with no "
+                    "flag); the other terms as v0.19"),
 }
 DEFAULT_RELEASE = "0.19"
 
