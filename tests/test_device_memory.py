@@ -6,6 +6,7 @@ import pytest
 
 from part1_capacity.calculator.hardware.accelerators import (MARKETED_SOURCE, accelerator_from_dict,
                                                             bundled_accelerators, load_accelerator, runtime_memory)
+from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.plan.plan import make_plan
 from tests.in_process import capacity
 
@@ -63,6 +64,13 @@ def test_a_users_file_may_give_either_figure_named():
     both = accelerator_from_dict({**ACC, "memory_gb": 48, "engine_memory_gib": 44.42,
                                   "engine_memory_source": "my nvidia-smi"})
     assert runtime_memory(both) == (pytest.approx(44.42 * GIB), "my nvidia-smi") and both.memory_bytes == 48e9
+
+
+def test_a_runtime_total_above_the_installed_memory_is_refused():
+    with pytest.raises(InputError, match="'engine_memory_gib' 30 GiB exceeds the memory installed"):
+        accelerator_from_dict({**ACC, "memory_gb": 24, "engine_memory_gib": 30})
+    # 24 "GB" that are binary (24 GiB) may report up to 24 GiB: allowed
+    assert accelerator_from_dict({**ACC, "memory_gb": 24, "engine_memory_gib": 23.99}).engine_memory_bytes
 
 
 def test_a_file_with_neither_figure_is_refused_naming_both(tmp_path):

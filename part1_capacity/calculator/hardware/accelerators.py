@@ -222,6 +222,10 @@ def accelerator_from_dict(d: dict, where: str = "accelerator") -> Accelerator:
     else:
         raise InputError(f"{w}: missing memory: give 'memory_gb' (as sold, 10^9 bytes; 'memory_gib' for binary "
                          f"units) or 'engine_memory_gib' (the total the runtime reports, 2^30 bytes), or both")
+    if runtime > mem * GIB / GB * 1.0001:   # a runtime reports at most what is installed ("GB" may be binary)
+        raise InputError(f"{w}: field 'engine_memory_gib' {runtime / GIB:g} GiB exceeds the memory installed "
+                         f"({mem / GB:g} GB, up to {mem * GIB / GB / GIB:.4g} GiB if that GB is binary); give the "
+                         "total the runtime reports, at most the installed memory")
     if runtime and "engine_memory_source" not in d:
         d = {**d, "engine_memory_source": f"given in {where}"}
     max_tp = d.get("max_tp", 1)
