@@ -77,7 +77,7 @@ class Workload:
 # --- the formulas the resolved workload evaluates once ------------------------------------------------------------
 def usable_bytes(acc, wl) -> float:
     """Bytes of one accelerator the engine may fill: ``memory × usable_fraction − overhead``, the memory being what
-    the device's runtime reports (``hardware.runtime_memory``: an "80 GB" H100 holds 79.19 GiB), not the box's."""
+    the device's runtime reports (``accelerators.runtime_memory``: an "80 GB" H100 holds 79.19 GiB), not the box's."""
     return runtime_memory(acc)[0] * wl.usable_fraction - wl.overhead_bytes
 
 
