@@ -94,3 +94,108 @@ def test_an_accelerator_named_like_a_command_leaves_vllm_comments_inert(tmp_path
     runs = run_in_bash(tmp_path, out)
     assert len(runs) == 1 and runs[0][:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"], runs
     assert runs[0][runs[0].index("--quantization") + 1] == "fp8"
+
+
+# --- nonsense in a config is refused by name, never read as a number -------------------------------------------
+@pytest.mark.parametrize("field, value, fragment", [
+    # torch has float64, but no checkpoint's weights are sized in it here: refused, not sized as bf16
+    ("torch_dtype", "float64", "field 'torch_dtype': 'float64' is a dtype the calculator does not size weights in; "
+                               "allowed: bfloat16, float16, half, float32, float"),
+    ("torch_dtype", "int4", "field 'torch_dtype': 'int4' is not a dtype name; allowed: bfloat16"),
+    ("torch_dtype", [], "field 'torch_dtype': must be a dtype name, got []"),
+    ("torch_dtype", 0, "field 'torch_dtype': must be a dtype name, got 0"),
+    ("dtype", "bf16", "field 'dtype': 'bf16' is not a dtype name"),
+    ("tie_word_embeddings", "false", "field 'tie_word_embeddings': must be true or false, got 'false'"),
+    ("tie_word_embeddings", 0, "field 'tie_word_embeddings': must be true or false, got 0"),
+    ("attention_bias", "no", "field 'attention_bias': must be true or false, got 'no'"),
+])
+def test_a_config_field_the_calculator_cannot_read_is_refused_by_name(tmp_path, capsys, field, value, fragment):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**CONFIG, field: value}))
+    refused(capsys, ["plan", "--model", str(p), "--accelerator", "h100", "--context", "8"], fragment)
+
+
+@pytest.mark.parametrize("value, bytes_per_param", [("bfloat16", 2), ("torch.float16", 2), ("float32", 4),
+                                                    ("float", 4), ("half", 2)])
+def test_the_dtype_names_transformers_reads_size_the_weights(tmp_path, capsys, value, bytes_per_param):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**CONFIG, "torch_dtype": value}))
+    assert main(["plan", "--model", str(p), "--accelerator", "h100", "--context", "8", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    # LLAMA by hand: embedding and untied head 2 × 256 × 64 = 32,768; per layer q 4,096 + k 2,048 + v 2,048 +
+    # o 4,096 + MLP 3 × 64 × 128 = 24,576 + norms 128 = 36,992, × 2 layers = 73,984; final norm 64 → 106,816
+    assert d["weights_bytes"] == 106_816 * bytes_per_param
+
+
+def test_the_state_dtype_of_a_hybrid_is_read_from_the_same_table(tmp_path, capsys):
+    from part1_capacity.calculator.configs import profile_from_config
+    from part1_capacity.calculator.errors import InputError
+    d = json.loads((__import__("pathlib").Path(__file__).parent / "data" / "configs" / "qwen3.5-35b-a3b" /
+                    "config.json").read_text())
+    d["text_config"]["mamba_ssm_dtype"] = "float64"
+    with pytest.raises(InputError, match="field 'mamba_ssm_dtype': 'float64' is a dtype the calculator does not"):
+        profile_from_config(d, "config.json")
+
+
+# --- a checkpoint folder is counted only whole, each file once ---------------------------------------------------
+EMBED = {"model.embed_tokens.weight": ("BF16", (256, 64), 256 * 64 * 2)}          # 32,768 bytes
+NORM = {"model.norm.weight": ("BF16", (64,), 128)}
+
+
+def shard_folder(tmp_path, shards, index=False):
+    from tests.test_checkpoints import folder
+    return folder(tmp_path, CONFIG, shards, index=index)
+
+
+def test_one_shard_of_four_without_an_index_is_refused(tmp_path, capsys):
+    d = shard_folder(tmp_path, {"model-00001-of-00004.safetensors": EMBED})
+    refused(capsys, ["plan", "--model", str(d), "--accelerator", "h100", "--context", "8"],
+            "the folder holds 1 of the 4 shards of model (no model-00002-of-00004.safetensors): a checkpoint is "
+            "counted only whole")
+
+
+def test_shards_out_of_different_totals_are_refused(tmp_path, capsys):
+    d = shard_folder(tmp_path, {"model-00001-of-00002.safetensors": EMBED, "model-00002-of-00003.safetensors": NORM})
+    refused(capsys, ["plan", "--model", str(d), "--accelerator", "h100", "--context", "8"],
+            "shards of model out of different totals (2, 3)")
+
+
+def test_a_whole_set_of_shards_is_counted_once_each(tmp_path, capsys):
+    d = shard_folder(tmp_path, {"model-00001-of-00002.safetensors": EMBED, "model-00002-of-00002.safetensors": NORM})
+    assert main(["plan", "--model", str(d), "--accelerator", "h100", "--context", "8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["weights_bytes"] == 32_768 + 128
+
+
+def test_a_symlink_to_a_shard_is_not_counted_twice(tmp_path, capsys):
+    d = shard_folder(tmp_path, {"a.safetensors": EMBED})
+    (d / "b.safetensors").symlink_to(d / "a.safetensors")
+    refused(capsys, ["plan", "--model", str(d), "--accelerator", "h100", "--context", "8"],
+            "b.safetensors is the same file as a.safetensors: every shard is counted once")
+    os.link(d / "a.safetensors", d / "c.safetensors")          # a hard link: the same file under another name too
+    (d / "b.safetensors").unlink()
+    refused(capsys, ["plan", "--model", str(d), "--accelerator", "h100", "--context", "8"],
+            "c.safetensors is the same file as a.safetensors")
+
+
+def test_the_same_tensor_in_two_files_is_not_counted_twice(tmp_path, capsys):
+    # a consolidated file beside its shards: the embedding twice
+    d = shard_folder(tmp_path, {"consolidated.safetensors": {**EMBED, **NORM}, "model.safetensors": EMBED})
+    refused(capsys, ["plan", "--model", str(d), "--accelerator", "h100", "--context", "8"],
+            "tensor 'model.embed_tokens.weight' is in both consolidated.safetensors and model.safetensors: the "
+            "weights would be counted twice")
+
+
+def test_an_index_whose_shards_do_not_hold_its_tensors_is_refused(tmp_path, capsys):
+    d = shard_folder(tmp_path, {"model-00001-of-00002.safetensors": EMBED, "model-00002-of-00002.safetensors": NORM},
+                     index=True)
+    wm = {"model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+          "model.norm.weight": "model-00002-of-00002.safetensors",
+          "lm_head.weight": "model-00002-of-00002.safetensors"}        # a tensor no shard holds
+    (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": wm}))
+    refused(capsys, ["plan", "--model", str(d), "--accelerator", "h100", "--context", "8"],
+            "the index maps tensor 'lm_head.weight' to model-00002-of-00002.safetensors, which does not hold it")
+    # an index naming one shard of two: the set is not whole
+    (d / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors"}}))
+    refused(capsys, ["plan", "--model", str(d), "--accelerator", "h100", "--context", "8"],
+            "model.safetensors.index.json names 1 of the 2 shards of model")

@@ -31,9 +31,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from part1_capacity.calculator import validate
-from part1_capacity.calculator.config_fields import (ALIASES, DTYPE_NAMES, NOT_MODELLED, SHAPE_FIELDS, Fields,
-                                                     attention_free, experts, head_dim_of, kv_heads, layer_kinds, named_kinds,
+from part1_capacity.calculator.config_fields import (ALIASES, BOOLEAN_FIELDS, NOT_MODELLED, SHAPE_FIELDS, Fields,
+                                                     attention_free, boolean, experts, head_dim_of, kv_heads, layer_kinds, named_kinds,
                                                      ssm_fields)
+from part1_capacity.calculator.dtypes import config_dtype
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.param_count import (MULTIMODAL, count_model_parameters, count_parameters,
                                                    is_routed_expert, mlp_shapes, numel)
@@ -164,6 +165,12 @@ def check_fields(d: dict, where: str) -> None:
                               or not all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in v)):
             raise InputError(f"{where}: field '{key}' must be a list of at most 512 names or indices, "
                              f"got {validate.show(v)}")
+    for key in BOOLEAN_FIELDS:
+        if d.get(key) is not None:
+            boolean(d[key], f"{where}: field '{key}'")
+    for key in ("dtype", "torch_dtype"):
+        if d.get(key) is not None:
+            config_dtype(d[key], f"{where}: field '{key}'")
     for key in ("quantization_config", "text_config", "rope_scaling", "rope_parameters"):
         if d.get(key) is not None and not isinstance(d[key], dict):
             raise InputError(f"{where}: field '{key}' must be a JSON object, got {validate.show(d[key])}")
@@ -297,8 +304,9 @@ def profile_from_fields(config: dict, defaults: dict | None = None, where: str =
         prof["params_routed"] = float(routed_params)
 
     quant = config.get("quantization_config") or (config.get("text_config") or {}).get("quantization_config") or {}
-    dt = f.raw("dtype") or f.raw("torch_dtype") or config.get("torch_dtype") or config.get("dtype")
-    native = DTYPE_NAMES.get(str(dt), "bf16")
+    # the weights' dtype as the file names it (transformers 5 writes "dtype", older files "torch_dtype"); a file
+    # that names none is sized in bf16, the precision checkpoints are published in
+    native = f.dtype("dtype", "torch_dtype", default="bf16")
     groups = weight_groups(parameters, native, quant)
     prof["native_dtype"] = groups[0].dtype
     prof["model_dtype"] = native
