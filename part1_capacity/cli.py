@@ -2,6 +2,9 @@
 exposes ``register(subparsers)``, which adds its parser and sets ``func(args) -> int``.
 
 Bad input raises ``InputError`` anywhere below; it is printed as one line and the exit status is 2.
+Everything the commands print passes through ``validate.printable`` (``_Escaped``): text that came from a file or a
+server (a model_type, an accelerator's name) never reaches the terminal as an escape sequence or a character the
+terminal's encoding cannot take.
 """
 from __future__ import annotations
 
@@ -25,6 +28,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"capacity: error: {message}\n")
 
 
+class _Escaped:
+    """A text stream whose writes go through ``validate.printable`` (line ends and tabs kept): the one escaping of
+    every printer, whatever a command prints."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        from part1_capacity.calculator.validate import printable
+
+        return self._stream.write(printable(text, limit=None, keep="\n\t"))
+
+    def __getattr__(self, name):          # flush, fileno, isatty, encoding, buffer: the stream's own
+        return getattr(self._stream, name)
+
+
 def build_parser() -> argparse.ArgumentParser:
     import part1_capacity.commands as commands
 
@@ -39,12 +58,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Escaped(out), _Escaped(err)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv=None) -> int:
+    from part1_capacity.calculator.validate import printable
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except InputError as exc:
-        print(f"capacity: error: {exc}", file=sys.stderr)
+        # one line whatever the message quotes (a file's text with a newline in it)
+        print(f"capacity: error: {printable(str(exc), limit=None)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # `capacity ... | head`: the reader left; exit quietly as Unix tools do.

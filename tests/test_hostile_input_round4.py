@@ -199,3 +199,84 @@ def test_an_index_whose_shards_do_not_hold_its_tensors_is_refused(tmp_path, caps
         {"weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors"}}))
     refused(capsys, ["plan", "--model", str(d), "--accelerator", "h100", "--context", "8"],
             "model.safetensors.index.json names 1 of the 2 shards of model")
+
+
+# --- text from a file or a server reaches the terminal escaped ---------------------------------------------------
+EVIL_TYPE = "llama\x1b]0;pwned\x07\x1b[2J\u202e\ud800"      # title, clear screen, bidi override, lone surrogate
+
+
+@pytest.mark.parametrize("command", [["plan", "--context", "64"], ["sweep", "--contexts", "64,128"],
+                                     ["plan", "--context", "64", "--emit", "llama.cpp"]])
+def test_a_model_type_with_escape_codes_and_a_lone_surrogate_is_printed_escaped(tmp_path, capsys, command):
+    p = tmp_path / "config.json"
+    # json.dumps writes the surrogate as \ud800: a file any JSON writer may produce; the architecture is llama's
+    p.write_text(json.dumps({**CONFIG, "model_type": EVIL_TYPE, "architectures": ["LlamaForCausalLM"]}))
+    assert main([command[0], "--model", str(p), "--accelerator", "h100", *command[1:]]) == 0
+    out = capsys.readouterr().out
+    assert all(c.isprintable() or c == "\n" for c in out), repr(out[:300])
+    if command[0] != "plan" or "--emit" not in command:
+        assert "llama\\x1b]0;pwned\\x07\\x1b[2J\\u202e\\ud800" in out
+
+
+def test_an_error_quoting_a_name_is_one_escaped_line(tmp_path, capsys):
+    missing = str(tmp_path / "two\nlines\x1b[2J.json")
+    refused(capsys, ["plan", "--model", missing, "--accelerator", "h100", "--context", "8"],
+            "two\\nlines\\x1b[2J.json")
+
+
+# --- the paths the CLI writes are checked like those it reads ----------------------------------------------------
+SWEEP = ["sweep", "--model", "llama-3.1-8b", "--accelerator", "h100", "--contexts", "1024", "--batches", "1,2"]
+
+
+@pytest.fixture
+def no_sweep(monkeypatch):
+    from part1_capacity.calculator import sweep
+    monkeypatch.setattr(sweep, "sweep", lambda *a, **k: pytest.fail("the sweep ran before the output was checked"))
+
+
+@pytest.mark.parametrize("name, fragment", [
+    ("", "heatmap: an empty name is not a file name"),
+    ("x" * 252 + ".png", "is longer than a path may be (at most 255 bytes a name, 4095 a path)"),
+    ("d/" * 2100 + "x.png", "is longer than a path may be"),
+])
+def test_a_heatmap_name_the_system_cannot_take_is_refused(tmp_path, capsys, monkeypatch, no_sweep, name, fragment):
+    monkeypatch.chdir(tmp_path)
+    refused(capsys, SWEEP + ["--heatmap", name], fragment)
+
+
+def test_a_heatmap_on_a_fifo_is_refused_not_waited_on(tmp_path, capsys, no_sweep):
+    fifo = tmp_path / "map.png"
+    os.mkfifo(fifo)
+    refused(capsys, SWEEP + ["--heatmap", str(fifo)], "is a FIFO; expected a regular file or a new name")
+
+
+def test_a_heatmap_on_a_symlink_is_refused_unless_asked(tmp_path, capsys):
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    link = tmp_path / "map.png"
+    link.symlink_to(target)
+    refused(capsys, SWEEP + ["--heatmap", str(link)], "is a symbolic link, not followed")
+    assert target.read_text() == "keep me"
+    assert main(SWEEP + ["--heatmap", str(link), "--follow-symlinks"]) == 0      # asked: the target is written
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and link.is_symlink()
+
+
+def test_a_heatmap_is_written_as_a_png(tmp_path, capsys):
+    out = tmp_path / "map.png"
+    out.write_text("old")
+    assert main(SWEEP + ["--heatmap", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"                         # the PNG signature
+    assert f"heatmaps written to {out}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("make, fragment", [
+    (lambda p: None, "out: an empty name is not a file name"),
+    (lambda p: p.symlink_to(p.parent / "elsewhere.json"), "is a symbolic link, not followed"),
+    (lambda p: os.mkfifo(p), "is a FIFO"),
+])
+def test_an_e3_output_is_checked_like_a_heatmap(tmp_path, capsys, monkeypatch, make, fragment):
+    import part1_capacity.experiments.page_cache.experiment as experiment
+    monkeypatch.setattr(experiment, "run", lambda *a, **k: pytest.fail("E3 ran before its output was checked"))
+    p = tmp_path / "e3.json"
+    make(p)
+    refused(capsys, ["e3", "--out", "" if "empty" in fragment else str(p)], fragment)

@@ -127,5 +127,5 @@ def heatmaps(s: Sweep, path, title: str | None = None, tr=None) -> None:
                              model=s.model.name, accelerator=s.accelerator.name, weights=s.workload.weights_dtype,
                              kv=s.workload.kv_dtype), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, format="png")      # a path or an open file (the CLI opens it: validate.open_for_write)
     plt.close(fig)
