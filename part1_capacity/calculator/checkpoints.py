@@ -58,31 +58,38 @@ def _folder_shards(folder: Path) -> tuple[list[Path], dict | None]:
     if index.is_file():
         d = validate.load_json_object(index, "model", max_bytes=64 * validate.MIB)
         wm = d.get("weight_map")
-        if not isinstance(wm, dict) or not wm:
-            raise InputError(f"model: {index.name} has no 'weight_map' object naming the shards")
-        bad = next((v for v in wm.values() if not isinstance(v, str)), None)
-        if bad is not None:     # a list or a number where a shard's file name belongs
-            raise InputError(f"model: {index.name}: 'weight_map' values must be shard file names, got "
-                             f"{validate.show(bad)}")
-        names = sorted(set(wm.values()))
+        names = index_shards(wm, index.name)
         for n in names:
-            if "/" in n or "\\" in n or n in ("", ".", "..") or len(n.encode()) > 255:
-                raise InputError(f"model: {index.name}: shard name {validate.show(n)} is not a file name "
-                                 f"(one name in the folder, at most 255 bytes)")
             if not (folder / n).is_file():
                 raise InputError(f"model: {validate.printable(str(folder / n))} is missing (named in {index.name}); "
                                  f"download every shard")
         files = [folder / n for n in names]
-        _whole_sets(files, f"{index.name} names")
+        whole_sets(files, f"{index.name} names")
         return _distinct(files), wm
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise InputError(f"model: folder {validate.printable(str(folder))} has no *.safetensors and no {INDEX}")
-    _whole_sets(files, "the folder holds")
+    whole_sets(files, "the folder holds")
     return _distinct(files), None
 
 
-def _whole_sets(files: list[Path], holds: str) -> None:
+def index_shards(wm, name: str) -> list[str]:
+    """The shard file names an index's ``weight_map`` names (each a plain file name, at most 255 bytes)."""
+    if not isinstance(wm, dict) or not wm:
+        raise InputError(f"model: {name} has no 'weight_map' object naming the shards")
+    bad = next((v for v in wm.values() if not isinstance(v, str)), None)
+    if bad is not None:     # a list or a number where a shard's file name belongs
+        raise InputError(f"model: {name}: 'weight_map' values must be shard file names, got {validate.show(bad)}")
+    names = sorted(set(wm.values()))
+    for n in names:
+        if "/" in n or "\\" in n or n in ("", ".", "..") or len(n.encode("utf-8", "replace")) > 255 \
+                or not n.isprintable():
+            raise InputError(f"model: {name}: shard name {validate.show(n)} is not a file name "
+                             f"(one name in the folder, at most 255 bytes)")
+    return names
+
+
+def whole_sets(files, holds: str) -> None:
     """Every set of shards named ``<name>-0000k-of-0000N.safetensors`` complete: all N, one N per set."""
     sets: dict[str, set] = {}
     for f in files:
