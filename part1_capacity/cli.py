@@ -25,11 +25,13 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):  # argparse's own errors: one line, exit 2
-        self.exit(2, f"capacity: error: {message}\n")
+        from part1_capacity.calculator.validate import printable
+
+        self.exit(2, f"capacity: error: {printable(message, limit=None)}\n")
 
 
 class _Escaped:
-    """A text stream whose writes go through ``validate.printable`` (line ends and tabs kept): the one escaping of
+    """A text stream whose writes go through ``validate.printable`` (line ends kept): the one escaping of
     every printer, whatever a command prints."""
 
     def __init__(self, stream):
@@ -38,7 +40,7 @@ class _Escaped:
     def write(self, text):
         from part1_capacity.calculator.validate import printable
 
-        return self._stream.write(printable(text, limit=None, keep="\n\t"))
+        return self._stream.write(printable(text, limit=None, keep="\n"))
 
     def __getattr__(self, name):          # flush, fileno, isatty, encoding, buffer: the stream's own
         return getattr(self._stream, name)

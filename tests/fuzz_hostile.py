@@ -52,14 +52,15 @@ NUMBER_FIELDS = ["hidden_size", "num_hidden_layers", "num_attention_heads", "num
                  "num_experts_per_tok"]
 EVIL_TEXT = ["llama\x1b]0;pwned\x07\x1b[2J", "llama\ud800", "llama\nsecond", "llama\u202e", "\x00", "llama" * 100]
 HOSTILE_NAMES = ["a\ntouch canary\n", "x'; touch canary; '", "$(touch canary)", "`touch canary`", "a;touch canary;#",
-                 "b\r\x1b]0;t\x07&& touch canary", "c\\\n touch canary", "ok", "é\u202e", "-rf"]
+                 "b\r\x1b]0;t\x07&& touch canary", "c\\\n touch canary", "ok", "é\u202e", "-rf", "a$\\undefined{$",
+                 "t\tab"]
 STUB = "#!/bin/sh\nprintf '%s\\0' \"$(basename \"$0\")\" \"$@\" >> \"$ARGV_LOG\"\nprintf '\\n' >> \"$ARGV_LOG\"\n"
-HUB_BEHAVIOURS = ["", "", "", "trickle", "trickle-headers", "huge", "endless", "redirect-loop", "lying-short",
-                  "lying-long", "no-range"]
+HUB_BEHAVIOURS = ["", "", "", "", "", "", "", "", "trickle", "trickle-headers", "huge", "endless", "redirect-loop",
+                  "lying-short", "lying-long", "no-range"]
 HUB_TARGETS = ["api", "config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
                "model-00002-of-00002.safetensors"]
-REVISIONS = [None, None, "main", "../../../../../x", "/etc", "a/../b", "main\nx", "v1\x1b[2J", "", "refs/pr/1",
-             "a" * 300, "nope", "x\\y", " main"]
+REVISIONS = [None, None, None, None, None, "main", "../../../../../x", "/etc", "a/../b", "main\nx", "v1\x1b[2J", "",
+             "refs/pr/1", "a" * 300, "nope", "x\\y", " main"]
 _n = [0]
 
 
@@ -95,7 +96,8 @@ def config_cases(draw):
     p = fresh("c") / f"{name}.json"
     p.write_text(json.dumps(cfg))
     command = draw(st.sampled_from([["plan", "--context", "64", "--json"], ["plan", "--context", "64"],
-                                    ["sweep", "--contexts", "64,128", "--batches", "1,2"],
+                                    ["sweep", "--contexts", "64,128", "--batches", "1,2", "--heatmap",
+                                     str(p.parent / "m.png")],
                                     ["plan", "--context", "64", "--emit", "llama.cpp"]]))
     argv = [command[0], "--model", str(p), "--accelerator", "h100", *command[1:]]
     emit = f"{name.lower()}-bf16.gguf" if "--emit" in command and name != "config" else None
@@ -160,8 +162,8 @@ def hub_cases(draw):
     if kind == "sharded":
         HUB.repos[repo] = sharded_repo(hostile=hostile)
     elif kind == "names":
-        HUB.repos[repo] = Repo(files={"config.json": json.dumps(BASE).encode(),
-                                      draw(st.sampled_from(["../x", "a/../../b", "x\ny", "/abs", "ok.txt", "é"])): b""})
+        name = draw(st.sampled_from(["../x", "a/../../b", "x\ny", "/abs", "ok.txt", "é"]))
+        HUB.repos[repo] = Repo(files={"config.json": json.dumps(BASE).encode(), name: b""})
     else:
         HUB.repos[repo] = Repo(files={"config.json": draw(st.binary(max_size=300))})
     rev = draw(st.sampled_from(REVISIONS))

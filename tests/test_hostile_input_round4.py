@@ -280,3 +280,18 @@ def test_an_e3_output_is_checked_like_a_heatmap(tmp_path, capsys, monkeypatch, m
     p = tmp_path / "e3.json"
     make(p)
     refused(capsys, ["e3", "--out", "" if "empty" in fragment else str(p)], fragment)
+
+
+def test_an_argument_the_parser_does_not_know_is_one_escaped_line(capsys):
+    refused(capsys, ["plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "8", "x\ny\x1b[2J"],
+            "unrecognized arguments: x\\ny\\x1b[2J")
+
+
+def test_a_model_name_with_tex_in_it_is_a_heatmap_title_not_a_formula(tmp_path, capsys):
+    # matplotlib reads "$...$" in a text as mathtext: "\undefined" in it raised from deep in the drawing
+    p = tmp_path / "a$\\undefined{$.json"
+    p.write_text(json.dumps(CONFIG))
+    out = tmp_path / "map.png"
+    assert main(["sweep", "--model", str(p), "--accelerator", "h100", "--contexts", "64", "--batches", "1",
+                 "--heatmap", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

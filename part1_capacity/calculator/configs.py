@@ -32,8 +32,8 @@ from pathlib import Path
 
 from part1_capacity.calculator import validate
 from part1_capacity.calculator.config_fields import (ALIASES, BOOLEAN_FIELDS, NOT_MODELLED, SHAPE_FIELDS, Fields,
-                                                     attention_free, boolean, experts, head_dim_of, kv_heads, layer_kinds, named_kinds,
-                                                     ssm_fields)
+                                                     attention_free, boolean, experts, head_dim_of, kv_heads,
+                                                     layer_kinds, named_kinds, ssm_fields)
 from part1_capacity.calculator.dtypes import config_dtype
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.param_count import (MULTIMODAL, count_model_parameters, count_parameters,

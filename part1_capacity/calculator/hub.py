@@ -288,7 +288,8 @@ class _Client:
                         body = self._read(r, end + 1, what, cut=True)[start:]
                     if len(body) < end - start + 1 and not short_ok:
                         raise InputError(f"model: the Hub at {self.env['endpoint']} sent {len(body):,} bytes of "
-                                         f"{what} of {self.at} where {end - start + 1:,} were asked (bytes {start}-{end})")
+                                         f"{what} of {self.at} where {end - start + 1:,} were asked "
+                                         f"(bytes {start}-{end})")
                     return _Answer(r.status_code, dict(r.headers), body, url)
             raise InputError(f"model: the Hub at {self.env['endpoint']} redirected {what} of {self.at} more than "
                              f"{MAX_REDIRECTS} times (a redirect loop)")

@@ -125,7 +125,8 @@ def heatmaps(s: Sweep, path, title: str | None = None, tr=None) -> None:
         bar.minorticks_off()
     fig.suptitle(title or tr("{model} on {accelerator} (weights {weights}, KV {kv}; × = one sequence does not fit)",
                              model=s.model.name, accelerator=s.accelerator.name, weights=s.workload.weights_dtype,
-                             kv=s.workload.kv_dtype), fontsize=10)
+                             kv=s.workload.kv_dtype), fontsize=10,
+                 parse_math=False)    # a name's '$' is a character, not TeX: "$\\x$" in a file name is no formula
     fig.tight_layout()
     fig.savefig(path, dpi=100, format="png")      # a path or an open file (the CLI opens it: validate.open_for_write)
     plt.close(fig)
