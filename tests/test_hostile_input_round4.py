@@ -295,3 +295,20 @@ def test_a_model_name_with_tex_in_it_is_a_heatmap_title_not_a_formula(tmp_path, 
     assert main(["sweep", "--model", str(p), "--accelerator", "h100", "--contexts", "64", "--batches", "1",
                  "--heatmap", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("quant, fragment", [
+    ({"quant_method": "awq", "bits": 4, "group_size": 0}, "quantization_config.group_size: 0 is no group"),
+    ({"quant_method": "awq", "bits": 4, "zero_point": "false"},
+     "quantization_config.zero_point: must be true or false, got 'false'"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {
+        "num_bits": 4, "type": "int", "strategy": "group", "group_size": 0}}}},
+     "config_groups.weights.group_size: must be a positive integer"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {
+        "num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": "no"}}}},
+     "config_groups.weights.symmetric: must be true or false, got 'no'"),
+])
+def test_a_quantization_field_the_calculator_cannot_read_is_refused(tmp_path, capsys, quant, fragment):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**CONFIG, "quantization_config": quant}))
+    refused(capsys, ["plan", "--model", str(p), "--accelerator", "h100", "--context", "8"], fragment)

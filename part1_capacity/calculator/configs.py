@@ -377,8 +377,13 @@ def quant_scheme(quant: dict | None, where: str = "quantization_config") -> dict
         bits = quant.get("bits", 4)
         group = validate.number(quant.get("group_size", 128), f"{where}.group_size", lo=-1, hi=2 ** 20,
                                 integer=True)
+        if group == 0:           # AwqConfig / GPTQConfig: -1 (one group per row) or a group of that many weights
+            raise InputError(f"{where}.group_size: 0 is no group; allowed: -1 (one group per row) or a positive "
+                             f"integer")
+        zeros = quant.get("zero_point")
+        zeros = True if zeros is None else boolean(zeros, f"{where}.zero_point")
         out = {"method": method, "dtype": "int8" if bits == 8 else "int4", "group": group,
-               "zeros": method == "gptq" or quant.get("zero_point", True) is not False}
+               "zeros": method == "gptq" or zeros}
     else:                                                   # compressed-tensors (check_fields allows no other)
         groups = quant.get("config_groups")
         if not isinstance(groups, dict) or not groups or not all(isinstance(g, dict) for g in groups.values()):
@@ -397,10 +402,12 @@ def quant_scheme(quant: dict | None, where: str = "quantization_config") -> dict
             raise InputError(f"{where}.config_groups.weights: {validate.show(bits)}-bit {validate.show(kind)} "
                              "weights are not a storage type the calculator sizes; allowed: 8-bit float, 8-bit "
                              "int, 4-bit int")
-        group = w.get("group_size") if w.get("strategy") == "group" else 0
-        group = validate.number(group or 0, f"{where}.config_groups.weights.group_size", lo=0, hi=2 ** 20,
-                                integer=True)
-        out = {"method": method, "dtype": dtype, "group": group, "zeros": w.get("symmetric", True) is False}
+        grouped = w.get("strategy") == "group"
+        group = validate.number(w.get("group_size") if grouped else 0, f"{where}.config_groups.weights.group_size",
+                                lo=1 if grouped else 0, hi=2 ** 20, integer=True)
+        symmetric = w.get("symmetric")
+        symmetric = True if symmetric is None else boolean(symmetric, f"{where}.config_groups.weights.symmetric")
+        out = {"method": method, "dtype": dtype, "group": group, "zeros": not symmetric}
         skip = quant.get("ignore") or []
     if not isinstance(skip, list) or not all(isinstance(p, str) for p in skip):
         raise InputError(f"{where}: the modules left unconverted (modules_to_not_convert, ignore): expected a "
