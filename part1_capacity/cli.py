@@ -13,7 +13,7 @@ import importlib
 import pkgutil
 import sys
 
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base.errors import InputError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,7 +25,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):  # argparse's own errors: one line, exit 2
-        from part1_capacity.calculator.validate import printable
+        from part1_capacity.calculator.base.validate import printable
 
         self.exit(2, f"capacity: error: {printable(message, limit=None)}\n")
 
@@ -38,7 +38,7 @@ class _Escaped:
         self._stream = stream
 
     def write(self, text):
-        from part1_capacity.calculator.validate import printable
+        from part1_capacity.calculator.base.validate import printable
 
         return self._stream.write(printable(text, limit=None, keep="\n"))
 
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from part1_capacity.calculator import hub
+    from part1_capacity.calculator.readers import hub
 
     hub.start_command()              # the Hub's deadline for all the requests of this command starts now
     out, err = sys.stdout, sys.stderr
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
 
 
 def _main(argv=None) -> int:
-    from part1_capacity.calculator.validate import printable
+    from part1_capacity.calculator.base.validate import printable
 
     parser = build_parser()
     args = parser.parse_args(argv)

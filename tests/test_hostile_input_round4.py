@@ -129,7 +129,7 @@ def test_the_dtype_names_transformers_reads_size_the_weights(tmp_path, capsys, v
 
 def test_the_state_dtype_of_a_hybrid_is_read_from_the_same_table(tmp_path, capsys):
     from part1_capacity.calculator.configs import profile_from_config
-    from part1_capacity.calculator.errors import InputError
+    from part1_capacity.calculator.base.errors import InputError
     d = json.loads((__import__("pathlib").Path(__file__).parent / "data" / "configs" / "qwen3.5-35b-a3b" /
                     "config.json").read_text())
     d["text_config"]["mamba_ssm_dtype"] = "float64"
@@ -233,7 +233,7 @@ SWEEP = ["sweep", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context
 
 @pytest.fixture
 def no_sweep(monkeypatch):
-    from part1_capacity.calculator import sweep
+    from part1_capacity.calculator.uses import sweep
     monkeypatch.setattr(sweep, "sweep", lambda *a, **k: pytest.fail("the sweep ran before the output was checked"))
 
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.loader import load_model
 from tests.local_hub import Repo
 from tests.test_hostile_input import no_hang  # noqa: F401  (the hang guard is a fixture)
