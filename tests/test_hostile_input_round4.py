@@ -128,7 +128,7 @@ def test_the_dtype_names_transformers_reads_size_the_weights(tmp_path, capsys, v
 
 
 def test_the_state_dtype_of_a_hybrid_is_read_from_the_same_table(tmp_path, capsys):
-    from part1_capacity.calculator.configs import profile_from_config
+    from part1_capacity.calculator.model.configs import profile_from_config
     from part1_capacity.calculator.base.errors import InputError
     d = json.loads((__import__("pathlib").Path(__file__).parent / "data" / "configs" / "qwen3.5-35b-a3b" /
                     "config.json").read_text())

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from part1_capacity.calculator.base.errors import InputError
-from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.readers.loader import load_model
 from tests.local_hub import Repo
 from tests.test_hostile_input import no_hang  # noqa: F401  (the hang guard is a fixture)
 from tests.test_hub import BYTES, TINY, hub, llama_tensors, one_line, safetensors, sharded_repo  # noqa: F401
