@@ -60,9 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from part1_capacity.calculator.readers import hub
+    from part1_capacity.calculator.readers import hub_http
 
-    hub.start_command()              # the Hub's deadline for all the requests of this command starts now
+    hub_http.start_command()              # the Hub's deadline for all the requests of this command starts now
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Escaped(out), _Escaped(err)
     try:

@@ -52,7 +52,7 @@ def non_negative(text: str) -> float:
 
 
 def add_revision_flag(p: argparse.ArgumentParser):
-    from part1_capacity.calculator.readers.hub import COMMAND_SECONDS, REQUEST_SECONDS
+    from part1_capacity.calculator.readers.hub_http import COMMAND_SECONDS, REQUEST_SECONDS
 
     p.add_argument("--revision", default=None, metavar="REV",
                    help="with a Hub repository id as --model: the branch, tag or commit to read (default main). "
