@@ -42,6 +42,12 @@ class _Escaped:
 
         return self._stream.write(printable(text, limit=None, keep="\n"))
 
+    @property
+    def unescaped(self):
+        """The stream itself, for the few control sequences the CLI writes on purpose (a progress bar's carriage
+        return and clear-line on a terminal), never for text."""
+        return self._stream
+
     def __getattr__(self, name):          # flush, fileno, isatty, encoding, buffer: the stream's own
         return getattr(self._stream, name)
 

@@ -315,3 +315,22 @@ def test_a_quantization_field_the_calculator_cannot_read_is_refused(tmp_path, ca
     p = tmp_path / "config.json"
     p.write_text(json.dumps({**CONFIG, "quantization_config": quant}))
     refused(capsys, ["plan", "--model", str(p), "--accelerator", "h100", "--context", "8"], fragment)
+
+
+def test_a_progress_bar_keeps_its_own_controls_and_escapes_its_text():
+    import io
+
+    from part1_capacity.cli import _Escaped
+    from part1_capacity.commands.page_cache import ProgressBar
+    from part1_capacity.experiments.engine.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    for make, controls in ((lambda s: ProgressBar(stream=s), "\r\x1b[K"), (lambda s: Progress(1, stream=s), "\r")):
+        raw = Tty()
+        bar = make(_Escaped(raw))
+        bar(0.5, "evil\x1b]0;t\x07") if isinstance(bar, ProgressBar) else bar.update(0.5, "evil\x1b]0;t\x07")
+        out = raw.getvalue()
+        # the bar's redraw reaches the terminal; the label's escape codes do not
+        assert out.startswith(controls) and "evil\\x1b]0;t\\x07" in out and "\x07" not in out, repr(out)

@@ -36,7 +36,9 @@ class ProgressBar:
         n = 0 if fraction is None else round(self.width * fraction)
         line = f"e3 [{'#' * n}{'.' * (self.width - n)}] {text}"
         if self.tty:
-            self.stream.write("\r\x1b[K" + line)
+            # return and clear-line are the bar's own controls; the text goes through the CLI's escaping
+            getattr(self.stream, "unescaped", self.stream).write("\r\x1b[K")
+            self.stream.write(line)
         else:
             now = time.monotonic()
             if not (text.startswith("cycle") or now - self._last > 5):
