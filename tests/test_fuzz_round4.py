@@ -52,7 +52,7 @@ def test_hub_answers(case):
     check(case)
 
 
-@BOUNDED
+@settings(BOUNDED, max_examples=8)        # each written heatmap is a matplotlib drawing: fewer cases
 @given(fz.path_cases())
 def test_output_paths(case):
     check(case)

@@ -29,8 +29,8 @@ def cache_files(tmp_path):
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) if root.exists() else []
 
 
-@pytest.mark.parametrize("target", ["api", "config.json", "model-00002-of-00002.safetensors"])
-@pytest.mark.parametrize("how", ["trickle", "trickle-headers"])
+@pytest.mark.parametrize("target, how", [("api", "trickle"), ("model-00002-of-00002.safetensors", "trickle"),
+                                         ("config.json", "trickle-headers")])
 def test_a_trickling_hub_is_cut_at_the_deadline(hub, capsys, short, tmp_path, target, how):
     hub.repos["org/slow"] = sharded_repo(hostile={target: how})
     one_line(capsys, ["plan", "--model", "org/slow", *PLAN], "within the request's 1 s (CAPACITY_HUB_REQUEST_DEADLINE)")
