@@ -25,6 +25,10 @@ class CheckFailed(AssertionError):
     """A check did not pass; the message is written for the learner."""
 
 
+class Delegated(CheckFailed):
+    """The learner's code reached a ready-made implementation its lesson forbids (``course.method``)."""
+
+
 class TimedOut(BaseException):
     # BaseException so that a learner's `except Exception:` cannot swallow it; ``owner`` is the limit that ran out.
     def __init__(self, owner=None):
@@ -81,10 +85,26 @@ def time_limit(seconds: float, what: str = "your code"):
 
 def call(fn, *args, what=None, timeout: float = 30.0, **kwargs):
     """Call learner code; turn an exception or a hang into a CheckFailed that names the function."""
+    from course import method
+
     name = what or getattr(fn, "__qualname__", None) or type_name(fn)
+    # A stand-in's call is watched in the learner's process (course.proxy); code in this process is watched here.
+    local = method.forbidden() and not getattr(type(fn), "_wire_handle", False)
     with time_limit(timeout, name):
         try:
-            return fn(*args, **kwargs)
+            if not local:
+                return fn(*args, **kwargs)
+            failure = None
+            with method.watch(method.forbidden()) as seen:
+                try:
+                    out = fn(*args, **kwargs)
+                except BaseException as exc:  # noqa: BLE001 - what was reached decides first
+                    failure = exc
+            if seen:
+                raise Delegated(method.message(seen))
+            if failure is not None:
+                raise failure
+            return out
         except NotImplementedError:
             raise CheckFailed(f"{name} is not implemented yet (it raised NotImplementedError)") from None
         except (CheckFailed, TimedOut, ChannelBroken):
@@ -207,11 +227,24 @@ class Lesson:
     reference: tuple[str, ...]
     checks: tuple[Check, ...]
     given: tuple[str, ...] = ()  # helpers of the checks module that notebooks import (the sandbox shows only these)
+    # What the exercise may not delegate (course.method.CATALOGUE): a check whose learner call reaches one fails.
+    forbids: tuple = ()
 
     def __post_init__(self):
         ids = [c.id for c in self.checks]
         if len(set(ids)) != len(ids):
             raise ValueError(f"{self.package}: duplicate check ids in {ids}")
+        if self.forbids:
+            import dataclasses
+
+            from course import method
+
+            keys = tuple(d.key for d in self.forbids)
+            unknown = [k for k in keys if k not in method.CATALOGUE]
+            if unknown:
+                raise ValueError(f"{self.package}: forbids {unknown}, which course.method.CATALOGUE does not hold")
+            object.__setattr__(self, "checks", tuple(dataclasses.replace(c, fn=method.enforcing(c.fn, keys))
+                                                     for c in self.checks))
 
     def ids(self) -> list[str]:
         return [c.id for c in self.checks]

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course import method
 from course.grading import Check, Lesson, call, expect, expect_close, expect_shape
 
 ATOL = 1e-5
@@ -185,6 +186,8 @@ def check_mha_mask_every_head(MultiHeadAttention):
 LESSON = Lesson(
     package="part0_foundations.l01_attention",
     reference=("part0_foundations.l01_attention.attention",),
+    # Attention is the exercise: torch's in every form is off limits (the given causal_mask and shape checks are not).
+    forbids=(method.SDPA, method.MHA),
     checks=(
         Check("sdpa_matches_torch", "scaled_dot_product_attention", check_sdpa_matches_torch, 2),
         Check("sdpa_causal_decode", "scaled_dot_product_attention", check_sdpa_causal_decode, 1, hidden=True),
