@@ -209,7 +209,7 @@ REFERENCE_IMPORTS = {
 }
 
 EXPECTED = {
-    "sdpa_matches_torch": "differs from the reference",
+    "sdpa_matches_torch": "the scores are not divided by √d",   # HOSTILE_SDPA's own mistake, named
     "sdpa_causal_decode": f"did not finish within {CHECK_S} s",
     "sdpa_stable": "sent what the grader cannot read",
     "sdpa_masked_weights_zero": f"did not finish within {CHECK_S} s",
@@ -217,8 +217,8 @@ EXPECTED = {
     "mha_mask_every_head": "KeyboardInterrupt",
 }
 EXPECTED_POINTS = {"sdpa_matches_torch": 0, "sdpa_causal_decode": 0, "sdpa_stable": 0, "sdpa_masked_weights_zero": 0,
-                   "mha_matches_torch": 0, "mha_mask_every_head": 0, "gqa_equals_repeated_mha": 1,
-                   "mqa_and_cross_attention": 1}
+                   "mha_matches_torch": 0, "mha_mask_every_head": 0, "gqa_equals_repeated_mha": 0,
+                   "mqa_and_cross_attention": 0}  # GQA and MQA are anchored on attention, not on the learner's MHA
 
 
 def _cell_with(nb, grade_id):
