@@ -12,6 +12,7 @@ import datetime as dt
 import torch
 from torch import nn
 
+from course import method
 from course.grading import Check, Lesson, one_torch_thread, call, expect, expect_close, expect_shape
 from part0_foundations.l01_attention.checks import _copy_from_torch_mha
 from part0_foundations.l02_encoder_decoder import data
@@ -79,7 +80,7 @@ def check_encoder_layer_matches_torch(EncoderLayer):
 
 def check_encoder_layer_ignores_padding(EncoderLayer):
     """Changing what sits at padded source positions leaves the real positions' outputs unchanged."""
-    mine, _ = _encoder_pair(EncoderLayer, seed=1)
+    mine, ref = _encoder_pair(EncoderLayer, seed=1)
     x = torch.randn(2, 7, D)
     mask = _pad_mask()
     y = x.clone()
@@ -91,6 +92,10 @@ def check_encoder_layer_ignores_padding(EncoderLayer):
     unmasked = call(mine, y, what="EncoderLayer.forward(x) without a mask")
     expect(not torch.allclose(unmasked[1, :4], a[1, :4], atol=1e-3),
            "without a mask the padded positions should matter: does self-attention use x?")
+    # A layer that ignores padding but does not attend (a mean over the real positions) is not the layer.
+    real = mask.squeeze(1)
+    expect_close(a[real], ref(x, src_key_padding_mask=~real)[real],
+                 "EncoderLayer vs nn.TransformerEncoderLayer (x = norm(x + sublayer(x)))", atol=ATOL)
 
 
 def _decoder_pair(DecoderLayer, seed=0):
@@ -122,7 +127,7 @@ def check_decoder_layer_matches_torch(DecoderLayer):
 
 def check_decoder_layer_causal(DecoderLayer):
     """Changing a future target token leaves every earlier decoder output unchanged (and changes its own)."""
-    mine, _ = _decoder_pair(DecoderLayer, seed=2)
+    mine, ref = _decoder_pair(DecoderLayer, seed=2)
     x, memory, mask = torch.randn(2, 6, D), torch.randn(2, 7, D), _pad_mask()
     y = x.clone()
     y[:, 4] = torch.randn(2, D) * 3
@@ -131,12 +136,16 @@ def check_decoder_layer_causal(DecoderLayer):
     expect_close(b[:, :4], a[:, :4], "outputs before the changed position 4 (self-attention must be causal)",
                  atol=ATOL)
     expect(not torch.allclose(b[:, 4], a[:, 4], atol=1e-3), "the output at the changed position 4 did not change")
+    # Causal and changing, yet not the layer (the input echoed): anchored on torch's layer.
+    causal = torch.ones(6, 6, dtype=torch.bool).triu(1)  # torch: True = masked out
+    expect_close(a, ref(x, memory, tgt_mask=causal, memory_key_padding_mask=~mask.squeeze(1)),
+                 "DecoderLayer vs nn.TransformerDecoderLayer", atol=ATOL)
 
 
 def check_decoder_layer_reads_source(DecoderLayer):
     """Cross-attention reads the memory: changing the source changes every output position; changing only padded
     source positions changes nothing; the weights are (B, n_heads, T, S), zero on padding, rows summing to 1."""
-    mine, _ = _decoder_pair(DecoderLayer, seed=3)
+    mine, ref = _decoder_pair(DecoderLayer, seed=3)
     x, memory, mask = torch.randn(2, 5, D), torch.randn(2, 7, D), _pad_mask()
     a = call(mine, x, memory, mask, what="DecoderLayer.forward(x, memory, memory_mask)")
     other = call(mine, x, torch.randn(2, 7, D), mask, what="DecoderLayer.forward(x, other_memory, memory_mask)")
@@ -154,6 +163,15 @@ def check_decoder_layer_reads_source(DecoderLayer):
     expect_shape(res[1], (2, H, 5, 7), "cross-attention weights (B, n_heads, T, S)")
     expect(bool((res[1][1, :, :, 4:] == 0).all()), "padded source positions must get zero cross-attention weight")
     expect_close(res[1].sum(-1), torch.ones(2, H, 5), "each row of cross-attention weights must sum to 1", atol=1e-5)
+    # Weights spread evenly over the real positions meet every rule above: they must be attention's own.
+    causal = torch.ones(5, 5, dtype=torch.bool).triu(1)  # torch: True = masked out
+    with torch.no_grad():
+        h = ref.norm1(x + ref.self_attn(x, x, x, attn_mask=causal, need_weights=False)[0])
+        _, want_w = ref.multihead_attn(h, memory, memory, key_padding_mask=~mask.squeeze(1), need_weights=True,
+                                       average_attn_weights=False)
+    expect_close(res[1], want_w, "cross-attention weights vs nn.TransformerDecoderLayer's (same weights)", atol=ATOL)
+    expect_close(a, ref(x, memory, tgt_mask=causal, memory_key_padding_mask=~mask.squeeze(1)),
+                 "DecoderLayer vs nn.TransformerDecoderLayer", atol=ATOL)
 
 
 @torch.no_grad()
@@ -256,6 +274,8 @@ _REFERENCE_MODEL = ("EncoderLayer", "DecoderLayer", "Seq2Seq")
 LESSON = Lesson(
     package="part0_foundations.l02_encoder_decoder",
     reference=("part0_foundations.l02_encoder_decoder.model",),
+    # The layers are the exercise: torch's own Transformer layers and attention are off limits.
+    forbids=(method.TRANSFORMER, method.MHA, method.SDPA),
     checks=(
         Check("encoder_layer_matches_torch", "EncoderLayer", check_encoder_layer_matches_torch, 2),
         Check("encoder_layer_ignores_padding", "EncoderLayer", check_encoder_layer_ignores_padding, 1, hidden=True),
