@@ -10,6 +10,7 @@ import dataclasses
 
 import torch
 
+from course import method
 from course.grading import Check, Lesson, one_torch_thread, call, expect, expect_close, expect_shape
 from part0_foundations.l03_kv_cache import gpt as ref
 from part0_foundations.l03_kv_cache import laws
@@ -68,6 +69,17 @@ def _cached_equals_uncached(model, label, n_new=10, reference=None):
                      atol=ATOL)
     expect_close(la, lb, f"{label}: logits with the cache vs without", atol=ATOL)
     expect(torch.equal(a, b), f"{label}: greedy tokens differ with the cache and without")
+
+
+def _anchor(name, label, **learner_classes):
+    """One forward of the model with the learner's mixer gives the reference model's logits (same weights): a cache
+    of the right size behind an attention that computes nothing is not the work."""
+    model, reference = _model(name, **learner_classes), _model(name)
+    idx = torch.randint(0, model.config.vocab_size, (2, 9), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        got = call(model, idx, what=f"{label}: forward over 9 tokens without a cache")
+        want = reference(idx)
+    expect_close(got, want, f"{label}: logits vs the reference attention with the same weights", atol=ATOL)
 
 
 def _bytes_match_law(model_factory, name, t_values=T_VALUES):
@@ -152,12 +164,15 @@ def check_cached_equals_uncached(CausalSelfAttention):
 def check_attention_cache_bytes(CausalSelfAttention):
     """The cache of MHA, GQA and MQA models holds exactly 2 × L × n_kv_heads × head_dim × bytes × T."""
     for name in ("MHA", "GQA", "MQA"):
+        _anchor(name, f"{name} with your attention", attention=CausalSelfAttention)
+    for name in ("MHA", "GQA", "MQA"):
         _bytes_match_law(lambda n, dt: _model(n, dt, attention=CausalSelfAttention), name)
 
 
 @one_torch_thread
 def check_window_cache_stops_at_W(CausalSelfAttention):
     """Window layers stop growing at W: the hybrid's cache follows the law, and past W only the full layer grows."""
+    _anchor("sliding window", "sliding window with your attention", attention=CausalSelfAttention)
     _bytes_match_law(lambda n, dt: _model(n, dt, attention=CausalSelfAttention), "sliding window")
     model = _model("sliding window", attention=CausalSelfAttention)
     W = model.config.window
@@ -186,6 +201,7 @@ def check_mla_cached_equals_uncached(MLAttention):
 @one_torch_thread
 def check_mla_cache_bytes(MLAttention):
     """The MLA cache holds only the latent and the RoPE key: L × (kv_lora_rank + qk_rope_head_dim) × bytes × T."""
+    _anchor("MLA", "MLA with your MLAttention", mla=MLAttention)
     model = _model("MLA", mla=MLAttention)
     cache = model.new_cache()
     with torch.no_grad():
@@ -202,6 +218,8 @@ def check_mla_cache_bytes(MLAttention):
 LESSON = Lesson(
     package="part0_foundations.l03_kv_cache",
     reference=("part0_foundations.l03_kv_cache.gpt",),
+    # The cached attention step is the exercise: torch's attention is off limits (lesson 01's, given, is not).
+    forbids=(method.SDPA, method.MHA),
     checks=(
         Check("layer_kv_append", "LayerKV", check_layer_kv_append, 2),
         Check("window_ring_buffer", "WindowKV", check_window_ring_buffer, 2),
