@@ -105,6 +105,15 @@ def test_lm_head_messages():
         return model
     assert message(c, new_wte) == "the input embedding wte was replaced: leave it as it is"
 
+    def zero_linears(model):             # every Conv1D an nn.Linear of the right shape, holding zeros
+        ref.conv1d_to_linear(model)
+        with torch.no_grad():
+            for m in model.transformer.h.modules():
+                if isinstance(m, nn.Linear):
+                    m.weight.zero_()
+        return model
+    assert message(c, zero_linears).startswith("logits after conversion vs before: differs from the reference")
+
     def untied(model):
         ref.conv1d_to_linear(model)
         model.lm_head.weight = nn.Parameter(model.lm_head.weight.detach().clone())
@@ -271,6 +280,9 @@ def test_per_channel_not_worse_messages():
         return q, s
     assert message(c, floored_row) == ("some channel has an error above half its own scale: are the scales per row "
                                        "(axis 0)?")
+    # the weight handed back as it is, with scales of 1: no error at all, and no INT8
+    assert message(c, lambda w, axis=0, scales=None: (w.clone(), torch.ones(w.shape[axis]))) == (
+        "q must be a torch.int8 tensor, got torch.float32")
 
 
 def test_dequantize_messages():
@@ -351,6 +363,10 @@ def test_minilm_embeddings_messages():
     assert re.fullmatch(r"with your round trip in every layer, the embedding of question \d+ has cosine 0\.\d{5} to "
                         r"the reference INT8 model's \(want ≥ 0\.9999\): check the scales' axis",
                         message(c, input_channels))
+    # each layer handed back unquantized: FP32 is not the INT8 model (cosine about 0.9994)
+    assert re.fullmatch(r"with your round trip in every layer, the embedding of question \d+ has cosine 0\.\d{5} to "
+                        r"the reference INT8 model's \(want ≥ 0\.9999\): check the scales' axis",
+                        message(c, lambda lin: copy.deepcopy(lin)))
 
 
 # --- what the checks hand over, and the rules' edges -------------------------------------------------------------------

@@ -11,6 +11,7 @@ import warnings
 import torch
 from torch import nn
 
+from course import method
 from course.grading import Check, Lesson, call, expect, expect_close, expect_shape
 
 # w / scale within this distance of a .5 tie may round either way: division and PyTorch's multiply-by-1/scale
@@ -97,6 +98,9 @@ def check_lm_head_untouched_and_tied(conv1d_to_linear):
     from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantizedLinear
 
     model = _tiny_gpt2(seed=2)
+    x = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        before = model(x).logits
     head, wte = model.lm_head, model.transformer.wte
     expect(model.lm_head.weight is wte.weight, "internal: the test model should start tied")
     call(conv1d_to_linear, model, what="conv1d_to_linear(model)")
@@ -104,6 +108,10 @@ def check_lm_head_untouched_and_tied(conv1d_to_linear):
     expect(model.transformer.wte is wte, "the input embedding wte was replaced: leave it as it is")
     expect(is_tied(model), "lm_head.weight is no longer the very same tensor as transformer.wte.weight (tie broken)")
     expect(model.lm_head.weight.dtype == torch.float32, "lm_head must stay float32")
+    # Linears of the right shapes that compute something else are not the conversion.
+    with torch.no_grad():
+        after = model(x).logits
+    expect_close(after, before, "logits after conversion vs before", atol=1e-5, rtol=0)
     qmodel, _ = quantize_with_torch(model, "per_channel")
     n_quant = sum(isinstance(m, DynamicQuantizedLinear) for m in qmodel.modules())
     expect(n_quant == 8, f"after your conversion torch.ao quantized {n_quant} modules; expected the 8 block Linears "
@@ -186,6 +194,9 @@ def check_per_channel_not_worse(quantize_per_channel):
     row_err = (w - w_pc).abs().amax(dim=1)
     expect(bool((row_err <= torch.as_tensor(s) / 2 * (1 + 1e-5)).all()),
            "some channel has an error above half its own scale: are the scales per row (axis 0)?")
+    # The weight handed back as it is (with scales of 1) has no error at all: the integers must be INT8's.
+    expect(isinstance(q, torch.Tensor) and q.dtype == torch.int8, f"q must be a torch.int8 tensor, got "
+           f"{getattr(q, 'dtype', type(q).__name__)}")
 
 
 def check_dequantize(dequantize):
@@ -274,6 +285,8 @@ def check_minilm_embeddings_match(int8_round_trip):
 LESSON = Lesson(
     package="part0_foundations.l04_gpt2_int8",
     reference=("part0_foundations.l04_gpt2_int8.int8",),
+    # Quantizing is the exercise: torch's own quantization is what the checks compare with, not what the learner calls.
+    forbids=(method.QUANTIZE,),
     checks=(
         Check("conversion_exact", "conv1d_to_linear", check_conversion_exact, 3),
         Check("lm_head_untouched_and_tied", "conv1d_to_linear", check_lm_head_untouched_and_tied, 2),
