@@ -521,7 +521,7 @@ def test_pytest_route_survives_every_attack(attack, pytest_route):
         assert says in line, f"{check_id}: {line or out[-3000:]}"
     for check_id, points in EXPECTED_POINTS.items():
         assert re.search(rf"^  {check_id}\s+{points}/", out, flags=re.M), (check_id, out[-1500:])
-    assert re.search(r"total\s+2/10", out), out[-1500:]
+    assert re.search(r"total\s+0/10", out), out[-1500:]
     assert "code cell 2 raised KeyboardInterrupt" in out, out[-1500:]  # the notebook's error, reported
     assert re.search(r"printed [\d,]+ bytes more than the [\d,]+ kept", out), out[-1500:]
     assert "learner code ran in the bubblewrap sandbox" in out, out[-1500:]
