@@ -179,6 +179,43 @@ def expect_close(got, want, what: str, atol: float = 1e-5, rtol: float = 1e-5):
     expect(ok, f"{what}: differs from the reference by up to {diff.max():.3g} (allowed {atol:g} + {rtol:g}·|ref|)")
 
 
+def same(a, b, atol: float = 1e-4) -> bool:
+    """Whether two results are one and the same up to ``atol`` (absolute and relative): equal shapes, and non-finite
+    entries in the same places (two ways of overflowing alike are the same mistake)."""
+    import torch
+
+    a, b = fetch(a), fetch(b)
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
+        return False
+    a, b = a.detach().double(), b.detach().double()
+    bad_a, bad_b = ~torch.isfinite(a), ~torch.isfinite(b)
+    if bool(bad_a.any()) or bool(bad_b.any()):
+        return bool(torch.equal(bad_a, bad_b))
+    return bool(torch.allclose(a, b, atol=atol, rtol=atol))
+
+
+def recognise(got, want, mistakes: dict):
+    """The key of the first mistake whose own result ``got`` equals, where that result is not ``want``; or None.
+    ``mistakes``: key → the result the mistake gives on the same inputs (or a callable computing it)."""
+    for key, made in mistakes.items():
+        made = made() if callable(made) else made
+        if not same(made, want, atol=1e-3) and same(got, made):
+            return key
+    return None
+
+
+def expect_close_naming(got, want, what: str, mistakes: dict, atol: float = 1e-5, rtol: float = 1e-5):
+    """``expect_close``; on failure, when ``got`` is one mistake's own result, the message names that mistake
+    (``mistakes``: the words naming it → its result) instead of a difference: a hint names only a cause committed."""
+    try:
+        expect_close(got, want, what, atol=atol, rtol=rtol)
+    except CheckFailed:
+        cause = recognise(got, want, mistakes)
+        if cause is None:
+            raise
+        raise CheckFailed(f"{what}: {cause}") from None
+
+
 def expect_raises(fn, exc_type, must_mention: str, what: str):
     """``fn()`` must raise ``exc_type`` whose message mentions ``must_mention``."""
     try:

@@ -114,3 +114,64 @@ def test_torch_transformer_layers_earn_nothing(one_torch_thread):
 def test_the_reference_keeps_every_point(one_torch_thread):
     earned, messages = points({n: getattr(M, n) for n in LESSON.names()})
     assert earned == LESSON.points, messages
+
+
+# --- hints name the real cause ------------------------------------------------------------------------------------------
+def mistaken(mistake):
+    """The reference layers written with one common mistake."""
+    class Enc(M.EncoderLayer):
+        def forward(self, x, mask=None):
+            if mistake == "pre_norm":
+                x = x + self.self_attn(self.norm1(x), mask=mask)
+                return x + self.ff(self.norm2(x))
+            if mistake == "no_residual":
+                x = self.norm1(self.self_attn(x, mask=mask))
+                return self.norm2(self.ff(x))
+            return super().forward(x, mask)
+
+    class Dec(M.DecoderLayer):
+        def forward(self, x, memory, memory_mask=None, return_cross_weights=False):
+            if mistake == "pre_norm":
+                x = x + self.self_attn(self.norm1(x), causal=True)
+                att, w = self.cross_attn(self.norm2(x), memory, mask=memory_mask, return_weights=True)
+                x = x + att
+                x = x + self.ff(self.norm3(x))
+                return (x, w) if return_cross_weights else x
+            if mistake == "no_residual":
+                x = self.norm1(self.self_attn(x, causal=True))
+                att, w = self.cross_attn(x, memory, mask=memory_mask, return_weights=True)
+                x = self.norm3(self.ff(self.norm2(att)))
+                return (x, w) if return_cross_weights else x
+            if mistake == "not_causal":
+                x = self.norm1(x + self.self_attn(x))
+                att, w = self.cross_attn(x, memory, mask=memory_mask, return_weights=True)
+                x = self.norm3(self.norm2(x + att) + self.ff(self.norm2(x + att)))
+                return (x, w) if return_cross_weights else x
+            if mistake == "memory_mask_ignored":
+                return super().forward(x, memory, None, return_cross_weights)
+            return super().forward(x, memory, memory_mask, return_cross_weights)
+
+    return {"EncoderLayer": Enc, "DecoderLayer": Dec}
+
+
+LAYER_MISTAKES = {"pre_norm": ("EncoderLayer", "DecoderLayer"), "no_residual": ("EncoderLayer", "DecoderLayer"),
+                  "not_causal": ("DecoderLayer",), "memory_mask_ignored": ("DecoderLayer",)}
+
+
+@pytest.mark.parametrize("mistake", sorted(LAYER_MISTAKES))
+def test_a_layer_mistake_is_named_and_nothing_else(mistake, one_torch_thread):
+    impls = mistaken(mistake)
+    failed = {}
+    for c in LESSON.checks:
+        if c.name not in LAYER_MISTAKES[mistake]:
+            continue
+        try:
+            c.fn(impls[c.name])
+        except CheckFailed as exc:
+            failed[c.id] = str(exc)
+    for name in LAYER_MISTAKES[mistake]:       # the comparison with torch's layer recognises it and says it
+        check_id = "encoder_layer_matches_torch" if name == "EncoderLayer" else "decoder_layer_matches_torch"
+        assert checks.CAUSES[mistake] in failed.get(check_id, ""), (check_id, failed.get(check_id))
+    for check_id, message in failed.items():   # and no check names a mistake not made
+        others = [c for c in checks.CAUSES if c != mistake and checks.CAUSES[c] in message]
+        assert not others, (check_id, message, others)

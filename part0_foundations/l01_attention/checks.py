@@ -8,7 +8,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from course import method
-from course.grading import CheckFailed, Check, Lesson, call, expect, expect_close, expect_shape
+from course.grading import (CheckFailed, Check, Lesson, call, expect, expect_close, expect_close_naming, expect_shape,
+                            recognise, same)
 from course.proxy import fetch
 
 ATOL = 1e-5
@@ -85,36 +86,17 @@ def _sdpa_mistakes(q, k, v, mask=None, causal=False) -> dict:
     return out
 
 
-def _same(a, b, atol=1e-4) -> bool:
-    a, b = fetch(a), fetch(b)
-    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
-        return False
-    a, b = a.detach().double(), b.detach().double()
-    bad_a, bad_b = ~torch.isfinite(a), ~torch.isfinite(b)
-    if bool(bad_a.any()) or bool(bad_b.any()):
-        return bool(torch.equal(bad_a, bad_b))  # the same entries overflow: the same mistake
-    return bool(torch.allclose(a, b, atol=atol, rtol=atol))
-
-
 def _recognise(got, right, mistakes: dict, pick=0) -> str | None:
     """The mistake whose own result ``got`` equals (and the right result does not), or None."""
-    for cause, made in mistakes.items():
-        made = made[pick] if isinstance(made, tuple) else made
-        if not _same(made, right, atol=1e-3) and _same(got, made):
-            return cause
-    return None
+    return recognise(got, right, {cause: made[pick] if isinstance(made, tuple) else made
+                                  for cause, made in mistakes.items()})
 
 
 def expect_attention(got, want, what, mistakes: dict, atol=ATOL, pick=0):
     """``got`` equals ``want`` (course.grading.expect_close); otherwise, when it equals one mistake's own result,
     the failure names that mistake."""
-    try:
-        expect_close(got, want, what, atol=atol)
-    except CheckFailed:
-        cause = _recognise(got, want, mistakes, pick)
-        if cause is None:
-            raise
-        raise CheckFailed(f"{what}: {CAUSES[cause]}") from None
+    expect_close_naming(got, want, what, {CAUSES[c]: made[pick] if isinstance(made, tuple) else made
+                                          for c, made in mistakes.items()}, atol=atol)
 
 
 def check_sdpa_matches_torch(sdpa):
@@ -167,7 +149,7 @@ def check_sdpa_masked_weights_zero(sdpa):
     want_out, want_w = _attend(q, k, v, mask)
     mistakes = _sdpa_mistakes(q, k, v, mask)
     cause = _recognise(w, want_w, mistakes, pick=1)
-    if cause is not None and not _same(w, want_w):
+    if cause is not None and not same(w, want_w):
         raise CheckFailed(f"weights: {CAUSES[cause]}")
     expect(not bool(torch.isnan(w).any()) and not bool(torch.isnan(out).any()),
            "a fully masked row gives zero weights and a zero output, not NaN (every score of that row is −inf: "
