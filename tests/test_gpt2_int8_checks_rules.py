@@ -189,14 +189,29 @@ def test_rounding_messages():
         q = torch.clamp(torch.floor(w / scale + 0.5), -128, 127).to(torch.int8)
         return q, scale
     # w / 0.5 = 0.5, -1.5, 2.5 round up to 1, -1, 3 instead of to the even 0, -2, 2
+    # (floor(x + 0.5) rounds -1.5 up, not away from zero: neither named mistake, the rule is stated)
     assert message(c, half_up) == ("with scale 0.5: w=0.25 → 1 (want 0); w=-0.75 → -1 (want -2); w=1.25 → 3 (want 2)"
                                    " — round half to even (torch.round), then clamp to [-128, 127]")
+
+    def half_away(w, scale=None):      # 0.5 → 1, -1.5 → -2, 2.5 → 3, -0.5 → -1: halves away from zero
+        x = w / scale
+        return torch.clamp(torch.sign(x) * torch.floor(x.abs() + 0.5), -128, 127).to(torch.int8), scale
+    assert message(c, half_away) == (
+        "with scale 0.5: w=0.25 → 1 (want 0); w=-0.25 → -1 (want 0); w=1.25 → 3 (want 2) — halves are rounded away "
+        "from zero (floor(x + 0.5) or Python's round-half-up): torch.round rounds half to even")
+
+    def truncated(w, scale=None):      # 0.6 → 0, -0.6 → 0, 1.5 → 1, 2.5 → 2 (a cast cuts the fraction)
+        return torch.clamp(w / scale, -128, 127).to(torch.int8), scale
+    assert message(c, truncated) == (
+        "with scale 0.5: w=0.75 → 1 (want 2); w=-0.75 → -1 (want -2); w=0.3 → 0 (want 1); w=-0.3 → 0 (want -1) — "
+        "the fraction is cut off (a cast to int truncates): round first, with torch.round")
 
     def wraps(w, scale=None):          # no clamp: 128, 200 and -200 wrap around int8
         q = torch.round(w / scale).long()
         return ((q + 128) % 256 - 128).to(torch.int8), scale
     assert message(c, wraps) == ("with scale 0.5: w=63.75 → -128 (want 127); w=100 → -56 (want 127); w=-100 → 56 "
-                                 "(want -128) — round half to even (torch.round), then clamp to [-128, 127]")
+                                 "(want -128) — values past the int8 range wrap around: clamp to [-128, 127] before "
+                                 "the cast")
     # everything 0: nine wrong, the first four listed
     assert message(c, lambda w, scale=None: (torch.zeros_like(w, dtype=torch.int8), scale)) == (
         "with scale 0.5: w=0.75 → 0 (want 2); w=-0.75 → 0 (want -2); w=1.25 → 0 (want 2); w=0.3 → 0 (want 1) — "

@@ -135,6 +135,28 @@ def check_per_tensor_matches_torch(quantize_per_tensor):
     expect(int(q.abs().max()) == 127, "the largest |w| must map to ±127")
 
 
+# The rounding mistakes a learner makes, each recognised by its own integers (a hint names only the one made).
+ROUNDING = {
+    None: "round half to even (torch.round), then clamp to [-128, 127]",
+    "half_away": "halves are rounded away from zero (floor(x + 0.5) or Python's round-half-up): torch.round rounds "
+                 "half to even",
+    "truncated": "the fraction is cut off (a cast to int truncates): round first, with torch.round",
+    "wraps": "values past the int8 range wrap around: clamp to [-128, 127] before the cast",
+}
+
+
+def _rounding_mistake(q, x) -> str | None:
+    """Which mistake gives exactly the integers ``q`` for ``x = w / scale`` (float), or None."""
+    made = {"half_away": torch.clamp(torch.sign(x) * torch.floor(x.abs() + 0.5), -128, 127),
+            "truncated": torch.clamp(torch.trunc(x), -128, 127),
+            "wraps": (torch.round(x).long() + 128) % 256 - 128}
+    got = q.long()
+    for key, ints in made.items():
+        if torch.equal(got, ints.long()):
+            return key
+    return None
+
+
 def check_rounding_and_clamping(quantize_per_tensor):
     """With a given scale: round half to even, clamp to [-128, 127]; worked out by hand."""
     w = torch.tensor([0.25, 0.75, -0.25, -0.75, 1.25, 0.3, -0.3, 63.5, 63.75, 100.0, -64.0, -64.25, -100.0])
@@ -149,7 +171,7 @@ def check_rounding_and_clamping(quantize_per_tensor):
         bad = (q.long() != want.long()).nonzero().flatten().tolist()
         expect(not bad, "with scale 0.5: " + "; ".join(
             f"w={w[i].item():g} → {q[i].item()} (want {want[i].item()})" for i in bad[:4])
-            + " — round half to even (torch.round), then clamp to [-128, 127]")
+            + " — " + ROUNDING.get(_rounding_mistake(q, w / 0.5), ROUNDING[None]))
 
 
 def check_per_channel_matches_torch(quantize_per_channel):
