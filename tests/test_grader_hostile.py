@@ -194,7 +194,7 @@ def _hostile_forward(self, x, *args, **kwargs):
     import os
     if x.shape[-1] == 16:           # the nn.MultiheadAttention comparison (d_model 16)
         os._exit(0)
-    if kwargs.get("mask") is not None:  # the mask check (no other check gives a mask)
+    if x.shape[-1] == 12:           # the mask check (d_model 12; no other check uses it)
         raise KeyboardInterrupt
     return _forward(self, x, *args, **kwargs)
 

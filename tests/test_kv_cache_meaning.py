@@ -78,3 +78,48 @@ def test_torch_attention_earns_nothing(one_torch_thread):
     for check_id in ("cached_equals_uncached", "attention_cache_bytes", "window_cache_stops_at_W"):
         assert messages[check_id] == ("calls torch's scaled_dot_product_attention: write it from matrix products and "
                                       "softmax"), messages[check_id]
+
+
+# --- hints name the real cause ------------------------------------------------------------------------------------------
+def learner_attention(mistake):
+    """A learner's cached attention step with one mistake (written here, apart from the checks' own model of it)."""
+    class Attention(ref.CausalSelfAttention):
+        def forward(self, x, positions, cache=None):
+            b, t, _ = x.shape
+            heads = lambda proj, n: proj(x).reshape(b, t, n, self.head_dim).permute(0, 2, 1, 3)
+            q, k, v = heads(self.q_proj, self.n_head), heads(self.k_proj, self.n_kv_heads), heads(self.v_proj,
+                                                                                                   self.n_kv_heads)
+            where = torch.arange(t) if mistake == "rope_from_zero" else positions
+            q, k = ref.apply_rope(q, where, self.rope_theta), ref.apply_rope(k, where, self.rope_theta)
+            key_pos = positions
+            if cache is not None:
+                k, v, key_pos = cache.append(k, v)
+            g = self.n_head // self.n_kv_heads
+            if mistake == "kv_groups":
+                k, v = torch.cat([k] * g, dim=1), torch.cat([v] * g, dim=1)
+            else:
+                k, v = torch.repeat_interleave(k, g, dim=1), torch.repeat_interleave(v, g, dim=1)
+            if mistake == "mask_local":
+                ok = torch.ones(t, len(key_pos), dtype=torch.bool).tril()
+            else:
+                ok = key_pos[None, :] <= positions[:, None]
+            if self.window is not None:
+                ok = ok & (key_pos[None, :] >= positions[:, None] - self.window + (mistake != "window_edge"))
+            out = ref.scaled_dot_product_attention(q, k, v, mask=ok)
+            return self.o_proj(out.permute(0, 2, 1, 3).reshape(b, t, -1))
+    return Attention
+
+
+@pytest.mark.parametrize("mistake", sorted(checks.CAUSES))
+def test_a_cached_attention_mistake_is_named_and_nothing_else(mistake, one_torch_thread):
+    try:
+        LESSON.get("cached_equals_uncached").fn(learner_attention(mistake))
+        raise AssertionError(f"the check passed {mistake}")
+    except CheckFailed as exc:
+        message = str(exc)
+    assert checks.CAUSES[mistake] in message, message
+    assert not [c for c in checks.CAUSES if c != mistake and checks.CAUSES[c] in message], message
+
+
+def test_the_learner_like_attention_is_right_without_a_mistake(one_torch_thread):
+    LESSON.get("cached_equals_uncached").fn(learner_attention(None))
