@@ -3,7 +3,8 @@
 A check is a plain function that takes the learner's implementation and raises ``CheckFailed`` (an
 ``AssertionError``) with a message that states the rule it tests. Each lesson's ``checks.py`` ends with its contract,
 ``LESSON = Lesson(...)``: the checks, their ids (also the grade ids of the notebook's test cells), points, which are
-hidden, and the reference modules. The notebook's test cells (``course.notebook_spec.graded``),
+hidden, the reference modules, and what the exercise may not delegate (``forbids``: torch's own attention, layers or
+quantization, from ``course.method``; a learner call that reaches one fails its check, naming it). The notebook's test cells (``course.notebook_spec.graded``),
 ``pytest tests/autograder/... --notebook PATH`` and ``nbgrader autograde`` (both through ``course.autograde``) read
 it. Learner code that raises, hangs or returns the wrong shape or dtype fails the check with a message.
 """
