@@ -58,6 +58,8 @@ PUBLISHED = {
     "mpt-7b-instruct": (None, 6_649_286_656),
     # model card: QwQ-32B "32.5B" parameters
     "qwq-32b": (None, 32.5e9),
+    # model card: Phi-4 "14B parameters"; the Hub's safetensors total 14.7B (40 × 340.8M + 2 × 100,352 × 5,120 by hand)
+    "phi-4": (None, 14.7e9),
 }
 
 
