@@ -87,7 +87,10 @@ RELEASES = {
                    "the 'non_torch_memory=0.35GiB' three RTX 3090 runs of vllm-project/vllm issue #10517 logged "
                    "(v0.6.4, Llama-3.1-8B at 20K, 29K and 35K tokens: the same figure whatever the context), "
                    "and with pipeline stages 0.33 GiB per stage ('non_torch_memory takes 0.33GiB' on two RTX 5090, "
-                   "vllm-project/vllm issue #14452, v0.8.5 V0) — read in those logs, not derived"),
+                   "vllm-project/vllm issue #14452, v0.8.5 V0) — read in those logs, not derived. Not modelled: "
+                   "later V0 releases logged less alone whatever the card (0.09 GiB on an A100, v0.8.2; 0.07-0.08 GiB "
+                   "on an RTX 4090, v0.9.0), so the H100's 1.79 GiB may belong to v0.6.5's profiler rather than to "
+                   "the card"),
     "0.10": Release("0.10", 0.9, {"single": 0.25 * GiB, "tensor": 1.38 * GiB, "pipeline": 0.07 * GiB,
                                   "tensor_pcie": 0.21 * GiB}, False,
                     "vLLM v0.10 (V1 engine, vllm/v1/worker/gpu_worker.py): non-torch memory 1.38 GiB per rank at "
