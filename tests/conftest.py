@@ -176,6 +176,8 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(f"learner code ran without the bubblewrap sandbox ({report.sandbox})")
         if report.landlock:
             terminalreporter.write_line(f"learner code ran confined (Landlock ABI {report.landlock})")
+        if report.limits:
+            terminalreporter.write_line(f"the whole grading was bounded by: {report.limits}")
         if report.output_dropped:
             terminalreporter.write_line(f"(the notebook printed {report.output_dropped:,} bytes more than the "
                                         f"{len(report.output.encode()):,} kept)")

@@ -1,0 +1,31 @@
+"""Text from learner code made safe to show: what reaches a terminal, a log, a feedback page or a CSV is text.
+
+A learner's exception message or printout can carry terminal control sequences (ANSI escapes that move the cursor,
+erase a line and draw "total 10/10" over the real score), carriage returns, bidirectional overrides or line
+separators. ``printable`` writes every such character as a visible escape (``\\x1b``, ``\\r``, ``\\u202e``), so the
+report shows what the learner's code said without letting it act on the screen. One function, used by every report:
+the score summary of the pytest route, nbgrader's test-cell outputs and log, ``course.classroom``'s lines and
+``checks.csv``.
+"""
+from __future__ import annotations
+
+import unicodedata
+
+# Categories written as escapes: controls (Cc: ESC, CR, BEL, DEL, C1), format characters (Cf: bidirectional
+# overrides, zero-width), line and paragraph separators (Zl, Zp), surrogates (Cs) and unassigned code points (Cn).
+_ESCAPED = {"Cc", "Cf", "Zl", "Zp", "Cs", "Cn"}
+
+
+def _escape(ch: str) -> str:
+    n = ord(ch)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
+
+
+def printable(text, newlines: bool = False) -> str:
+    """``text`` (any object: its ``str``) with every control, format and separator character written as an escape;
+    ``newlines``: keep line feeds and tabs (a multi-line block), else they are escaped too (one line)."""
+    s = text if isinstance(text, str) else str(text)
+    if s.isprintable():  # the common case: nothing to escape (isprintable is False for every category above)
+        return s
+    keep = "\n\t" if newlines else ""
+    return "".join(_escape(ch) if ch not in keep and unicodedata.category(ch) in _ESCAPED else ch for ch in s)
