@@ -294,9 +294,9 @@ def grade(lesson_module: str, notebook: str | Path, limits: Limits = Limits()) -
         if changed:
             passed, message = False, f"not graded: {report.void}"
         elif not passed:
-            message = failure_message(lang, c.rule, message)
-        report.results.append(CheckResult(c.id, c.name, c.points, passed, printable(message)))
-    # Learner text (exception messages, printout) is shown escaped wherever a report goes (course.text).
+            # Learner text (exception messages) is escaped before the lesson's own words wrap it (course.text).
+            message = failure_message(lang, c.rule, printable(message))
+        report.results.append(CheckResult(c.id, c.name, c.points, passed, message))
     report.notebook_errors = [printable(e) for e in report.notebook_errors]
     if report.sandbox.startswith("fallback") and report.sandbox not in _SAID:
         _SAID.add(report.sandbox)
@@ -410,11 +410,12 @@ def nbgrader_preprocessor():
                 elif r.passed:
                     cell.outputs = [new_output("stream", name="stdout", text=f"passed: {r.id} ({r.points} points)\n")]
                 else:
-                    cell.outputs = [new_output("error", ename="CheckFailed", evalue=r.message,
-                                               traceback=[f"CheckFailed: {r.message}"])]
+                    message = printable(r.message, newlines=True)  # the feedback page shows text, never controls
+                    cell.outputs = [new_output("error", ename="CheckFailed", evalue=message,
+                                               traceback=[f"CheckFailed: {message}"])]
             summary = report.table()
             if report.notebook_errors:
-                summary += "\nerrors while running the notebook: " + " | ".join(report.notebook_errors)
+                summary += "\nerrors while running the notebook: " + printable(" | ".join(report.notebook_errors))
             self.log.info("%s", summary)
             return nb, resources
 

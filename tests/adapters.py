@@ -20,6 +20,7 @@ from pathlib import Path
 
 from course.autograde import GraderError, Limits, Report, grade, grade_reference
 from course.grading import CheckFailed, time_limit
+from course.text import printable
 
 REPORTS: list[Report] = []
 
@@ -114,7 +115,7 @@ def run_check(graded, *args):
         (check_id,) = args
         r = graded.get(check_id)
         if not r.passed:
-            pytest.fail(f"[{check_id}] {r.message}", pytrace=False)
+            pytest.fail(f"[{check_id}] {printable(r.message, newlines=True)}", pytrace=False)
         return
     table, check_id = args
     name, check = table[check_id]

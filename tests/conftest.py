@@ -169,7 +169,10 @@ def pytest_terminal_summary(terminalreporter):
         for line in report.table().splitlines():
             terminalreporter.write_line(line)
         if report.notebook_errors:
-            terminalreporter.write_line("errors while running the notebook: " + " | ".join(report.notebook_errors)[:2000])
+            from course.text import printable
+
+            terminalreporter.write_line("errors while running the notebook: "
+                                        + printable(" | ".join(report.notebook_errors)[:2000]))
         if report.sandbox == "bubblewrap":
             terminalreporter.write_line("learner code ran in the bubblewrap sandbox")
         elif report.sandbox:

@@ -307,6 +307,6 @@ def test_checks_csv_and_class_lines_are_text(tmp_path, monkeypatch):
 
     monkeypatch.setattr(nbgrader.api, "Gradebook", FakeGradebook)
     classroom.export_checks(tmp_path, tmp_path / "checks.csv")
-    text = (tmp_path / "checks.csv").read_text(encoding="utf-8")
+    text = (tmp_path / "checks.csv").read_bytes().decode("utf-8")
     assert not any(ch in text for ch in "\x1b\x9b\u202e") and "\r\n" in text  # the CSV's own line ends stay
     assert "mallory\\x1b[1A\\x1b[2K\\x0d  total 10/10\\x9b2K\\u202e,01_attention,attention,sdpa_matches_torch" in text
