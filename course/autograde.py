@@ -200,6 +200,65 @@ class _Lines:
             self.buf += chunk
 
 
+class _Forked:
+    """The grader's process as a fork of this one (what ``_kill`` needs of a Popen)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def wait(self):
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def _start_worker(job: dict, w: int, out_w: int, workdir: str, env: dict):
+    """The grader's process for this notebook. Warm: a fork of this process, which has the interpreter, torch and
+    the lesson's checks loaded already (the pytest route and nbgrader grade from one thread); else, when other
+    threads run here (a fork would copy their locks in any state), a fresh interpreter (``python -m
+    course.grade_worker``). Either runs ``course.grade_worker.run(job)``: the same code, the same sandbox."""
+    if threading.active_count() > 1 or not hasattr(os, "fork"):
+        proc = subprocess.Popen([sys.executable, "-m", "course.grade_worker"], stdin=subprocess.PIPE, stdout=out_w,
+                                stderr=out_w, pass_fds=(w,), cwd=workdir, env=env, start_new_session=True)
+        proc.stdin.write((json.dumps(job) + "\n").encode())
+        proc.stdin.close()
+        return proc
+    import gc
+
+    gc.freeze()  # objects of this process stay as they are in the child (none is collected there, no fd closed twice)
+    pid = os.fork()
+    if pid:
+        gc.unfreeze()
+        return _Forked(pid)
+    try:  # the child: nothing of this process's but the interpreter, its modules and the two pipes
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_w, 1)
+        os.dup2(out_w, 2)
+        keep = sorted({0, 1, 2, w})
+        for lo, hi in zip(keep, keep[1:] + [os.sysconf("SC_OPEN_MAX")]):
+            os.closerange(lo + 1, hi)
+        os.chdir(workdir)
+        os.environ.clear()
+        os.environ.update(env)
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.set_num_threads(1)  # a fork has none of its parent's OpenMP threads
+        from course import grade_worker
+
+        grade_worker.run(job)
+    except BaseException:  # noqa: BLE001 - the parent reads the missing answers as the grader's failure
+        pass
+    finally:
+        os._exit(0)
+
+
 def _run(lesson_module, notebook: Path, limits: Limits, workdir: str, report: Report, n_checks: int) -> dict:
     """Start the grader's process (course.grade_worker) and collect its answers. The whole run is bounded: start-up,
     the notebook's limit and each check's limit (with a little slack each), never more."""
@@ -208,12 +267,6 @@ def _run(lesson_module, notebook: Path, limits: Limits, workdir: str, report: Re
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1", HOME=workdir, TMPDIR=workdir,
                MPLCONFIGDIR=workdir, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "course.grade_worker"], stdin=subprocess.PIPE, stdout=out_w,
-                            stderr=out_w, pass_fds=(w,), cwd=workdir, env=env, start_new_session=True)
-    os.close(w)
-    os.close(out_w)
-    output = _Output(out_r, limits.output_bytes)
-    output.start()
     from course.grade_worker import view_spec
 
     job = dict(lesson=lesson_module, notebook=str(notebook), result_fd=w, workdir=workdir, repo=str(REPO),
@@ -222,8 +275,11 @@ def _run(lesson_module, notebook: Path, limits: Limits, workdir: str, report: Re
                memory_bytes=limits.memory_bytes, file_bytes=limits.file_bytes, sandbox=limits.sandbox,
                group_memory_bytes=limits.group_memory_bytes, processes=limits.processes, disk_bytes=limits.disk_bytes,
                cgroup=limits.cgroup)
-    proc.stdin.write((json.dumps(job) + "\n").encode())
-    proc.stdin.close()
+    proc = _start_worker(job, w, out_w, workdir, env)
+    os.close(w)
+    os.close(out_w)
+    output = _Output(out_r, limits.output_bytes)
+    output.start()
     from course.grade_worker import STARTUP_S
 
     deadline = time.monotonic() + 2 * STARTUP_S + limits.notebook_s + n_checks * (limits.check_s + 15)

@@ -362,7 +362,11 @@ PRELOAD = ("numpy", "torch")  # imported by the learner's process before the han
 def main() -> None:
     """Start the learner's process, wait for its notebook, run every check here; report each as a JSON line. A
     failure of the grader's own (its sandbox did not start, its code failed) is one ``grader_error`` line instead."""
-    job = json.loads(sys.stdin.readline())
+    run(json.loads(sys.stdin.readline()))
+
+
+def run(job: dict) -> None:
+    """``main``'s work for one job (also called in a fork of the grader's parent: course.autograde)."""
     out = os.fdopen(job["result_fd"], "w", buffering=1)
 
     def send(**msg):
