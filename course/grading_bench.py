@@ -1,13 +1,16 @@
 """How fast one lesson grades, per notebook and for a class: a benchmark, never a test.
 
     .venv/bin/python -m course.grading_bench [--lesson 01_attention] [--students 30] [--jobs 2] [--route classroom]
+                                             [--save]
 
 ``--route engine`` grades ``--students`` copies of the lesson's solution notebook through ``course.autograde.grade``
 (the engine both routes share), ``--jobs`` at a time, in this process; ``--route classroom`` (the default) makes a
 throw-away course root as ``course.class_times`` does and times ``python -m course.classroom autograde <lesson>
 --jobs J`` (real nbgrader, one student per process). Prints one JSON document: wall-clock seconds for the class, per
 notebook (the class's time divided by its size) and, for the engine route, each grading's own seconds; with the run's
-record (date, machine, load average at the start). Every notebook must get full marks, or the run stops.
+record (date, machine, load average at the start). Every notebook must get full marks, or the run stops. ``--save``
+keeps a classroom run for the instructors' page (``course/results/grading_bench.json``, shown by
+``course.class_times.bench_line``).
 """
 from __future__ import annotations
 
@@ -92,15 +95,27 @@ def main(argv=None) -> int:
     ap.add_argument("--students", type=int, default=30)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--route", choices=("classroom", "engine"), default="classroom")
+    ap.add_argument("--save", action="store_true", help="save the result for the instructors' page "
+                                                         "(course/results/grading_bench.json; classroom route only)")
     a = ap.parse_args(argv)
-    if a.students < 1 or a.jobs < 1:
-        print("students, jobs: whole numbers of at least 1", file=sys.stderr)
+    for name in ("students", "jobs"):
+        if getattr(a, name) < 1:
+            print(f"{name}: {getattr(a, name)}; allowed: a whole number of at least 1", file=sys.stderr)
+            return 2
+    if a.lesson not in {s.ASSIGNMENT for s in all_specs()}:
+        print(f"lesson: unknown id {a.lesson!r}; one of: {', '.join(s.ASSIGNMENT for s in all_specs())}",
+              file=sys.stderr)
         return 2
     record = run_record(["-m", "course.grading_bench", "--lesson", a.lesson, "--students", str(a.students),
                          "--jobs", str(a.jobs), "--route", a.route], program="python")
     measured = (engine if a.route == "engine" else classroom)(a.lesson, a.students, a.jobs)
-    print(json.dumps({"record": record, "lesson": a.lesson, "students": a.students, "jobs": a.jobs,
-                      "route": a.route, **measured}, indent=1))
+    result = {"record": record, "lesson": a.lesson, "students": a.students, "jobs": a.jobs, "route": a.route,
+              **measured}
+    print(json.dumps(result, indent=1))
+    if a.save and a.route == "classroom":
+        from course.class_times import BENCH
+
+        BENCH.write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
 
