@@ -15,7 +15,6 @@ import ast
 import importlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -23,6 +22,8 @@ import sys
 import threading
 import time
 import traceback
+
+from course.text import text_only
 
 LEARNER = "__learner__"
 CELL_PREFIX = "<notebook cell "
@@ -68,13 +69,8 @@ def read_cells(path: str, max_bytes: int = 50 << 20) -> list[tuple[int, str]]:
             raise NotebookError(f"cell {i}: its source is neither text nor a list of lines")
         # IPython magics and shell escapes are not Python.
         src = "\n".join(line for line in src.splitlines() if not line.lstrip().startswith(("%", "!")))
-        out.append((i, _LONE_SURROGATE.sub("\ufffd", src)))
+        out.append((i, text_only(src)))  # a lone surrogate (half an emoji) is read as U+FFFD
     return out
-
-
-# A half of a UTF-16 pair alone (a truncated emoji, written as "\ud800" in the notebook's JSON) is not text Python
-# can compile; in a comment or a string it is shown as U+FFFD instead, as an editor would.
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def reference_imports(sources: list[tuple[int, str]], lesson) -> dict[str, str]:

@@ -129,7 +129,7 @@ class GradingGroup:
 
     @property
     def mechanisms(self) -> str:
-        what = ["memory"] + (["processes"] if "pids" in self.dirs else [])
+        what = ["memory"] + (["processes"] if "pids" in self.dirs else ["processes counted by the watchdog"])
         return f"cgroup {self.version} ({', '.join(what)})"
 
     def join(self, pid: int = 0) -> None:
@@ -179,6 +179,14 @@ class GradingGroup:
             d = self.dirs.get("cpuacct")
             return _read_int(d / "cpuacct.usage") / 1e9 if d else 0.0
         return _read_keys(self.dirs["memory"] / "cpu.stat").get("usage_usec", 0) / 1e6
+
+    def tasks(self) -> int:
+        """Processes and threads in the group now (v1: its ``tasks`` file, v2: ``cgroup.threads``)."""
+        try:
+            return len((self.dirs["memory"] / ("tasks" if self.version == "v1" else "cgroup.threads"))
+                       .read_text().split())
+        except OSError:
+            return 0
 
     def pids(self) -> list[int]:
         out = set()
@@ -341,6 +349,8 @@ class Watchdog:
         if self.group is not None:
             if self.group.cpu_s() > b.cpu_s:
                 self._record("cpu", kill=True)
+            if "pids" not in self.group.dirs and self.group.tasks() > b.processes:  # no pids controller: counted here
+                self._record("processes", kill=True)
         else:
             tasks, rss, cpu = _tree_usage(_proc_tree(self.root_pid))
             self.seen["tasks"] = max(self.seen.get("tasks", 0), tasks)

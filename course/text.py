@@ -9,6 +9,7 @@ the score summary of the pytest route, nbgrader's test-cell outputs and log, ``c
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 
 # Categories written as escapes: controls (Cc: ESC, CR, BEL, DEL, C1), format characters (Cf: bidirectional
@@ -29,3 +30,24 @@ def printable(text, newlines: bool = False) -> str:
         return s
     keep = "\n\t" if newlines else ""
     return "".join(_escape(ch) if ch not in keep and unicodedata.category(ch) in _ESCAPED else ch for ch in s)
+
+
+# Half of a UTF-16 pair alone (a truncated emoji, written as an escape in a notebook's JSON) is not text: Python cannot
+# compile it and UTF-8 cannot encode it. It is read as U+FFFD instead, as an editor shows it.
+_LONE_SURROGATE = re.compile("[\\ud800-\\udfff]")
+
+
+def text_only(s: str) -> str:
+    """``s`` with every lone surrogate replaced by U+FFFD."""
+    return _LONE_SURROGATE.sub("\ufffd", s)
+
+
+def text_only_tree(x):
+    """A JSON tree (a notebook) with ``text_only`` applied to every string in it, keys too."""
+    if isinstance(x, str):
+        return text_only(x)
+    if isinstance(x, list):
+        return [text_only_tree(v) for v in x]
+    if isinstance(x, dict):
+        return type(x)((text_only(k), text_only_tree(v)) for k, v in x.items())
+    return x

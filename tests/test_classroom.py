@@ -89,6 +89,10 @@ def test_bad_submissions_one_line_each_and_the_others_graded(tmp_path):
     _put(tmp_path, "oscar", "kv_cache.ipynb", blank)                       # another lesson's notebook
     _put(tmp_path, "pat", "notes.txt", "nothing")
     _put(tmp_path, " quinn", "attention.ipynb", blank)                     # nbgrader would strip the space
+    solved = json.loads((REPO / "solutions" / "01_attention" / "attention.ipynb").read_text())
+    solved["cells"].append({"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                            "source": "# half an emoji: \ud800"})
+    _put(tmp_path, "rita", "attention.ipynb", solved)                      # fine: full marks
 
     subs = {s.student: s.problem for s in classroom.submissions(tmp_path, "01_attention")}
     assert subs["zoë ana"] == ""
@@ -106,7 +110,8 @@ def test_bad_submissions_one_line_each_and_the_others_graded(tmp_path):
     errs = out.stderr.splitlines()
     for student in ("mallory", "nina", "oscar", "pat", " quinn"):
         assert sum(ln.startswith(f"{student}: not graded: ") for ln in errs) == 1, errs
-    assert classroom.scores(tmp_path, "01_attention") == {"zoë ana": (0.0, 10.0)}
+    assert f"rita: {sum(c.points for c in LESSON.checks)}/{sum(c.points for c in LESSON.checks)}" in out.stdout
+    assert classroom.scores(tmp_path, "01_attention") == {"zoë ana": (0.0, 10.0), "rita": (10.0, 10.0)}
     assert not any("has changed" in ln for ln in errs)  # the blank release's hidden-check cells are as released
 
 

@@ -130,7 +130,7 @@ def test_a_fork_bomb_stops_at_the_process_limit(graded, mode):
     assert "processes" in report.breaches, (report.limits, report.breaches, report.output[-1500:])
     _said(report, f"this grading's limit of {PROCESSES} processes and threads at once")
     forked = re.search(r"FORKED (\d+) REFUSED (\w+)", report.output)
-    if report.limits.startswith("cgroup") and "processes" in report.limits:
+    if report.limits.startswith("cgroup") and report.limits.endswith("(memory, processes)"):
         # the kernel refused the fork at the limit: fewer children than the limit (the sandbox's own processes and
         # threads count too), and the notebook went on to full marks
         assert forked and int(forked[1]) < PROCESSES and forked[2] == "BlockingIOError", report.output[-1500:]
@@ -166,3 +166,26 @@ def test_a_memory_hog_stops_at_the_memory_limit(graded, mode):
         assert 0 < report.peaks["memory_bytes"] <= MEMORY, report.peaks
         exits = re.search(r"EXITS \[(.*)\]", report.output)
         assert exits and "-9" in exits[1], report.output[-1500:]  # a hog was killed (SIGKILL), not the host
+
+
+def test_own_group_dirs_v1_and_v2(tmp_path):
+    """Where the grading's group is made: v1, one directory per controller hierarchy; v2, this process's group when
+    it enables memory for its children (pids only when enabled too; cpu.stat is in every v2 group)."""
+    from course.grading_group import CgroupError, own_dirs
+
+    (tmp_path / "mounts").write_text(f"cgroup {tmp_path}/m cgroup rw,memory 0 0\ncgroup {tmp_path}/p cgroup rw,pids 0 0\n"
+                                     f"cgroup {tmp_path}/c cgroup rw,cpu,cpuacct 0 0\n")
+    (tmp_path / "cgroup").write_text("4:memory:/s/t\n8:pids:/\n2:cpu,cpuacct:/u\n")
+    assert own_dirs(str(tmp_path / "mounts"), str(tmp_path / "cgroup")) == (
+        "v1", {"memory": tmp_path / "m/s/t", "pids": tmp_path / "p", "cpuacct": tmp_path / "c/u"})
+    (tmp_path / "mounts").write_text(f"cgroup2 {tmp_path}/u cgroup2 rw 0 0\n")
+    (tmp_path / "cgroup").write_text("0::/x\n")
+    (tmp_path / "u/x").mkdir(parents=True)
+    (tmp_path / "u/x/cgroup.subtree_control").write_text("cpu io\n")
+    with pytest.raises(CgroupError, match="no memory cgroup controller"):
+        own_dirs(str(tmp_path / "mounts"), str(tmp_path / "cgroup"))
+    (tmp_path / "u/x/cgroup.subtree_control").write_text("memory\n")
+    assert own_dirs(str(tmp_path / "mounts"), str(tmp_path / "cgroup")) == (
+        "v2", {"memory": tmp_path / "u/x", "cpuacct": tmp_path / "u/x"})
+    (tmp_path / "u/x/cgroup.subtree_control").write_text("cpu memory pids\n")
+    assert own_dirs(str(tmp_path / "mounts"), str(tmp_path / "cgroup"))[1]["pids"] == tmp_path / "u/x"
