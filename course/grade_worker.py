@@ -397,8 +397,16 @@ def _main(job: dict, send) -> None:
         limits = group.mechanisms
     except (grading_group.CgroupError, OSError) as exc:
         group, limits = None, f"no cgroup ({exc}): per-process limits and the grader's watchdog"
+    try:
+        learner = LearnerProcess(job, repo, scratch, view, group, job["notebook"])  # it imports and runs the notebook
+    except subprocess.SubprocessError as exc:  # the group was made, but no process may join it (a delegation rule)
+        if group is None:
+            raise
+        group.remove()
+        group, limits = None, (f"no cgroup (a process cannot join it: {exc}): per-process limits and the grader's "
+                               "watchdog")
+        learner = LearnerProcess(job, repo, scratch, view, None, job["notebook"])
     nproc = None if group is not None and "pids" in group.dirs else budget.processes + _user_tasks()
-    learner = LearnerProcess(job, repo, scratch, view, group, job["notebook"])  # it imports and runs the notebook
     try:
         send(kind="sandbox", problem=learner.problem, limits=limits)
         try:

@@ -7,7 +7,8 @@
 (the engine both routes share), ``--jobs`` at a time, in this process; ``--route classroom`` (the default) makes a
 throw-away course root as ``course.class_times`` does and times ``python -m course.classroom autograde <lesson>
 --jobs J`` (real nbgrader, one student per process). Prints one JSON document: wall-clock seconds for the class, per
-notebook (the class's time divided by its size) and, for the engine route, each grading's own seconds; with the run's
+notebook (the class's time divided by its size), for the classroom route the CPU seconds every process of the class
+used (the figure a busy machine does not inflate) and, for the engine route, each grading's own seconds; with the run's
 record (date, machine, load average at the start). Every notebook must get full marks, or the run stops. ``--save``
 keeps a classroom run for the instructors' page (``course/results/grading_bench.json``, shown by
 ``course.class_times.bench_line``).
@@ -77,16 +78,26 @@ def classroom(lesson: str, students: int, jobs: int) -> dict:
             shutil.copy(root / "solutions" / lesson / spec.NOTEBOOK, dst / spec.NOTEBOOK)
         env = dict(os.environ, COURSE_ROOT=str(root))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), _children_cpu_s()
         done = subprocess.run([sys.executable, "-m", "course.classroom", "autograde", lesson, "--jobs", str(jobs)],
                               cwd=root, env=env, capture_output=True, text=True)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, _children_cpu_s() - cpu0
         if done.returncode != 0:
             raise SystemExit(f"{lesson}: grading failed\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
         scores = cls.scores(root, lesson)
         if any(s != top for s, top in scores.values()) or len(scores) != students:
             raise SystemExit(f"{lesson}: not every solution got full marks: {scores}")
-    return {"wall_s": round(wall, 1), "per_notebook_s": round(wall / students, 2)}
+    return {"wall_s": round(wall, 1), "per_notebook_s": round(wall / students, 2), "cpu_s": round(cpu, 1),
+            "cpu_per_notebook_s": round(cpu / students, 2)}
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds (user and system) of every finished process this one waited for, and of theirs: nbgrader, the
+    grader's processes, the sandboxes. Unlike the wall-clock time it does not grow with other work on the machine."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def main(argv=None) -> int:

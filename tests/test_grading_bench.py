@@ -25,10 +25,11 @@ def test_bad_input_is_one_line(argv, says):
 def test_the_saved_run_reads_the_same_in_both_languages():
     run = {"record": {"command": "python -m course.grading_bench --students 30 --jobs 2", "date_utc": "2026-12-07",
                       "host": {"cpus": 2}, "load_average_at_start": 1.25},
-           "lesson": "01_attention", "students": 30, "jobs": 2, "wall_s": 150.3, "per_notebook_s": 5.01}
+           "lesson": "01_attention", "students": 30, "jobs": 2, "wall_s": 150.3, "per_notebook_s": 5.01,
+           "cpu_s": 183.0, "cpu_per_notebook_s": 6.1}
     en, ko = bench_line(run), bench_line(run, tr=translator("ko", "site"))
     # 150.3 s is 2.505 min, shown with one decimal: 2.5; 5.01 s per notebook: 5.0; the load 1.25: 1.2 (round half even)
     for text in (en, ko):
-        assert "2.5" in text and "5.0" in text and "1.2" in text and "--jobs 2" in text, text
+        assert "2.5" in text and "5.0" in text and "1.2" in text and "6.1" in text and "--jobs 2" in text, text
     assert "min in all" in en and "모두 2.5분" in ko
     assert bench_line({}) == ""
