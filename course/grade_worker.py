@@ -406,6 +406,10 @@ def _main(job: dict, send) -> None:
         group, limits = None, (f"no cgroup (a process cannot join it: {exc}): per-process limits and the grader's "
                                "watchdog")
         learner = LearnerProcess(job, repo, scratch, view, None, job["notebook"])
+    except BaseException:
+        if group is not None:
+            group.remove()  # no directory of the grading's is left behind
+        raise
     nproc = None if group is not None and "pids" in group.dirs else budget.processes + _user_tasks()
     try:
         send(kind="sandbox", problem=learner.problem, limits=limits)
