@@ -243,6 +243,7 @@ def _start_worker(job: dict, w: int, out_w: int, workdir: str, env: dict):
         os.chdir(workdir)
         os.environ.clear()
         os.environ.update(env)
+        tempfile.tempdir = None  # found again from TMPDIR (the worker's folder, where its Landlock lets it write)
         sys.stdin = open(0, closefd=False)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
