@@ -423,7 +423,7 @@ def calculator_md(runs, tr=EN) -> str:
     plan = index_memory.plan_index("flat", r["index_vectors"], r["index_dim"], host_memory_bytes=host_gb * 1e9,
                                    results_dir=RESULTS, host=k.host)
     keys = {key: value for key, value in plan.to_dict().items() if key not in ("hot_cache_source", "hot_cache_warning")}
-    return (f"```console\n$ capacity index --vectors {r['index_vectors']} --dim {r['index_dim']} --type flat "
+    return (f"```console\n$ .venv/bin/capacity index --vectors {r['index_vectors']} --dim {r['index_dim']} --type flat "
             f"--host-memory-gb {host_gb:.2f} --json\n{json.dumps(keys, indent=1)}\n```\n\n" + tr(
                 "The host had {host} GB available with the index cached and the hog at 0; the calculator says other "
                 "processes may take {headroom} before p99 leaves its baseline. The run measured its p99 knee with "
