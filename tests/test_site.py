@@ -422,3 +422,32 @@ def test_lesson_ends_with_questions_exercise_and_next(built_site, page_path):
     assert "jupyter lab exercises/" in text and "pytest tests/autograder/" in text
     target = posixpath.normpath(posixpath.join(posixpath.dirname(page_path), next_href))
     assert target == PAGES[PAGES.index(page_path) + 1], f"Next goes to {target}"
+
+
+def test_calculator_page_opens_with_one_worked_answer_and_ends_with_the_reference():
+    """The calculator page is a tutorial first: the question, then one answer (the CLI's printed output, generated),
+    then how it is computed; the reference (every command, every JSON key) is its last section."""
+    import re
+
+    text = (REPO / "site" / "part1" / "calculator.md").read_text(encoding="utf-8")
+    sections = re.split(r"^## ", text, flags=re.M)
+    intro, first, last = sections[0], sections[1], sections[-1]
+    assert "```" not in intro and "kv_bytes_total" not in intro          # no command block, no key list up front
+    assert first.startswith("A first answer") and '--8<-- "site/generated/calc/first_answer.md"' in first
+    assert last.startswith("Reference: commands, flags and JSON keys")
+    assert "`kv_bytes_per_token`" in last and ".venv/bin/capacity plan" in last
+
+
+def test_first_answer_is_the_cli_output_and_its_numbers():
+    """The worked example quotes what `capacity plan` prints, and its prose numbers are the plan's own (a changed
+    number in the prose could not come from anywhere else)."""
+    from part1_capacity.pages import sitegen
+
+    printed = sitegen.first_output()
+    md = sitegen.first_answer(printed)
+    assert md.startswith("```console\n$ .venv/bin/capacity plan --model llama-3.1-70b") and printed in md
+    row = {ln.strip().split("  ")[0]: ln for ln in printed.splitlines()}
+    weights = row["weights"].split()[1:3]                  # "131.4 GiB" as the table prints it
+    assert f"**{' '.join(weights)}**" in md
+    added = row["added by the KV cache"].split()[-1]
+    assert f"the cache adds **{added}**" in md
