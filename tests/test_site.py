@@ -451,3 +451,21 @@ def test_first_answer_is_the_cli_output_and_its_numbers():
     assert f"**{' '.join(weights)}**" in md
     added = row["added by the KV cache"].split()[-1]
     assert f"the cache adds **{added}**" in md
+
+
+def test_corrections_of_the_study_are_named_as_corrections():
+    """Where the course's measurement contradicts the original study, the page says it is a correction."""
+    engine = (REPO / "site" / "part1" / "engine_checks.md").read_text(encoding="utf-8")
+    q5 = next(p for p in engine.split("\n- ") if p.startswith("**Q5_0**"))
+    assert "a correction of the original study" in q5 and "ggml_vec_dot_q5_0_q8_0" in q5
+    e3 = (REPO / "site" / "part1" / "e3_page_cache.md").read_text(encoding="utf-8")
+    means = next(p for p in e3.split("\n\n") if p.startswith("**Mean and median are different questions.**"))
+    assert "This corrects the original study" in means and "median" in means.split("corrects", 1)[1]
+
+
+@pytest.mark.parametrize("page", sorted(str(p.relative_to(REPO)) for p in (REPO / "site").rglob("*.md")
+                                        if "generated" not in p.parts))
+def test_no_page_holds_a_control_character(page):
+    """A tab typed where `\\t` was meant (Python's escape) broke `\\text{miss}` in a formula of the E3 page."""
+    text = (REPO / page).read_text(encoding="utf-8")
+    assert not [c for c in text if ord(c) < 32 and c != "\n"], page

@@ -46,6 +46,9 @@ CUSTOMERS = (
 CUSTOMERS_EXPECT = ("kv_cache", "kv_cache", "weights")
 STRUCTURES_EXPECT = {"gqa": "kv_cache", "mla": "weights", "ssm_hybrid": "weights"}
 HEATMAPS = (("llama-3.1-70b", "h100", "bf16"), ("deepseek-v3", "h200", "fp8"))
+# The original study's figure for the hybrid at 128K, as published (0.75 GB, for nemotron-3-nano-30b-a3b): set
+# beside the course's with the reason they differ.
+STUDY_128K = {"model": "nemotron-3-nano-30b-a3b", "context": 131072, "figure": "0.75 GB"}
 # The page's first answer (the README's engineer line): one model, one accelerator, one workload.
 FIRST = dict(model="llama-3.1-70b", accelerator="h100", context=32768, batch=16)
 FIRST_ARGS = ["plan", "--model", FIRST["model"], "--accelerator", FIRST["accelerator"], "--context", "32K",
@@ -134,9 +137,16 @@ def worked_examples(confirmed: dict | None = None, tr=EN) -> str:
                         kind=m.ssm.kind, formula=rf"\({m.ssm.n_layers} \times {m.ssm.state_elements:,} \times {sb:g}\)",
                         bytes=fmt_bytes(m.state_bytes(sb)))
                      + (tr(" (state in {dtype}, as vLLM keeps it)", dtype=m.ssm.state_dtype) if m.ssm.state_dtype else ""))
+        study = ""
+        if m.id == STUDY_128K["model"] and T == STUDY_128K["context"]:
+            study = " " + tr("The original study gave {figure} for it at this length: its attention cache alone, "
+                             "{attn} here ({gib} GiB); the course adds the recurrent state, {state}, which a server "
+                             "keeps beside it (a difference of scope, not of law).", figure=STUDY_128K["figure"],
+                             attn=fmt_bytes(m.attention_cache_bytes(T, 2)),
+                             gib=f"{m.attention_cache_bytes(T, 2) / GIB:.2f}", state=fmt_bytes(m.state_bytes(sb)))
         lines.append(f"- **{m.structure}**, {m.name}: {law}{extra}. "
                      + tr("At {T} tokens one sequence holds **{total}**. Engine check: {check}.", T=f"{T:,}",
-                          total=fmt_bytes(total), check=engine_check(m.structure, confirmed, tr)))
+                          total=fmt_bytes(total), check=engine_check(m.structure, confirmed, tr)) + study)
     return "\n".join(lines) + "\n"
 
 
