@@ -138,6 +138,56 @@ def test_display_formulas_fit_or_scroll_in_their_block_on_a_phone(browser, serve
     page.close()
 
 
+_SIDEWAYS_JS = """() => {
+  const root = document.documentElement, page = root.clientWidth;
+  if (root.scrollWidth <= page + 1) return [];
+  const bad = [];
+  for (const el of document.querySelectorAll('body *')) {
+    const box = el.getBoundingClientRect();
+    if (box.width && box.right > page + 1 && getComputedStyle(el).position !== 'fixed')
+      bad.push(`${el.tagName.toLowerCase()}${el.id ? '#' + el.id : ''}.${el.className} ends at ${Math.round(box.right)} px`);
+  }
+  return [`the page is ${root.scrollWidth} px wide in a ${page} px window`, ...bad.slice(-5)];
+}"""
+# `make test` checks the calculator page (its selects and sliders, once 685 px wide) and a lesson page at a phone's
+# width; every page of both editions is a long run (`make test-long`).
+FIT_SMOKE = ("part1/live.html", "part0/03_kv_cache.html")
+
+
+@pytest.mark.parametrize("pages", [
+    pytest.param(FIT_SMOKE, id="one"),
+    pytest.param("every", id="every", marks=pytest.mark.long(
+        smoke="tests/test_site.py::test_every_page_fits_a_phone_without_sideways_scrolling[one]"))])
+def test_every_page_fits_a_phone_without_sideways_scrolling(browser, server, built_site, pages):
+    """390 × 844: no page is wider than the window (wide content scrolls inside its own block or folds); the
+    calculator page is measured with its form shown, once its Python has started."""
+    if pages == "every":
+        pages = [p for p in PAGES + [f"ko/{p}" for p in PAGES] if (built_site / p).is_file()]
+        assert len(pages) > len(PAGES), "the Korean edition was not built"
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    for path in pages:
+        page.goto(f"{server}/{path}", wait_until="networkidle")
+        if path.endswith("part1/live.html"):
+            _ready(page)
+        assert page.evaluate(_SIDEWAYS_JS) == [], path
+    page.close()
+
+
+def test_a_page_opened_as_a_file_says_how_to_open_it(browser, server, built_site):
+    """Opened from disk (file://, as `make run` once said to), a browser loads neither the calculator's Python nor
+    the search: the page says so in one line naming `make serve`. Served (http), the line is not there."""
+    page = browser.new_page()
+    page.goto((built_site / "part1" / "live.html").as_uri())
+    note = page.locator(".file-note")
+    assert note.count() == 1 and "make serve" in note.inner_text()
+    page.goto((built_site / "ko" / "index.html").as_uri())
+    assert "make serve" in page.locator(".file-note").inner_text()      # the Korean edition says it in Korean
+    assert "강좌 폴더" in page.locator(".file-note").inner_text()
+    page.goto(f"{server}/part1/live.html")
+    assert page.locator(".file-note").count() == 0
+    page.close()
+
+
 def test_404_page_links_are_relative(built_site):
     """The 404 page works wherever the site is served from (a project page, a folder): no root-absolute links."""
     import re
