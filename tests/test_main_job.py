@@ -43,7 +43,9 @@ from course import i18n  # noqa: E402
 
 
 def test_without_a_cjk_font_the_site_is_english_and_says_so_once(monkeypatch, capsys):
-    monkeypatch.delenv(i18n.SITE_KO_ENV, raising=False)
+    # setenv, not delenv: choose_languages writes the variable itself, and only a recorded setenv is undone after the
+    # test (a leaked "false" made a later site build in the same process English only). "" means both languages.
+    monkeypatch.setenv(i18n.SITE_KO_ENV, "")
     monkeypatch.setattr(i18n, "has_figure_fonts", lambda: False)
     assert build_site.choose_languages() == ("en",)
     lines = capsys.readouterr().out.splitlines()
@@ -58,7 +60,7 @@ def test_without_a_cjk_font_the_site_is_english_and_says_so_once(monkeypatch, ca
 
 
 def test_with_a_cjk_font_both_languages_are_built_silently(monkeypatch, capsys):
-    monkeypatch.delenv(i18n.SITE_KO_ENV, raising=False)
+    monkeypatch.setenv(i18n.SITE_KO_ENV, "")
     monkeypatch.setattr(i18n, "has_figure_fonts", lambda: True)
     assert build_site.choose_languages() == i18n.LANGS and "ko" in i18n.LANGS
     assert capsys.readouterr().out == ""
@@ -66,7 +68,7 @@ def test_with_a_cjk_font_both_languages_are_built_silently(monkeypatch, capsys):
 
 def test_a_korean_build_without_the_font_names_the_package(monkeypatch):
     # asked for both languages (the tests' site build) on a machine without the font: refused, naming the package
-    monkeypatch.delenv(i18n.SITE_KO_ENV, raising=False)
+    monkeypatch.setenv(i18n.SITE_KO_ENV, "")
     monkeypatch.setattr(i18n, "has_figure_fonts", lambda: False)
     with pytest.raises(RuntimeError, match=f"install Debian's {i18n.CJK_PACKAGE}"):
         i18n.use_figure_fonts()
