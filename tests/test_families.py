@@ -381,11 +381,54 @@ def test_the_stored_defaults_are_transformers_own():
     (regenerate with `python -m part1_capacity.calculator.configs` after changing the pin)."""
     table = configs.stored_defaults()
     assert table["transformers"] == hf_config.version()
-    assert set(table["model_types"]) == set(configs.COUNTED)
+    checked = table["checked_at_default_size"]
+    assert not set(checked) & set(configs.COUNTED)
+    assert set(table["model_types"]) == set(configs.COUNTED) | set(checked)
+    assert set(checked) <= set(hf_config.decoder_types())
     assert table["known_types"] == hf_config.known_types()
     assert table["known_architectures"] == hf_config.known_architectures()
-    for mt in configs.COUNTED:
+    for mt in table["model_types"]:
         assert table["model_types"][mt] == json.loads(json.dumps(hf_config.class_defaults(mt), default=str)), mt
+
+
+# types stored because their count equals transformers' build at the class's default size, whose layouts are rows
+# read from their modeling files (param_count.LAYOUTS): the smoke of the long check of every stored type below
+ROWS_CHECKED_AT_DEFAULT_SIZE = ("cohere2", "glm4", "olmo3", "seed_oss", "phimoe", "granitemoe_swa", "minimax_m2")
+
+
+@pytest.mark.parametrize("mt", ROWS_CHECKED_AT_DEFAULT_SIZE)
+def test_a_type_checked_at_its_default_size_counts_as_transformers_builds_it(mt):
+    assert mt in configs.stored_defaults()["checked_at_default_size"]
+    pure, meta = configs.census(mt)
+    assert pure == meta
+
+
+@pytest.mark.long(smoke="tests/test_families.py::test_a_type_checked_at_its_default_size_counts_as_transformers_builds_it")
+def test_every_type_checked_at_its_default_size_still_counts_as_transformers_builds_it():
+    """The stored table's claim, re-run on the installed transformers: every type it plans without transformers
+    beyond the counted ones is counted, at its class's default size, exactly as transformers builds it."""
+    wrong = {}
+    for mt in configs.stored_defaults()["checked_at_default_size"]:
+        c = configs.census(mt)
+        if c is None or c[0] != c[1]:
+            wrong[mt] = c
+    assert wrong == {}
+
+
+def test_a_type_counted_wrong_at_its_default_size_is_left_to_transformers(tmp_path):
+    """The census stores only what it counts exactly: a layout row made wrong on purpose (Cohere's one norm per
+    layer dropped) takes the type out of the table, and a type the pure reader refuses is never stored."""
+    from part1_capacity.calculator import param_count
+
+    row = param_count.LAYOUTS.pop("cohere2")
+    try:
+        pure, meta = configs.census("cohere2")
+        assert pure != meta
+        table = configs.write_stored_defaults(tmp_path / "defaults.json", checked=["cohere2", "bart"])
+    finally:
+        param_count.LAYOUTS["cohere2"] = row
+    assert table["checked_at_default_size"] == [] and "cohere2" not in table["model_types"]
+    assert configs.census("bart") is None          # an encoder-decoder: refused, not stored
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -398,9 +441,16 @@ STORED = [n for n in ALL if configs.stored_type(cfg(n))]
 
 
 def test_every_counted_type_has_a_published_config_counted_exactly():
+    """A published file of a type only checked at its default size would be counted by hand here: such a type
+    joins COUNTED."""
     types = {configs.stored_type(cfg(n)) for n in STORED}
     assert types == set(configs.COUNTED)
     assert set(STORED) <= set(EXACT)
+
+
+def test_every_published_config_with_a_class_plans_without_transformers():
+    """Each published file transformers has a class for is read through the stored table (no transformers)."""
+    assert set(STORED) == set(EXACT)
 
 
 @pytest.mark.parametrize("name", STORED)

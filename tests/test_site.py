@@ -357,16 +357,17 @@ def test_live_calculator_plans_every_published_config_as_the_cli_does(live, path
         assert got == want, path.parent.name
         planned += 1
     assert (planned >= 8 if paths is CONFIGS else planned == len(paths)), (planned, refused)
-    # A type transformers knows whose parameters only its own classes count (Gemma 1): the page names the command
-    # line instead of a number. Every published config above is counted in the page, so this one is derived.
-    gemma = {**json.loads((CONFIGS[0].parents[1] / "gemma-2-9b" / "config.json").read_text()), "model_type": "gemma"}
-    assert configs.stored_type(gemma) is None and "gemma" in configs.stored_defaults()["known_types"]
-    text = json.dumps(gemma)
+    # A type transformers knows whose parameters only its own classes count (StableLM: LayerNorm biases and optional
+    # q/k norms no layout row reads): the page names the command line instead of a number. Every published config
+    # above is counted in the page, so this one is derived.
+    other = {**json.loads((CONFIGS[0].parents[1] / "gemma-2-9b" / "config.json").read_text()), "model_type": "stablelm"}
+    assert configs.stored_type(other) is None and "stablelm" in configs.stored_defaults()["known_types"]
+    text = json.dumps(other)
     page.fill("#lc-context-text", "8K")
     page.fill("#lc-config", text)
     _settled(page, config=text.strip())
     error = page.inner_text("#lc-error")
-    assert "model_type 'gemma'" in error and "capacity plan --model config.json" in error, error
+    assert "model_type 'stablelm'" in error and "capacity plan --model config.json" in error, error
     page.click("#lc-clear")
     assert errors == []
 

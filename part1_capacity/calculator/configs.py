@@ -35,7 +35,7 @@ from part1_capacity.calculator.config_fields import (ALIASES, DTYPE_NAMES, NOT_M
                                                      attention_free, experts, head_dim_of, kv_heads, layer_kinds, named_kinds,
                                                      ssm_fields)
 from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.param_count import (MULTIMODAL, count_model_parameters, count_parameters,
+from part1_capacity.calculator.param_count import (MULTIMODAL, TOWERS, count_model_parameters, count_parameters,
                                                    is_routed_expert, mlp_shapes, numel)
 from part1_capacity.calculator.profiles import ModelProfile, profile_from_dict
 from part1_capacity.calculator.weights import WeightGroup
@@ -444,11 +444,14 @@ def weight_groups(params, native: str, quant: dict) -> tuple[WeightGroup, ...]:
 # Model types whose parameters ``param_count`` counts exactly — the text model and, for a multimodal checkpoint, its
 # vision tower: the tests hold each to transformers' meta-device build on a published config
 # (tests/test_families.py). A config of these types plans in pure Python with the class defaults stored in
-# data/config_defaults.json (no transformers, no torch); every other type goes through transformers.
+# data/config_defaults.json (no transformers, no torch). Beside them, every decoder type transformers has whose
+# pure count equals transformers' own build at the class's default size (``census``, run when the table is
+# regenerated: ``checked_at_default_size`` in the table) plans the same way; every other type goes through
+# transformers.
 COUNTED = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl_moe",
            "qwen3_5_moe", "gpt2", "gemma2", "gemma3", "gpt_oss", "olmo2", "phi3", "hunyuan_v1_moe", "llama4",
            "deepseek_v2", "deepseek_v3", "deepseek_v32", "jamba", "nemotron_h", "granitemoehybrid", "falcon_h1",
-           "glm4_moe")
+           "glm4_moe", "mistral3", "mpt", "exaone4", "mamba")
 STORED_DEFAULTS = Path(__file__).resolve().parent / "data" / "config_defaults.json"
 
 
@@ -480,13 +483,49 @@ def transformers_has_class(d: dict) -> bool:
     return d.get("model_type") in table["known_types"] or any(a in table["known_architectures"] for a in archs)
 
 
-def write_stored_defaults(path=STORED_DEFAULTS) -> dict:
-    """Regenerate data/config_defaults.json from the installed transformers (run after changing its pin:
-    ``python -m part1_capacity.calculator.configs``)."""
+def light_types() -> tuple[str, ...]:
+    """Every model type the pure path plans: the counted ones and those checked at their class's default size."""
+    table = stored_defaults()
+    return tuple(table["model_types"])
+
+
+def census(model_type: str) -> tuple[int, int] | None:
+    """(the pure count, transformers' meta-device count) of ``model_type``'s class at its default size, the file
+    being the class's own dict (what ``save_pretrained`` writes); None when either side cannot count it (an
+    encoder-decoder, a structure the calculator refuses, a class that cannot be built from its defaults).
+    Imports transformers and torch: run when the stored table is regenerated, and by the tests."""
     from part1_capacity.calculator import hf_config
 
-    table = {"transformers": hf_config.version(), "model_types": {mt: hf_config.class_defaults(mt) for mt in COUNTED},
-             "architectures": {a: mt for mt in COUNTED for a in hf_config.architectures_of(mt)},
+    try:
+        defaults = json.loads(json.dumps(hf_config.class_defaults(model_type), default=str))
+        cfg = hf_config.build({"model_type": model_type}, model_type)
+        if cfg.get_text_config() is not cfg and model_type not in TOWERS:
+            # a tower the pure count does not know: transformers may fall back to the language model alone,
+            # and the two counts would agree on less than a server loads
+            return None
+        file = {**json.loads(json.dumps(cfg.to_dict(), default=str)), "model_type": model_type}
+        meta = hf_config.meta_parameters(file, model_type)
+        pure = count_model_parameters(file, defaults, model_type)
+    except (Exception, RecursionError):        # any class transformers cannot build at its defaults: not stored
+        return None
+    return sum(numel(s) for _, s in pure), sum(numel(s) for _, s in meta)
+
+
+def write_stored_defaults(path=STORED_DEFAULTS, checked=None) -> dict:
+    """Regenerate data/config_defaults.json from the installed transformers (run after changing its pin:
+    ``python -m part1_capacity.calculator.configs``). ``checked``: the decoder types to try beside ``COUNTED``
+    (default: every causal-LM and image-text-to-text type transformers maps); those whose ``census`` is equal to the
+    parameter are stored, the others left to transformers."""
+    from part1_capacity.calculator import hf_config
+
+    tried = hf_config.decoder_types() if checked is None else checked
+    exact = sorted(mt for mt in tried if mt not in COUNTED and (c := census(mt)) is not None and c[0] == c[1])
+    stored = list(COUNTED) + exact
+    table = {"transformers": hf_config.version(), "model_types": {mt: hf_config.class_defaults(mt) for mt in stored},
+             # a class two stored types map keeps the counted type's reading
+             "architectures": {**{a: mt for mt in exact for a in hf_config.architectures_of(mt)},
+                               **{a: mt for mt in COUNTED for a in hf_config.architectures_of(mt)}},
+             "checked_at_default_size": exact,
              "known_types": hf_config.known_types(), "known_architectures": hf_config.known_architectures()}
     Path(path).write_text(json.dumps(table, indent=1, sort_keys=True, default=str) + "\n")
     return table

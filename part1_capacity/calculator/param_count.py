@@ -47,7 +47,8 @@ def is_routed_expert(name: str) -> bool:
 # always-on shared expert's width; shared_gate: a sigmoid gate of one output on it (Qwen2-MoE family);
 # always_moe: every layer routes, one expert or many (Hunyuan); mamba_norm: the field that switches the gated norm
 # of a Mamba-2 mixer (always there unless named); o_bias: False when attention_bias biases q/k/v alone and never
-# the output projection (GLM-4.5: Glm4MoeAttention builds o_proj with bias=False).
+# the output projection (GLM-4.5: Glm4MoeAttention builds o_proj with bias=False); norm_bias: LayerNorms with a
+# bias beside their weight (PhiMoE).
 _QWEN_NEXT = {"qk_norm": "head", "gated_query": True, "shared_gate": True,
               "shared": "shared_expert_intermediate_size"}
 _GEMMA = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
@@ -70,6 +71,23 @@ LAYOUTS = {
     "mpt": {"plain": True},                       # MptMLP: up, GELU, down
     # EXAONE 4's reordered norms: after attention and after the MLP, none before; q/k RMS norms per head
     "exaone4": {"norms": ("post_attention_layernorm", "post_feedforward_layernorm"), "qk_norm": "head"},
+    # rows read from each family's modeling file and checked at its class's default size (configs.census):
+    # Cohere's parallel block, attention and MLP on one LayerNorm (no bias) of the same input
+    "cohere": {"norms": ("input_layernorm",)}, "cohere2": {"norms": ("input_layernorm",)},
+    "cohere2_moe": {"norms": ("input_layernorm",)},
+    # GLM-4: norms before and after both attention and the MLP; attention_bias biases q/k/v, never o_proj
+    "glm4": {"norms": ("input_layernorm", "post_attention_layernorm", "post_self_attn_layernorm",
+                       "post_mlp_layernorm"), "o_bias": False},
+    "glm": {"o_bias": False},
+    # OLMo 3 and FlexOlmo keep OLMo 2's layer: norms after attention and after the MLP, q/k norms over all heads
+    "olmo3": {"norms": ("post_attention_layernorm", "post_feedforward_layernorm"), "qk_norm": "full"},
+    "flex_olmo": {"norms": ("post_attention_layernorm", "post_feedforward_layernorm"), "qk_norm": "full"},
+    "hunyuan_v1_dense": {"qk_norm": "head"},     # query_layernorm / key_layernorm of head_dim
+    "minimax_m2": {"qk_norm": "full"}, "olmoe": {"qk_norm": "full"},
+    # PhiMoE: LayerNorms with biases
+    "phimoe": {"norm_bias": True},
+    # Granite with sliding windows: a learned sink logit per head, as gpt-oss
+    "granite_swa": {"sinks": True}, "granitemoe_swa": {"sinks": True},
 }
 
 
@@ -114,9 +132,10 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
     pattern = f.raw("hybrid_override_pattern")
     one_op_per_block = isinstance(pattern, str) and len(pattern) == len(kinds)
     norms = lay.get("norms", ("input_layernorm", "post_attention_layernorm"))
+    kinds_of_norm = ("weight", "bias") if lay.get("norm_bias") else ("weight",)    # LayerNorm's bias, or RMS alone
     for i, kind in enumerate(kinds):
         p = f"model.layers.{i}"
-        out += [(f"{p}.{n}.weight", (D,)) for n in norms]
+        out += [(f"{p}.{n}.{w}", (D,)) for n in norms for w in kinds_of_norm]
         if kind in ("full", "window", "chunked", "both"):
             out += _attention(f, lay, p, D, H, KV, hd)
         if kind in ("linear", "both"):
@@ -133,7 +152,7 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
                 continue
             moe = bool(e) and pattern[i] == "E"
         out += _moe(f, lay, p, D, e, moe_I, I) if moe else _mlp(f, lay, f"{p}.mlp", D, dense_I)
-    out.append(("model.norm.weight", (D,)))
+    out += [(f"model.norm.{w}", (D,)) for w in kinds_of_norm]
     return out
 
 
@@ -204,8 +223,10 @@ def _attention(f: Fields, lay: dict, p: str, D: int, H: int, KV: int, hd: int):
     if lay.get("qkv_bias") or f.flag("attention_bias") or f.flag("qkv_bias"):
         a += [(f"{p}.self_attn.q_proj.bias", (q_out,)), (f"{p}.self_attn.k_proj.bias", (KV * hd,)),
               (f"{p}.self_attn.v_proj.bias", (KV * hd,))]
-        if f.flag("attention_bias") and lay.get("o_bias", True):
+        if f.flag("attention_bias") and lay.get("o_bias", True) and f.raw("attention_out_bias") is None:
             a.append((f"{p}.self_attn.o_proj.bias", (D,)))
+    if f.flag("attention_out_bias"):          # Seed-OSS: the output projection's bias has its own field
+        a.append((f"{p}.self_attn.o_proj.bias", (D,)))
     norm = lay.get("qk_norm")
     weightless = f.raw("attn_temperature_tuning") is not None      # Llama 4's QK norm is an L2 norm, no weights
     if norm is None and f.flag("use_qk_norm") and not weightless:
