@@ -56,6 +56,8 @@ PUBLISHED = {
     "phi-3-small-8k-instruct": (None, 7.39e9),
     # MPT-7B-Instruct: its checkpoint index's 13,298,573,312 bytes of bfloat16 hold 6,649,286,656 (see the README)
     "mpt-7b-instruct": (None, 6_649_286_656),
+    # LFM2-1.2B, named for 1.2B: 1,170,340,608 by hand (test_families.py), within 2.5 % of its name, not 2 %
+    "lfm2-1.2b": (None, None),
 }
 
 
@@ -104,6 +106,8 @@ def _hand_attention_layers(c):
         return sum(t["attn_type_list"]), 0
     if mt == "mamba":                                    # Mamba: every block a Mamba mixer, no attention
         return 0, 0
+    if "full_attn_idxs" in t:                            # LFM2: attention at the listed layers, convolutions elsewhere
+        return len(t["full_attn_idxs"]), 0
     return L, 0
 
 

@@ -499,3 +499,37 @@ def test_per_layer_mlp_widths_and_a_disabled_zero_window_are_read(tmp_path):
     p.write_text(json.dumps(d))
     with pytest.raises(InputError, match="field 'sliding_window': must be a positive integer"):
         load_model(str(p))
+
+
+# --- LFM2: gated short convolutions beside GQA (LiquidAI/LFM2-1.2B, tests/data/configs/lfm2-1.2b) ---------------
+def test_lfm2_counts_its_layers_by_hand_and_caches_a_convolution_window():
+    """Counted by hand from the file: 16 layers, attention at full_attn_idxs 2, 5, 8, 10, 12, 14, short
+    convolutions elsewhere (Lfm2Config derives layer_types so), hidden 2,048, 32 heads of 64, 8 K/V heads.
+    Parameters: tied embedding 65,536 × 2,048 = 134,217,728; the MLP's block_ff_dim 12,288 auto-adjusted to
+    int(2 × 12,288 / 3) = 8,192 (× 1.0, a multiple of 256): 3 × 2,048 × 8,192 = 50,331,648 per layer, with two norms
+    of 2,048 → 50,335,744 × 16 = 805,371,904; an attention layer q 2,048² + k, v 2 × 512 × 2,048 + out 2,048² + q/k
+    norms 2 × 64 = 10,485,888 × 6 = 62,915,328; a convolution layer, depthwise weight 2,048 × 3 + in_proj
+    3 × 2,048 × 2,048 + out_proj 2,048² = 16,783,360 × 10 = 167,833,600; the final norm 2,048. Total 1,170,340,608.
+    Cache: 6 layers × 2 (K, V) × 8 × 64 × 2 bytes = 12,288 bytes per token; each of the 10 convolution layers
+    keeps its last conv_L_cache − 1 = 2 inputs of 2,048 channels, 4,096 elements, in the state dtype."""
+    m = load_model(path("lfm2-1.2b"))
+    assert m.params_total == m.params_active == 1_170_340_608
+    assert (m.n_full_layers, m.ssm.kind, m.ssm.n_layers, m.ssm.state_elements) == (6, "short_conv", 10, 4096)
+    assert m.kv_bytes_per_token(2) == 12_288
+    assert m.cache_bytes(1000, 2) == 1000 * 12_288 + 10 * 4096 * 2
+    # vLLM: one state page per convolution layer, (conv_L_cache − 1) × channels / TP in the model dtype
+    # (vllm/model_executor/layers/mamba/mamba_utils.py short_conv_state_shape / short_conv_state_dtype)
+    from part1_capacity.calculator.engine_rules import llama_cpp, vllm
+    assert vllm.state_page(m, 1, conv_bytes=2, ssm_bytes=4) == 2 * 2048 * 2
+    assert vllm.state_page(m, 2, conv_bytes=2, ssm_bytes=4) == 2 * 1024 * 2
+    # llama.cpp: the recurrent cache's R rows hold the convolution window in f32, no S (src/llama-hparams.cpp n_embd_r)
+    assert llama_cpp.state_components(m, 1, 4) == {"R": 10 * 4096 * 4, "S": 0}
+
+
+def test_lfm2_attention_layers_listed_out_of_range_are_refused_by_name(tmp_path):
+    d = cfg("lfm2-1.2b")
+    d["full_attn_idxs"] = [2, 5, 16]
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(InputError, match="full_attn_idxs"):
+        load_model(str(p))

@@ -18,6 +18,7 @@ ALIASES = {
                                 "max_seq_len", "model_max_length", "max_seq_length", "seq_len"),  # MPT; Baichuan2
     "intermediate_size": ("intermediate_size", "n_inner", "ffn_hidden_size", "ff_intermediate_size"),  # Phi-3-small
     "vocab_size": ("vocab_size", "padded_vocab_size"),          # ChatGLM: the embedding's padded row count
+    "tie_word_embeddings": ("tie_word_embeddings", "tie_embedding"),   # LFM2 (Lfm2Config pops it into the first)
 }
 SHAPE_FIELDS = ("num_hidden_layers", "num_attention_heads", "hidden_size")   # a file must state these itself
 
@@ -80,7 +81,7 @@ class Fields:
 KINDS = {"full_attention": "full", "attention": "full", "global": "full", "full": "full", "global_attention": "full",
          "indexed_attention": "full", "sliding_attention": "window", "sliding": "window", "local": "window",
          "local_attention": "window", "chunked_attention": "chunked", "linear_attention": "linear",
-         "mamba": "linear", "mamba2": "linear", "ssm": "linear", "hybrid": "both", "mlp": "none", "moe": "none",
+         "mamba": "linear", "mamba2": "linear", "ssm": "linear", "conv": "linear", "hybrid": "both", "mlp": "none", "moe": "none",
          "-": "none", "E": "none", "M": "linear", "*": "full"}
 # fields that mean the cache holds something the calculator does not model, and what that is
 NOT_MODELLED = {
@@ -191,6 +192,12 @@ def _stated_kinds(f: Fields, src: dict, n: int) -> list[str] | None:
             return ["chunked" if x else "full" for x in nope]
         every = f.int("no_rope_layer_interval", 4, lo=1, hi=512)
         return ["chunked" if local else "full" for local in _periodic(n, every)]
+    idxs = src.get("full_attn_idxs")                       # LFM2: attention at these layers, short convolutions
+    if isinstance(idxs, list) and f.raw("conv_L_cache") is not None:     # elsewhere (Lfm2Config.__post_init__)
+        if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n for i in idxs):
+            raise InputError(f"{f.where}: field 'full_attn_idxs' must list layer indices below {n}, got "
+                             f"{validate.show(idxs)}")
+        return ["full" if i in idxs else "linear" for i in range(n)]
     if src.get("full_attention_interval") and (f.raw("linear_num_key_heads") or f.raw("linear_key_head_dim")):
         return ["linear" if local else "full" for local in _periodic(n, f.int("full_attention_interval", lo=1))]
     p = src.get("sliding_window_pattern") or src.get("_sliding_window_pattern")
@@ -253,6 +260,11 @@ def ssm_fields(f: Fields, n_layers: int) -> dict:
         d_inner = g("intermediate_size", g("expand", lo=1) * g("hidden_size", lo=1), lo=1)
         return {"kind": "mamba1", "n_layers": n_layers, "d_inner": d_inner, "d_state": g("state_size", lo=1),
                 "d_conv": g("conv_kernel", lo=1)}
+    if f.raw("conv_L_cache") is not None:
+        # LFM2's gated short convolution: a depthwise convolution over the hidden size, its window of conv_L_cache
+        # inputs (Lfm2ShortConv; vLLM's MambaStateShapeCalculator.short_conv_state_shape)
+        return {"kind": "short_conv", "n_layers": n_layers, "d_inner": g("hidden_size", lo=1),
+                "d_conv": g("conv_L_cache", lo=1, hi=64)}
     if f.raw("block_size") is not None or f.raw("attn_type_list") is not None or f.raw("linear_attn_alpha_factor"):
         # lightning attention (MiniMax): per head a head_dim × head_dim matrix, no convolution
         heads = g("num_attention_heads", lo=1)

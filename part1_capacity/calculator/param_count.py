@@ -48,7 +48,8 @@ def is_routed_expert(name: str) -> bool:
 # always_moe: every layer routes, one expert or many (Hunyuan); mamba_norm: the field that switches the gated norm
 # of a Mamba-2 mixer (always there unless named); o_bias: False when attention_bias biases q/k/v alone and never
 # the output projection (GLM-4.5: Glm4MoeAttention builds o_proj with bias=False); norm_bias: LayerNorms with a
-# bias beside their weight (PhiMoE).
+# bias beside their weight (PhiMoE); ff_adjust: LFM2's MLP width rule; dense_first: the field of the dense layers
+# before the first routed one (first_k_dense_replace unless named).
 _QWEN_NEXT = {"qk_norm": "head", "gated_query": True, "shared_gate": True,
               "shared": "shared_expert_intermediate_size"}
 _GEMMA = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
@@ -88,6 +89,11 @@ LAYOUTS = {
     "phimoe": {"norm_bias": True},
     # Granite with sliding windows: a learned sink logit per head, as gpt-oss
     "granite_swa": {"sinks": True}, "granitemoe_swa": {"sinks": True},
+    # LFM2: a norm before the operator (attention or short convolution) and one before the MLP, q/k norms per head,
+    # its MLP width adjusted from block_ff_dim (_adjusted_width)
+    "lfm2": {"norms": ("operator_norm", "ffn_norm"), "qk_norm": "head", "ff_adjust": True},
+    # LFM2-MoE: LFM2's layer with routed experts after its first num_dense_layers dense ones (its MLP width as stated)
+    "lfm2_moe": {"norms": ("operator_norm", "ffn_norm"), "qk_norm": "head", "dense_first": "num_dense_layers"},
 }
 
 
@@ -116,7 +122,7 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
     out = [("model.embed_tokens.weight", (V, D))]
     if not _tied(f, defaults):
         out.append(("lm_head.weight", (V, D)))
-    dense_first = f.int("first_k_dense_replace", 0) if e else 0
+    dense_first = f.int(lay.get("dense_first", "first_k_dense_replace"), 0) if e else 0
     mlp_only = set(f.raw("mlp_only_layers") or [])
     # every step-th layer routes: Qwen-MoE's decoder_sparse_step, Llama 4's interleave_moe_layer_step (Maverick: 2,
     # Llama4TextConfig's moe_layers = range(step - 1, layers, step)), unless the file lists its moe_layers itself
@@ -163,6 +169,8 @@ def _widths(f: Fields, lay: dict, D: int) -> tuple[int, int, int, int, int]:
     # no width stated: MPT states its MLP as expansion_ratio × hidden (4 by default, GPT-2's 4 × hidden alike)
     I = validate.number(inter or f.int("expansion_ratio", 4, lo=1, hi=64) * D, f"{f.where}: field 'intermediate_size'",
                         lo=1, integer=True)
+    if lay.get("ff_adjust"):
+        I = _adjusted_width(f)
     dense_I = f.int("intermediate_size_mlp", I, lo=1)          # Llama 4: its dense layers are wider than its experts
     e, k = experts(f)
     if lay.get("always_moe") and not e:
@@ -170,6 +178,24 @@ def _widths(f: Fields, lay: dict, D: int) -> tuple[int, int, int, int, int]:
     width = lay.get("expert_width", "moe_intermediate_size")
     moe_I = (I if width == "intermediate_size" else _one_width(f, width, I)) if e else 0
     return I, dense_I, e, k, moe_I
+
+
+def _adjusted_width(f: Fields) -> int:
+    """LFM2's MLP width (models/lfm2/modeling_lfm2.py Lfm2MLP): its stated ``block_ff_dim`` (which the class reads
+    before ``intermediate_size``), when ``block_auto_adjust_ff_dim`` is on taken to 2/3, times
+    ``block_ffn_dim_multiplier``, rounded up to a multiple of ``block_multiple_of`` (LFM2-1.2B: 12,288 → 8,192)."""
+    width = validate.number(f.first("block_ff_dim", "intermediate_size"), f"{f.where}: field 'block_ff_dim'", lo=1,
+                            hi=2 ** 20, integer=True)
+    if not f.flag("block_auto_adjust_ff_dim"):
+        return width
+    width = int(2 * width / 3)
+    mult = f.raw("block_ffn_dim_multiplier")
+    if mult is not None:
+        mult = validate.number(mult, f"{f.where}: field 'block_ffn_dim_multiplier'", lo=0.01, hi=64)
+        of = f.int("block_multiple_of", 256, lo=1, hi=2 ** 16)
+        width = int(mult * width)
+        width = of * ((width + of - 1) // of)
+    return width
 
 
 def mlp_shapes(config: dict, defaults: dict | None = None, where: str = "config.json") -> dict:
@@ -294,6 +320,12 @@ def _moe(f: Fields, lay: dict, p: str, D: int, e: int, I: int, inter: int):
 
 def _recurrent(f: Fields, lay: dict, p: str, D: int, s: dict):
     kind = s["kind"]
+    if kind == "short_conv":
+        # LFM2's gated short convolution (Lfm2ShortConv): B, C and x from one projection, a depthwise convolution
+        # over the hidden size, an output projection; biases on all three when conv_bias
+        bias = f.flag("conv_bias")
+        return [(f"{p}.conv.conv.weight", (D, 1, s["d_conv"]))] + [(f"{p}.conv.conv.bias", (D,))] * bias + \
+            _linear(f"{p}.conv.in_proj", 3 * D, D, bias) + _linear(f"{p}.conv.out_proj", D, D, bias)
     if kind == "gated_deltanet":
         kd, vd = s["n_k_heads"] * s["k_head_dim"], s["n_v_heads"] * s["v_head_dim"]
         conv = 2 * kd + vd
