@@ -58,6 +58,8 @@ PUBLISHED = {
     "mpt-7b-instruct": (None, 6_649_286_656),
     # LFM2-1.2B, named for 1.2B: 1,170,340,608 by hand (test_families.py), within 2.5 % of its name, not 2 %
     "lfm2-1.2b": (None, None),
+    # Kimi-Linear-48B-A3B, "48B": 49,122,675,072 by hand (test_families.py), 2.3 % above the rounded name
+    "kimi-linear-48b-a3b": (None, None),
 }
 
 
@@ -108,6 +110,8 @@ def _hand_attention_layers(c):
         return 0, 0
     if "full_attn_idxs" in t:                            # LFM2: attention at the listed layers, convolutions elsewhere
         return len(t["full_attn_idxs"]), 0
+    if "linear_attn_config" in t:                        # Kimi Linear: MLA at the listed layers, KDA elsewhere
+        return len(t["linear_attn_config"]["full_attn_layers"]), 0
     return L, 0
 
 
@@ -119,7 +123,8 @@ def test_kv_bytes_per_token_from_the_config_fields(name):
     full, window = _hand_attention_layers(c)
     if t.get("kv_lora_rank"):                            # MLA: latent + rope key, no factor 2 (Hunyuan: null)
         index = t["index_head_dim"] if "index_topk" in t else 0    # V3.2: the indexer's key too
-        expected = t["num_hidden_layers"] * (t["kv_lora_rank"] + t["qk_rope_head_dim"] + index) * 2
+        layers = full if "linear_attn_config" in t else t["num_hidden_layers"]     # Kimi Linear: its MLA layers
+        expected = layers * (t["kv_lora_rank"] + t["qk_rope_head_dim"] + index) * 2
     elif not full and not window:                        # no attention layer: nothing cached per token
         expected = 0
     else:

@@ -533,3 +533,41 @@ def test_lfm2_attention_layers_listed_out_of_range_are_refused_by_name(tmp_path)
     p.write_text(json.dumps(d))
     with pytest.raises(InputError, match="full_attn_idxs"):
         load_model(str(p))
+
+
+# --- Kimi Linear: Kimi Delta Attention beside MLA (moonshotai/Kimi-Linear-48B-A3B-Instruct) ------------------------
+def test_kimi_linear_counts_by_hand_and_keeps_its_delta_state_in_float32():
+    """Counted by hand from the file: 27 layers, MLA at the 1-based full_attn_layers 4, 8, …, 24, 27 (7 layers), KDA
+    at the 20 others; hidden 2,304, vocabulary 163,840, untied head.
+    Embedding and head 2 × 163,840 × 2,304 = 754,974,720; two norms per layer 4,608 × 27 = 124,416. An MLA layer
+    (no q_lora_rank): q 32 × (128 + 64) × 2,304 = 14,155,776, kv_a (512 + 64) × 2,304 = 1,327,104 and its norm 512,
+    kv_b 32 × (128 + 128) × 512 = 4,194,304, o 2,304 × 4,096 = 9,437,184: 29,114,880 × 7 = 203,804,160. A KDA layer
+    (32 heads of 128, qkv 4,096): q, k, v 3 × 4,096 × 2,304 = 28,311,552, the convolution 3 × 4,096 × 4 = 49,152, the
+    forget gate 128 × 2,304 + 4,096 × 128 + dt_bias 4,096 + A_log 32, beta 32 × 2,304, the output gate
+    128 × 2,304 + 4,096 × 128, o_norm 128, o 2,304 × 4,096: 39,514,272 × 20 = 790,285,440. Layer 0 a dense MLP
+    3 × 2,304 × 9,216 = 63,700,992; layers 1-26 a router 256 × 2,304, 256 experts of 3 × 2,304 × 1,024 and one shared
+    expert of that width: 1,819,607,040 × 26 = 47,309,783,040. The final norm 2,304. Total 49,122,675,072.
+    Cache: 7 MLA layers × (512 + 64) × 2 bytes = 8,064 bytes per token. State of a KDA layer: the convolution
+    (4 − 1) × 3 × 4,096 = 36,864 elements and the recurrent 32 × 128 × 128 = 524,288, which vLLM keeps in float32
+    (mamba_utils.py kda_state_dtype) and llama.cpp too (its R and S rows, src/llama-hparams.cpp n_embd_r/n_embd_s)."""
+    m = load_model(path("kimi-linear-48b-a3b"))
+    assert m.params_total == 49_122_675_072
+    assert (m.n_full_layers, m.kv_lora_rank, m.qk_rope_head_dim) == (7, 512, 64)
+    assert (m.ssm.kind, m.ssm.n_layers, m.ssm.conv_elements, m.ssm.state_elements) == ("kda", 20, 36_864, 561_152)
+    assert m.ssm.state_dtype == "fp32"
+    assert m.kv_bytes_per_token(2) == 8064
+    assert m.cache_bytes(1000, 2, 4) == 1000 * 8064 + 20 * 561_152 * 4
+    from part1_capacity.calculator.engine_rules import llama_cpp, vllm
+    # vLLM's state page: the convolution in the model dtype, the recurrent matrix in float32, split over TP ranks
+    assert vllm.state_page(m, 1, conv_bytes=2, ssm_bytes=4) == 36_864 * 2 + 524_288 * 4
+    assert vllm.state_page(m, 2, conv_bytes=2, ssm_bytes=4) == (36_864 * 2 + 524_288 * 4) / 2
+    assert llama_cpp.state_components(m, 1, 4) == {"R": 20 * 36_864 * 4, "S": 20 * 524_288 * 4}
+
+
+def test_kimi_linear_layers_listed_twice_or_missed_are_refused_by_name(tmp_path):
+    d = cfg("kimi-linear-48b-a3b")
+    d["linear_attn_config"]["full_attn_layers"] = [4, 8, 12, 16, 20, 24, 26]
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(InputError, match="kda_layers and full_attn_layers must number every layer 1 to 27"):
+        load_model(str(p))

@@ -192,6 +192,15 @@ def _stated_kinds(f: Fields, src: dict, n: int) -> list[str] | None:
             return ["chunked" if x else "full" for x in nope]
         every = f.int("no_rope_layer_interval", 4, lo=1, hi=512)
         return ["chunked" if local else "full" for local in _periodic(n, every)]
+    kda = src.get("linear_attn_config")                   # Kimi Linear: 1-based lists of KDA and attention layers
+    if isinstance(kda, dict) and isinstance(kda.get("kda_layers"), list) \
+            and isinstance(kda.get("full_attn_layers"), list):
+        listed = kda["kda_layers"] + kda["full_attn_layers"]
+        if sorted(x for x in listed if isinstance(x, int) and not isinstance(x, bool)) != list(range(1, n + 1)):
+            raise InputError(f"{f.where}: linear_attn_config's kda_layers and full_attn_layers must number every "
+                             f"layer 1 to {n} once, got {validate.show(kda['kda_layers'])} and "
+                             f"{validate.show(kda['full_attn_layers'])}")
+        return ["full" if i + 1 in kda["full_attn_layers"] else "linear" for i in range(n)]
     idxs = src.get("full_attn_idxs")                       # LFM2: attention at these layers, short convolutions
     if isinstance(idxs, list) and f.raw("conv_L_cache") is not None:     # elsewhere (Lfm2Config.__post_init__)
         if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n for i in idxs):
@@ -215,6 +224,18 @@ def ssm_fields(f: Fields, n_layers: int) -> dict:
     """The recurrent layers' state shape, by the fields that describe it (the state size itself comes from the
     lesson-03 laws in ``profiles.ssm_from_dict``)."""
     g = f.int
+    kda = f.raw("linear_attn_config")
+    if isinstance(kda, dict) or (f.raw("linear_num_heads") is not None and f.raw("linear_head_dim") is not None):
+        # Kimi Delta Attention: q, k, v of num_heads × head_dim through short convolutions, a head_dim² state per
+        # head kept in float32 by vLLM whatever the cache dtype (mamba_utils.py kda_state_shape / kda_state_dtype)
+        kda = kda if isinstance(kda, dict) else {}
+
+        def pick(key, name):
+            v = kda.get(key, f.raw(name))
+            return validate.number(v, f"{f.where}: field 'linear_attn_config.{key}'", lo=1, hi=4096, integer=True)
+        return {"kind": "kda", "n_layers": n_layers, "n_heads": pick("num_heads", "linear_num_heads"),
+                "head_dim": pick("head_dim", "linear_head_dim"),
+                "d_conv": pick("short_conv_kernel_size", "linear_conv_kernel_dim"), "state_dtype": "fp32"}
     if f.raw("linear_num_key_heads") is not None or f.raw("linear_key_head_dim") is not None:
         out = {"kind": "gated_deltanet", "n_layers": n_layers, "n_k_heads": g("linear_num_key_heads", lo=1),
                "n_v_heads": g("linear_num_value_heads", lo=1), "k_head_dim": g("linear_key_head_dim", lo=1),

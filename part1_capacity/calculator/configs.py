@@ -10,7 +10,7 @@ Two layers:
   ``hybrid_override_pattern``, ``attn_type_list``, ``no_rope_layers`` with ``attention_chunk_size``,
   ``sliding_window_pattern``, ``full_attention_interval``, a ``sliding_window`` on every layer), MLA latents and
   DeepSeek-V3.2's indexer keys, recurrent state (Mamba-1, Mamba-2, gated DeltaNet, lightning attention, LFM2's
-  short convolutions), layers that reuse another layer's K/V (Gemma 3n), experts. A config whose cache holds something not modelled is refused
+  short convolutions, Kimi Delta Attention), layers that reuse another layer's K/V (Gemma 3n), experts. A config whose cache holds something not modelled is refused
   with that structure named.
 - ``hf_config.defaults_for(config)`` — ``transformers`` builds the config class for the file, so the defaults and
   derived fields are exactly those an engine loading the model sees; ``profile_from_config`` joins the two.
@@ -76,6 +76,7 @@ FAMILIES = {
     "mamba": ("Mamba-1 on every layer: no attention, one state per sequence", "state-spaces/mamba-2.8b-hf"),
     "exaone4": ("GQA", "LGAI-EXAONE/EXAONE-4.0-1.2B"),
     "lfm2": ("gated short-convolution hybrid (a convolution window per sequence)", "LiquidAI/LFM2-1.2B"),
+    "kimi_linear": ("Kimi Delta Attention hybrid, MLA, MoE", "moonshotai/Kimi-Linear-48B-A3B-Instruct"),
 }
 
 # The defaults of a file whose repository ships its own config class (a type transformers lacks): what every such
@@ -316,7 +317,8 @@ def structure_summary(p: ModelProfile) -> str:
     parts = [STRUCTURES.get(p.structure, p.structure.replace("_", " "))]
     if p.ssm is not None:
         parts[0] = {"mamba1": "Mamba-1", "mamba2": "Mamba-2", "gated_deltanet": "gated DeltaNet",
-                    "lightning": "lightning attention", "short_conv": "short-convolution"}[p.ssm.kind] + f" hybrid ({p.ssm.n_layers} of {p.n_layers} "
+                    "lightning": "lightning attention", "short_conv": "short-convolution",
+                    "kda": "Kimi Delta Attention"}[p.ssm.kind] + f" hybrid ({p.ssm.n_layers} of {p.n_layers} "
         parts[0] += "layers recurrent)"
     if p.n_window_layers:
         kind = "chunked (chunk" if p.window_kind == "chunked" else "sliding-window (window"
@@ -452,7 +454,7 @@ def weight_groups(params, native: str, quant: dict) -> tuple[WeightGroup, ...]:
 COUNTED = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl_moe",
            "qwen3_5_moe", "gpt2", "gemma2", "gemma3", "gpt_oss", "olmo2", "phi3", "hunyuan_v1_moe", "llama4",
            "deepseek_v2", "deepseek_v3", "deepseek_v32", "jamba", "nemotron_h", "granitemoehybrid", "falcon_h1",
-           "glm4_moe", "mistral3", "mpt", "exaone4", "mamba", "lfm2")
+           "glm4_moe", "mistral3", "mpt", "exaone4", "mamba", "lfm2", "kimi_linear")
 STORED_DEFAULTS = Path(__file__).resolve().parent / "data" / "config_defaults.json"
 
 

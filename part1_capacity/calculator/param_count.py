@@ -320,6 +320,19 @@ def _moe(f: Fields, lay: dict, p: str, D: int, e: int, I: int, inter: int):
 
 def _recurrent(f: Fields, lay: dict, p: str, D: int, s: dict):
     kind = s["kind"]
+    if kind == "kda":
+        # Kimi Delta Attention (models/kimi_linear/modeling_kimi_linear.py KimiLinearDeltaAttention): q, k, v, one
+        # depthwise convolution over the three, the forget gate's low-rank pair with its dt_bias and A_log, a beta
+        # per head, the output gate's low-rank pair, a gated norm of head_dim and the output projection
+        H, d = s["n_heads"], s["head_dim"]
+        qkv = H * d
+        a = f"{p}.self_attn"
+        return [(f"{a}.q_proj.weight", (qkv, D)), (f"{a}.k_proj.weight", (qkv, D)), (f"{a}.v_proj.weight", (qkv, D)),
+                (f"{a}.conv1d.weight", (3 * qkv, 1, s["d_conv"])),
+                (f"{a}.forget_gate.f_a_proj.weight", (d, D)), (f"{a}.forget_gate.f_b_proj.weight", (qkv, d)),
+                (f"{a}.forget_gate.dt_bias", (qkv,)), (f"{a}.forget_gate.A_log", (1, 1, H, 1)),
+                (f"{a}.b_proj.weight", (H, D)), (f"{a}.g_a_proj.weight", (d, D)), (f"{a}.g_b_proj.weight", (qkv, d)),
+                (f"{a}.o_norm.weight", (d,)), (f"{a}.o_proj.weight", (D, qkv))]
     if kind == "short_conv":
         # LFM2's gated short convolution (Lfm2ShortConv): B, C and x from one projection, a depthwise convolution
         # over the hidden size, an output projection; biases on all three when conv_bias
