@@ -372,6 +372,58 @@ def test_a_checkpoint_quantized_two_ways_is_refused_by_name(tmp_path):
         load_model(_quantized(tmp_path, quant))
 
 
+# NVFP4 (ModelOpt's quantization_config, and llm-compressor's 4-bit floats in groups of 16): 4-bit float matrices
+# and one fp8 E4M3 scale per 16 input weights of a row; MXFP4 in groups of 32 is the mxfp4 type (its 8-bit scale per
+# 32 inside 4.25 bits). vLLM: ModelOptNvFp4Config (group_size 16, ignore / exclude_modules), CompressedTensorsW4A4Fp4.
+_NVFP4_MODELOPT = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16,
+                   "ignore": ["lm_head", "model.layers.*.self_attn*"]}
+_FP4_CT = {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized", "ignore": ["lm_head"],
+           "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+               "num_bits": 4, "type": "float", "symmetric": True, "strategy": "tensor_group", "group_size": 16}}}}
+
+
+@pytest.mark.parametrize("quant, quantized_mats", [
+    # ModelOpt NVFP4 leaving attention unconverted (its ignore globs): the MLP matrices alone
+    (_NVFP4_MODELOPT, lambda mats: [m for i, m in enumerate(mats) if i % 7 >= 4]),
+    # llm-compressor NVFP4: every linear matrix
+    (_FP4_CT, lambda mats: mats),
+])
+def test_nvfp4_counts_its_fp8_scale_per_16_weights(tmp_path, quant, quantized_mats):
+    mats = quantized_mats(_qwen05_matrices())
+    quantized = sum(o * i for o, i in mats)
+    scales = sum(o * (i // 16) for o, i in mats)           # every width of Qwen2.5-0.5B is a multiple of 16
+    assert scales * 16 == quantized
+    kept = load_model(str(CONFIGS / "qwen2.5-0.5b" / "config.json")).params_total - quantized
+    p = make_plan(_quantized(tmp_path, quant), "h100", context=4096).to_dict()
+    assert p["weights_bytes"] == quantized / 2 + scales * 1 + kept * 2      # 4.5 bits a weight, the rest bf16
+    assert [g["dtype"] for g in p["weights_groups"]] == ["fp4", "fp8", "bf16"]
+
+
+def test_mxfp4_in_groups_of_32_is_the_mxfp4_type(tmp_path):
+    quant = json.loads(json.dumps(_FP4_CT))
+    quant["config_groups"]["group_0"]["weights"]["group_size"] = 32
+    quantized = sum(o * i for o, i in _qwen05_matrices())
+    kept = load_model(str(CONFIGS / "qwen2.5-0.5b" / "config.json")).params_total - quantized
+    p = make_plan(_quantized(tmp_path, quant), "h100", context=4096).to_dict()
+    assert p["weights_bytes"] == quantized * 4.25 / 8 + kept * 2
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"}, "q/config.json: quantization_config.quant_algo "
+                                                                     "'MIXED_PRECISION'"),
+    ("group 8", "q/config.json: quantization_config.config_groups.weights.group_size 8: 4-bit float"),
+])
+def test_a_4_bit_float_scheme_not_sized_is_refused_naming_the_file(tmp_path, change, fragment):
+    if change == "group 8":
+        quant = json.loads(json.dumps(_FP4_CT))
+        quant["config_groups"]["group_0"]["weights"]["group_size"] = 8
+    else:
+        quant = change
+    with pytest.raises(InputError) as e:
+        load_model(_quantized(tmp_path, quant))
+    assert fragment in str(e.value)
+
+
 def test_a_multimodal_file_silent_on_tying_keeps_its_text_models_head():
     """Mistral-Small-3.1 states tie_word_embeddings nowhere: its text config (a MistralConfig, false) decides, as
     vLLM builds the head, not Mistral3Config's own default (true), which would drop the 131,072 × 5,120 head."""

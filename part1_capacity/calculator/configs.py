@@ -108,7 +108,7 @@ _LIMITS = {
 }
 _PER_LAYER = ("intermediate_size", "moe_intermediate_size")   # may be one value per layer (Gemma 3n, Hunyuan)
 _LISTS = ("layer_types", "layers_block_type", "mlp_only_layers", "attn_layer_indices")
-QUANT_METHODS = ("fp8", "fbgemm_fp8", "mxfp4", "awq", "gptq", "compressed-tensors")
+QUANT_METHODS = ("fp8", "fbgemm_fp8", "mxfp4", "awq", "gptq", "compressed-tensors", "modelopt")
 
 
 # --- reading and checking the file ------------------------------------------------------------------------------
@@ -301,7 +301,7 @@ def profile_from_fields(config: dict, defaults: dict | None = None, where: str =
     quant = config.get("quantization_config") or (config.get("text_config") or {}).get("quantization_config") or {}
     dt = f.raw("dtype") or f.raw("torch_dtype") or config.get("torch_dtype") or config.get("dtype")
     native = DTYPE_NAMES.get(str(dt), "bf16")
-    groups = weight_groups(parameters, native, quant)
+    groups = weight_groups(parameters, native, quant, f"{where}: quantization_config")
     prof["native_dtype"] = groups[0].dtype
     prof["model_dtype"] = native
     prof["weight_groups"] = [{"name": g.name, "params": g.params, "dtype": g.dtype} for g in groups]
@@ -361,13 +361,36 @@ def quant_scheme(quant: dict | None, where: str = "quantization_config") -> dict
       in the model dtype per group, a zero point when not ``symmetric``); other strategies keep one scale per row
       or tensor (not counted); ``ignore`` lists the modules left unconverted (``re:`` patterns are not read).
     - ``fp8`` (block scales of fp32 per 128 × 128, not counted), ``fbgemm_fp8`` (fp8 with a scale per row, not
-      counted), ``mxfp4`` (its 8-bit scale per 32 values is inside the dtype's 4.25 bits)."""
+      counted), ``mxfp4`` (its 8-bit scale per 32 values is inside the dtype's 4.25 bits).
+    - ``modelopt`` (NVIDIA ModelOpt's checkpoints, read by vLLM's ModelOptFp8Config / ModelOptNvFp4Config):
+      ``quant_algo`` FP8 (fp8 matrices, per-tensor scales not counted) or NVFP4 / W4A16_NVFP4 (4-bit float
+      matrices and one fp8 E4M3 scale per ``group_size`` (16) weights of a row; the fp32 per-tensor scales, a few
+      per matrix, not counted); ``ignore`` (or the older ``exclude_modules``) lists the modules left unconverted,
+      as globs. Another algorithm (MIXED_PRECISION: a scheme per layer) is refused by name.
+    - compressed-tensors' 4-bit floats: groups of 16 are NVFP4 (as above), groups of 32 MXFP4 (an 8-bit exponent
+      scale per 32, inside the dtype's 4.25 bits).
+
+    A scheme's ``scale_dtype`` is the storage type of its group scales (absent: fp16 for AWQ / GPTQ, the model
+    dtype for compressed-tensors' integers)."""
     method = (quant or {}).get("quant_method")
     if not method:
         return None
     skip = quant.get("modules_to_not_convert") or []
     if method in ("fp8", "fbgemm_fp8", "mxfp4"):
         out = {"method": method, "dtype": "mxfp4" if method == "mxfp4" else "fp8", "group": 0, "zeros": False}
+    elif method == "modelopt":
+        algo = quant.get("quant_algo")
+        if algo in ("FP8", "fp8"):
+            out = {"method": method, "dtype": "fp8", "group": 0, "zeros": False}
+        elif isinstance(algo, str) and algo.upper() in ("NVFP4", "W4A16_NVFP4"):
+            group = validate.number(quant.get("group_size", 16), f"{where}.group_size", lo=1, hi=2 ** 20,
+                                    integer=True)
+            out = {"method": f"{method} {algo.upper()}", "dtype": "fp4", "group": group, "zeros": False,
+                   "scale_dtype": "fp8"}
+        else:
+            raise InputError(f"{where}.quant_algo {validate.show(algo)}: not a scheme the calculator sizes (a "
+                             "scheme per layer is not modelled); allowed: FP8, NVFP4, W4A16_NVFP4")
+        skip = quant.get("ignore") or quant.get("exclude_modules") or []
     elif method in ("awq", "gptq"):
         bits = quant.get("bits", 4)
         group = validate.number(quant.get("group_size", 128), f"{where}.group_size", lo=-1, hi=2 ** 20,
@@ -387,15 +410,23 @@ def quant_scheme(quant: dict | None, where: str = "quantization_config") -> dict
             raise InputError(f"{where}.config_groups: a scheme without 'weights': activations alone quantized "
                              "are not modelled")
         bits, kind = w.get("num_bits"), w.get("type", "int")
-        dtype = {(8, "float"): "fp8", (8, "int"): "int8", (4, "int"): "int4"}.get((bits, kind))
+        dtype = {(8, "float"): "fp8", (8, "int"): "int8", (4, "int"): "int4", (4, "float"): "fp4"}.get((bits, kind))
         if dtype is None:
             raise InputError(f"{where}.config_groups.weights: {validate.show(bits)}-bit {validate.show(kind)} "
                              "weights are not a storage type the calculator sizes; allowed: 8-bit float, 8-bit "
-                             "int, 4-bit int")
-        group = w.get("group_size") if w.get("strategy") == "group" else 0
+                             "int, 4-bit int, 4-bit float (NVFP4 in groups of 16, MXFP4 in groups of 32)")
+        group = w.get("group_size") if w.get("strategy") in ("group", "tensor_group") else 0
         group = validate.number(group or 0, f"{where}.config_groups.weights.group_size", lo=0, hi=2 ** 20,
                                 integer=True)
         out = {"method": method, "dtype": dtype, "group": group, "zeros": w.get("symmetric", True) is False}
+        if dtype == "fp4":
+            if group == 16:                         # NVFP4: an fp8 E4M3 scale per 16 (nvfp4-pack-quantized)
+                out.update(method=f"{method} NVFP4", scale_dtype="fp8", zeros=False)
+            elif group == 32:                       # MXFP4: its E8M0 scale per 32 is inside mxfp4's 4.25 bits
+                out.update(method=f"{method} MXFP4", dtype="mxfp4", group=0, zeros=False)
+            else:
+                raise InputError(f"{where}.config_groups.weights.group_size {validate.show(group)}: 4-bit float "
+                                 "weights come in groups of 16 (NVFP4) or 32 (MXFP4); allowed: 16, 32")
         skip = quant.get("ignore") or []
     if not isinstance(skip, list) or not all(isinstance(p, str) for p in skip):
         raise InputError(f"{where}: the modules left unconverted (modules_to_not_convert, ignore): expected a "
@@ -404,13 +435,13 @@ def quant_scheme(quant: dict | None, where: str = "quantization_config") -> dict
     return out
 
 
-def weight_groups(params, native: str, quant: dict) -> tuple[WeightGroup, ...]:
+def weight_groups(params, native: str, quant: dict, where: str = "quantization_config") -> tuple[WeightGroup, ...]:
     """Parameters by storage precision. Unquantized: everything at the native dtype. A quantized checkpoint
     stores only its matrices quantized — ``mxfp4`` (gpt-oss) the routed-expert matrices, every other method every
     linear matrix — and keeps embeddings, the output head, norms, biases, routers and convolution/state
     parameters in the native dtype (bf16), minus the modules it leaves unconverted; group-quantized integers add
     their scales and zero points (``quant_scheme``)."""
-    q = quant_scheme(quant)
+    q = quant_scheme(quant, where)
     if q is None:
         return (WeightGroup("all parameters", float(sum(numel(s) for _, s in params)), native),)
     method = q["method"]
@@ -431,7 +462,7 @@ def weight_groups(params, native: str, quant: dict) -> tuple[WeightGroup, ...]:
             kept += numel(shape)
     groups = [WeightGroup(f"{method} matrices", float(quantized), q["dtype"])]
     if scales:
-        sdtype = "fp16" if method in ("awq", "gptq") else native
+        sdtype = q.get("scale_dtype") or ("fp16" if method in ("awq", "gptq") else native)
         groups.append(WeightGroup(f"{method} group scales ({sdtype}, one per {q['group']} weights of a row)"
                                   if q["group"] > 0 else f"{method} scales ({sdtype}, one per row)",
                                   float(scales), sdtype))
