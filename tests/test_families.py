@@ -571,3 +571,41 @@ def test_kimi_linear_layers_listed_twice_or_missed_are_refused_by_name(tmp_path)
     p.write_text(json.dumps(d))
     with pytest.raises(InputError, match="kda_layers and full_attn_layers must number every layer 1 to 27"):
         load_model(str(p))
+
+
+# --- headers win over the formula: every published config's model written as a header-only checkpoint ---------------
+SAFETENSORS = {"bf16": ("BF16", 2), "fp16": ("F16", 2), "fp32": ("F32", 4)}
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_a_checkpoints_headers_and_the_formula_agree_and_the_plan_says_which(tmp_path, name):
+    """A model folder holding the config.json (its quantization_config left out: the unquantized release) and one
+    safetensors file whose header lists every tensor transformers builds for it, in the file's own dtype (the data
+    region a sparse hole): the plan takes the headers' bytes and says so; the config.json alone gives the same bytes
+    by the formula (parameters × dtype) and says that."""
+    import struct
+
+    from part1_capacity.calculator import weights
+
+    d = json.loads(json.dumps(cfg(name)))
+    for part in (d, d.get("text_config") or {}):
+        part.pop("quantization_config", None)
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(d))
+    formula = load_model(str(folder / "config.json"))
+    dtype, size = SAFETENSORS[formula.native_dtype]
+    header, off = {}, 0
+    for tensor, shape in meta(name):
+        n = param_count.numel(shape) * size
+        header[tensor] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + n]}
+        off += n
+    h = json.dumps(header).encode()
+    with open(folder / "model.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        f.truncate(8 + len(h) + off)                   # the tensors' bytes: a hole, nothing written
+    headers = load_model(str(folder))
+    by_headers, by_formula = weights.weights_report(headers), weights.weights_report(formula)
+    assert (by_headers["weights_bytes_source"], by_formula["weights_bytes_source"]) == ("safetensors",
+                                                                                        "parameters × dtype")
+    assert by_headers["weights_bytes"] == by_formula["weights_bytes"] == off
