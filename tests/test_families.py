@@ -393,7 +393,8 @@ def test_the_stored_defaults_are_transformers_own():
 
 # types stored because their count equals transformers' build at the class's default size, whose layouts are rows
 # read from their modeling files (param_count.LAYOUTS): the smoke of the long check of every stored type below
-ROWS_CHECKED_AT_DEFAULT_SIZE = ("cohere2", "glm4", "olmo3", "seed_oss", "phimoe", "granitemoe_swa", "minimax_m2")
+ROWS_CHECKED_AT_DEFAULT_SIZE = ("cohere2", "glm4", "olmo3", "seed_oss", "phimoe", "granitemoe_swa", "minimax_m2",
+                                "qwen3_5", "arcee")
 
 
 @pytest.mark.parametrize("mt", ROWS_CHECKED_AT_DEFAULT_SIZE)

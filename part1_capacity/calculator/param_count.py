@@ -57,7 +57,7 @@ LAYOUTS = {
     "qwen2": {"qkv_bias": True},
     "qwen2_moe": {"shared_gate": True, "shared": "shared_expert_intermediate_size"},
     "qwen3": {"qk_norm": "head"}, "qwen3_moe": {"qk_norm": "head"},
-    "qwen3_vl_moe_text": {"qk_norm": "head"},
+    "qwen3_vl_moe_text": {"qk_norm": "head"}, "qwen3_vl_text": {"qk_norm": "head"},
     "qwen3_next": _QWEN_NEXT, "qwen3_5_moe_text": _QWEN_NEXT,
     "gemma2": {"norms": _GEMMA}, "gemma3_text": {"norms": _GEMMA, "qk_norm": "head"},
     "olmo2": {"norms": ("post_attention_layernorm", "post_feedforward_layernorm"), "qk_norm": "full"},
@@ -92,6 +92,8 @@ LAYOUTS = {
     # LFM2: a norm before the operator (attention or short convolution) and one before the MLP, q/k norms per head,
     # its MLP width adjusted from block_ff_dim (_adjusted_width)
     "lfm2": {"norms": ("operator_norm", "ffn_norm"), "qk_norm": "head", "ff_adjust": True},
+    # Qwen3.5 dense: Qwen3-Next's gated query and per-head q/k norms, no experts; Arcee (AFM): an un-gated MLP
+    "qwen3_5_text": {"qk_norm": "head", "gated_query": True}, "arcee": {"plain": True},
     # LFM2-MoE: LFM2's layer with routed experts after its first num_dense_layers dense ones (its MLP width as stated)
     "lfm2_moe": {"norms": ("operator_norm", "ffn_norm"), "qk_norm": "head", "dense_first": "num_dense_layers"},
 }
@@ -572,6 +574,7 @@ def _pixtral_vision(config: dict, defaults: dict | None, where: str, text_hidden
 
 # top-level model_type → its vision tower and projector
 TOWERS = {"gemma3": _gemma3_vision, "qwen3_vl_moe": _qwen3_vl_vision, "qwen3_5_moe": _qwen3_vl_vision,
+          "qwen3_5": _qwen3_vl_vision, "qwen3_vl": _qwen3_vl_vision,
           "llama4": _llama4_vision, "mistral3": _pixtral_vision}
 
 
