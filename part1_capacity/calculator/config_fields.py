@@ -96,10 +96,57 @@ NOT_MODELLED = {
     "sparse_attention_config": "block-sparse attention with its own index keys per token",
     "kv_lora_rank_per_layer": "per-layer MLA latent widths",
     "use_cla": "cross-layer attention: adjacent layers share one K/V (Hunyuan's CLA)",
-    # DeciLM / Nemotron-NAS (Llama-3.3-Nemotron-Super-49B): each layer's own K/V head count, or no attention at all,
-    # and its own FFN width; the file's top-level sizes (num_key_value_heads, intermediate_size) are null
-    "block_configs": "per-layer blocks whose attention (K/V heads, or none) and FFN width differ by layer",
 }
+
+
+def nas_blocks(f: Fields) -> list[dict] | None:
+    """DeciLM / Nemotron-NAS (Llama-3.3-Nemotron-Super-49B): ``block_configs`` sizes each layer — its attention
+    (``n_heads_in_group`` query heads per K/V head, or ``no_op``: none) and its FFN (``ffn_mult``, or ``no_op``); the
+    file's top-level num_key_value_heads and intermediate_size are null. Per layer ``{"kv": K/V heads or 0,
+    "ffn": the FFN's inner width or 0}`` (DeciLM's modeling_decilm.py ``_ffn_mult_to_intermediate_size``:
+    int(2 × ffn_mult × hidden / 3) rounded up to a multiple of 256), or None for a file without blocks. What the
+    blocks may also hold and is not modelled — attention replaced by a linear map, windowed or sink attention,
+    sparsified layers — is refused by name."""
+    blocks = f.raw("block_configs")
+    if blocks is None:
+        return None
+    n = f.int("num_hidden_layers", lo=1, hi=512)
+    if not isinstance(blocks, list) or len(blocks) != n or not all(
+            isinstance(b, dict) and isinstance(b.get("attention"), dict) and isinstance(b.get("ffn"), dict)
+            for b in blocks):
+        raise InputError(f"{f.where}: field 'block_configs' must be {n} objects, one per layer, each with "
+                         "'attention' and 'ffn'")
+    heads, hidden = f.int("num_attention_heads", lo=1, hi=1024), f.int("hidden_size", lo=1)
+    out = []
+    for i, b in enumerate(blocks):
+        a, m = b["attention"], b["ffn"]
+        for part, what in ((a, "attention"), (m, "ffn")):
+            if part.get("replace_with_linear") or part.get("sparsify"):
+                raise InputError(f"{f.where}: block_configs[{i}].{what}: a layer replaced by a linear map or "
+                                 "sparsified is not modelled")
+        if a.get("window_length") or a.get("num_sink_tokens"):
+            raise InputError(f"{f.where}: block_configs[{i}].attention: windowed or sink attention in one layer is "
+                             "not modelled")
+        kv = 0
+        if not a.get("no_op"):
+            group = validate.number(a.get("n_heads_in_group"), f"{f.where}: block_configs[{i}].attention."
+                                    "n_heads_in_group", lo=1, hi=heads, integer=True)
+            if heads % group:
+                raise InputError(f"{f.where}: block_configs[{i}].attention.n_heads_in_group ({group}) must divide "
+                                 f"num_attention_heads ({heads})")
+            kv = heads // group
+        width = 0
+        if not m.get("no_op"):
+            mult = validate.number(m.get("ffn_mult"), f"{f.where}: block_configs[{i}].ffn.ffn_mult", lo=0.001,
+                                   hi=64)
+            width = int(2 * mult * hidden / 3)
+            width = -(-width // 256) * 256
+        out.append({"kv": kv, "ffn": width})
+    counts = {b["kv"] for b in out if b["kv"]}
+    if len(counts) > 1:
+        raise InputError(f"{f.where}: block_configs: K/V head counts that differ by layer "
+                         f"({', '.join(map(str, sorted(counts)))}): not modelled")
+    return out
 
 
 def _periodic(n: int, period: int, last_is_global=True) -> list[bool]:
@@ -120,6 +167,9 @@ def layer_kinds(f: Fields) -> list[str]:
         if v not in (None, False, [], 0):
             raise InputError(f"{f.where}: {what} ('{key}'): not modelled")
     n = f.int("num_hidden_layers", lo=1, hi=512)
+    blocks = nas_blocks(f)
+    if blocks is not None:                     # Nemotron-NAS: attention where a block keeps it, else an FFN alone
+        return ["full" if b["kv"] else "none" for b in blocks]
     kinds = _stated_kinds(f, f.file, n)
     if kinds is None:
         types = f.defaults.get("layer_types") or f.defaults.get("layers_block_type")
@@ -305,6 +355,9 @@ def kv_heads(f: Fields, heads: int) -> int:
     per query head (MHA)."""
     if f.raw("num_key_value_heads") is not None:
         return f.int("num_key_value_heads", lo=1, hi=1024)
+    blocks = nas_blocks(f)
+    if blocks is not None:                     # Nemotron-NAS: the one K/V head count its attention blocks share
+        return max(b["kv"] for b in blocks) or 1
     if f.flag("multi_query_attention") and f.raw("multi_query_group_num") is not None:
         return f.int("multi_query_group_num", lo=1, hi=1024)
     if f.raw("num_kv_heads") is not None and (f.flag("new_decoder_architecture") or not f.flag("multi_query")):

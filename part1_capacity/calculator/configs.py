@@ -77,6 +77,8 @@ FAMILIES = {
     "exaone4": ("GQA", "LGAI-EXAONE/EXAONE-4.0-1.2B"),
     "lfm2": ("gated short-convolution hybrid (a convolution window per sequence)", "LiquidAI/LFM2-1.2B"),
     "kimi_linear": ("Kimi Delta Attention hybrid, MLA, MoE", "moonshotai/Kimi-Linear-48B-A3B-Instruct"),
+    "nemotron-nas": ("GQA on the blocks that keep attention, an FFN width per block (its own code)",
+                     "nvidia/Llama-3_3-Nemotron-Super-49B-v1"),
 }
 
 # The defaults of a file whose repository ships its own config class (a type transformers lacks): what every such

@@ -19,7 +19,7 @@ import re
 
 from part1_capacity.calculator import validate
 from part1_capacity.calculator.config_fields import (Fields, attention_free, experts, head_dim_of, kv_heads,
-                                                     layer_kinds, ssm_fields)
+                                                     layer_kinds, nas_blocks, ssm_fields)
 from part1_capacity.calculator.errors import InputError
 
 # a parameter of a vision or audio tower (or its projector): loaded by a server, not run for a text token
@@ -112,6 +112,8 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
     mt, lay = _layout(f)
     if mt == "gpt2":
         return _gpt2(f)
+    if nas_blocks(f) is not None:
+        return _nas(f, defaults)
     if attention_free(f):
         return _mamba_stack(f)
     kinds = layer_kinds(f)
@@ -205,6 +207,9 @@ def mlp_shapes(config: dict, defaults: dict | None = None, where: str = "config.
     MLP's inner width and, for experts, one expert's width and the experts each token uses."""
     f = Fields(config, defaults, where)
     _, lay = _layout(f)
+    blocks = nas_blocks(f)
+    if blocks is not None:            # Nemotron-NAS: the widest of its per-layer MLPs (the activations' peak)
+        return {"vocab_size": f.int("vocab_size", lo=1), "intermediate_size": max(b["ffn"] for b in blocks) or 1}
     _, dense_I, e, k, moe_I = _widths(f, lay, f.int("hidden_size", lo=1))
     out = {"vocab_size": f.int("vocab_size", lo=1), "intermediate_size": dense_I}
     if e and k:
@@ -412,6 +417,26 @@ def _mamba_stack(f: Fields):
     out.append(("backbone.norm_f.weight", (D,)))
     if not f.flag("tie_word_embeddings", True):
         out.append(("lm_head.weight", (V, D)))
+    return out
+
+
+def _nas(f: Fields, defaults: dict | None):
+    """DeciLM / Nemotron-NAS (its own code, modeling_decilm.py DeciLMDecoderLayer): a layer holds its norm and
+    Llama attention unless its block's attention is a no-op, and its norm and gated MLP of the block's width unless
+    that is one."""
+    D, V = f.int("hidden_size", lo=1), f.int("vocab_size", lo=1)
+    H = f.int("num_attention_heads", lo=1)
+    hd = head_dim_of(f, H)
+    out = [("model.embed_tokens.weight", (V, D))]
+    if not _tied(f, defaults):
+        out.append(("lm_head.weight", (V, D)))
+    for i, b in enumerate(nas_blocks(f)):
+        p = f"model.layers.{i}"
+        if b["kv"]:
+            out += [(f"{p}.input_layernorm.weight", (D,))] + _attention(f, {}, p, D, H, b["kv"], hd)
+        if b["ffn"]:
+            out += [(f"{p}.post_attention_layernorm.weight", (D,))] + _mlp(f, {}, f"{p}.mlp", D, b["ffn"])
+    out.append(("model.norm.weight", (D,)))
     return out
 
 
