@@ -131,10 +131,10 @@ def test_emit_vllm_repository_from_the_config(capsys, tmp_path):
 def test_emit_vllm_without_a_repository_asks_for_one():
     from dataclasses import replace
 
-    from part1_capacity.calculator import emit
-    from part1_capacity.calculator.errors import InputError
-    from part1_capacity.calculator.plan import Workload, make_plan
-    from part1_capacity.calculator.loader import load_model
+    from part1_capacity.calculator.uses import emit
+    from part1_capacity.calculator.base.errors import InputError
+    from part1_capacity.calculator.plan.plan import Workload, make_plan
+    from part1_capacity.calculator.readers.loader import load_model
 
     anonymous = replace(load_model("qwen3-8b"), hf_repo="")
     plan = make_plan(anonymous, "h100", Workload(context=4096))

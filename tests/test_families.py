@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 
 from part0_foundations.l03_kv_cache import laws
-from part1_capacity.calculator import configs, hf_config, param_count, roofline
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.plan import Workload, make_plan
+from part1_capacity.calculator.model import configs, hf_config, param_count
+from part1_capacity.calculator.sizing import roofline
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.plan.plan import Workload, make_plan
 from part1_capacity.cli import main
 
 CONFIGS = Path(__file__).resolve().parent / "data" / "configs"
@@ -213,7 +214,7 @@ def test_every_published_config_with_a_class_is_counted():
 
 
 def test_the_pure_layer_imports_nothing_heavy():
-    code = ("import json, sys; from part1_capacity.calculator import configs; "
+    code = ("import json, sys; from part1_capacity.calculator.model import configs; "
             f"d = json.load(open({path('mixtral-8x7b')!r})); "
             "p = configs.profile_from_fields(d, {}); "
             "assert p.params_total == 46_702_792_704, p.params_total; "
@@ -379,7 +380,7 @@ def test_a_model_type_transformers_lacks_plans_from_the_fields_it_states(tmp_pat
 # --- the pure path the CLI takes for counted types, against the transformers path --------------------------------
 def test_the_stored_defaults_are_transformers_own():
     """data/config_defaults.json holds each counted type's class defaults as the pinned transformers gives them
-    (regenerate with `python -m part1_capacity.calculator.configs` after changing the pin)."""
+    (regenerate with `python -m part1_capacity.calculator.model.configs` after changing the pin)."""
     table = configs.stored_defaults()
     assert table["transformers"] == hf_config.version()
     checked = table["checked_at_default_size"]
@@ -420,7 +421,7 @@ def test_every_type_checked_at_its_default_size_still_counts_as_transformers_bui
 def test_a_type_counted_wrong_at_its_default_size_is_left_to_transformers(tmp_path):
     """The census stores only what it counts exactly: a layout row made wrong on purpose (Cohere's one norm per
     layer dropped) takes the type out of the table, and a type the pure reader refuses is never stored."""
-    from part1_capacity.calculator import param_count
+    from part1_capacity.calculator.model import param_count
 
     row = param_count.LAYOUTS.pop("cohere2")
     try:
@@ -521,7 +522,7 @@ def test_lfm2_counts_its_layers_by_hand_and_caches_a_convolution_window():
     assert m.cache_bytes(1000, 2) == 1000 * 12_288 + 10 * 4096 * 2
     # vLLM: one state page per convolution layer, (conv_L_cache − 1) × channels / TP in the model dtype
     # (vllm/model_executor/layers/mamba/mamba_utils.py short_conv_state_shape / short_conv_state_dtype)
-    from part1_capacity.calculator.engine_rules import llama_cpp, vllm
+    from part1_capacity.calculator.engines import llama_cpp, vllm
     assert vllm.state_page(m, 1, conv_bytes=2, ssm_bytes=4) == 2 * 2048 * 2
     assert vllm.state_page(m, 2, conv_bytes=2, ssm_bytes=4) == 2 * 1024 * 2
     # llama.cpp: the recurrent cache's R rows hold the convolution window in f32, no S (src/llama-hparams.cpp n_embd_r)
@@ -559,7 +560,7 @@ def test_kimi_linear_counts_by_hand_and_keeps_its_delta_state_in_float32():
     assert m.ssm.state_dtype == "fp32"
     assert m.kv_bytes_per_token(2) == 8064
     assert m.cache_bytes(1000, 2, 4) == 1000 * 8064 + 20 * 561_152 * 4
-    from part1_capacity.calculator.engine_rules import llama_cpp, vllm
+    from part1_capacity.calculator.engines import llama_cpp, vllm
     # vLLM's state page: the convolution in the model dtype, the recurrent matrix in float32, split over TP ranks
     assert vllm.state_page(m, 1, conv_bytes=2, ssm_bytes=4) == 36_864 * 2 + 524_288 * 4
     assert vllm.state_page(m, 2, conv_bytes=2, ssm_bytes=4) == (36_864 * 2 + 524_288 * 4) / 2
@@ -587,7 +588,7 @@ def test_a_checkpoints_headers_and_the_formula_agree_and_the_plan_says_which(tmp
     by the formula (parameters × dtype) and says that."""
     import struct
 
-    from part1_capacity.calculator import weights
+    from part1_capacity.calculator.model import weights
 
     d = json.loads(json.dumps(cfg(name)))
     for part in (d, d.get("text_config") or {}):

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import argparse
 
-from part1_capacity.calculator import validate
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.base.errors import InputError
 from course.units import GIB
-from part1_capacity.calculator.plan import DEFAULT_OVERHEAD_BYTES, DEFAULT_USABLE_FRACTION, Workload
+from part1_capacity.calculator.plan.plan import DEFAULT_OVERHEAD_BYTES, DEFAULT_USABLE_FRACTION, Workload
 
 MAX_INT = 2 ** 53         # every count stays exact as a float (the search is vectorized in float64)
 MAX_CONTEXT = 2 ** 30     # a billion tokens per sequence: beyond any published model's maximum
@@ -100,7 +100,7 @@ def workload_from_args(a, **over) -> Workload:
 
 def size_bytes(text: str) -> float:
     """argparse type of a memory size: ``12.22GiB``, ``512MiB``, ``13e9``, ``13GB`` or bytes."""
-    from part1_capacity.calculator.engine_rules.vllm_memory import parse_size
+    from part1_capacity.calculator.engines.vllm_memory import parse_size
 
     try:
         return parse_size(text, "value")
@@ -110,7 +110,7 @@ def size_bytes(text: str) -> float:
 
 def add_vllm_startup_flags(p: argparse.ArgumentParser):
     """vLLM's start-up flags (``vllm serve``'s own names), used with ``--engine vllm``; unset, vLLM's defaults for
-    the accelerator (part1_capacity/calculator/engine_rules/vllm_memory.py)."""
+    the accelerator (part1_capacity/calculator/engines/vllm_memory.py)."""
     g = p.add_argument_group("vLLM start-up (with --engine vllm)")
     g.add_argument("--kv-cache-memory", type=size_bytes, default=None, metavar="SIZE",
                    help="vLLM's --kv-cache-memory-bytes: the KV memory per worker (12.22GiB, 13e9, bytes); "
@@ -131,7 +131,7 @@ VLLM_STARTUP_FLAGS = ("kv_cache_memory", "gpu_memory_utilization", "max_num_seqs
 
 def startup_flags_from_args(a):
     """The ``StartupFlags`` of the parsed vLLM start-up flags; refused (exit 2) without ``--engine vllm``."""
-    from part1_capacity.calculator.engine_rules.vllm_memory import StartupFlags
+    from part1_capacity.calculator.engines.vllm_memory import StartupFlags
 
     given = [n for n in VLLM_STARTUP_FLAGS if getattr(a, n, None) is not None]
     if given and getattr(a, "engine", "law") != "vllm":
