@@ -528,8 +528,9 @@ def light_types() -> tuple[str, ...]:
 def census(model_type: str) -> tuple[int, int] | None:
     """(the pure count, transformers' meta-device count) of ``model_type``'s class at its default size, the file
     being the class's own dict (what ``save_pretrained`` writes); None when either side cannot count it (an
-    encoder-decoder, a structure the calculator refuses, a class that cannot be built from its defaults).
-    Imports transformers and torch: run when the stored table is regenerated, and by the tests."""
+    encoder-decoder, a structure the calculator refuses, a class that cannot be built from its defaults) or when
+    the file's cache read with the stored class defaults differs from the one read with transformers' resolved
+    config. Imports transformers and torch: run when the stored table is regenerated, and by the tests."""
     from part1_capacity.calculator.model import hf_config
 
     try:
@@ -542,6 +543,11 @@ def census(model_type: str) -> tuple[int, int] | None:
         file = {**json.loads(json.dumps(cfg.to_dict(), default=str)), "model_type": model_type}
         meta = hf_config.meta_parameters(file, model_type)
         pure = count_model_parameters(file, defaults, model_type)
+        stub = [("p", (1,))]
+        stored = profile_from_fields(file, defaults, model_type, parameters=stub)
+        resolved = profile_from_fields(file, hf_config.defaults_for(file, model_type), model_type, parameters=stub)
+        if any(stored.cache_bytes(T, 2) != resolved.cache_bytes(T, 2) for T in (1, 5000, 200_000)):
+            return None
     except (Exception, RecursionError):        # any class transformers cannot build at its defaults: not stored
         return None
     return sum(numel(s) for _, s in pure), sum(numel(s) for _, s in meta)
