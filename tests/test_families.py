@@ -612,3 +612,22 @@ def test_a_checkpoints_headers_and_the_formula_agree_and_the_plan_says_which(tmp
     assert (by_headers["weights_bytes_source"], by_formula["weights_bytes_source"]) == ("safetensors",
                                                                                         "parameters × dtype")
     assert by_headers["weights_bytes"] == by_formula["weights_bytes"] == off
+
+
+def test_kimi_k3s_own_blocks_are_refused_by_name_not_miscounted(tmp_path):
+    """Kimi-K3 ships a kimi_linear text model in its own code (model_type kimi_k3, no transformers class) with
+    structures the count does not know — routed experts in a latent width (routed_expert_hidden_size),
+    attention-residual projections (attn_res_block_size), a gate on the MLA output — and 4-bit float weights the
+    calculator now sizes: without the refusal it would answer with a parameter count missing those blocks."""
+    text = cfg("kimi-linear-48b-a3b")
+    for field, value, fragment in (
+            ("routed_expert_hidden_size", 1152, "routed experts in a latent width of their own"),
+            ("attn_res_block_size", 2, "attention-residual projections across blocks of layers"),
+            ("mla_use_output_gate", True, "an output gate on MLA attention")):
+        d = {"architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
+             "text_config": {**text, field: value}}
+        p = tmp_path / field
+        p.mkdir()
+        (p / "config.json").write_text(json.dumps(d))
+        with pytest.raises(InputError, match=f"{fragment} \\(Kimi-K3\\) \\('{field}'\\): not modelled"):
+            load_model(str(p / "config.json"))

@@ -96,6 +96,11 @@ NOT_MODELLED = {
     "sparse_attention_config": "block-sparse attention with its own index keys per token",
     "kv_lora_rank_per_layer": "per-layer MLA latent widths",
     "use_cla": "cross-layer attention: adjacent layers share one K/V (Hunyuan's CLA)",
+    # Kimi-K3 (a kimi_linear text model of its own code): routed experts in a latent width with their own
+    # projections, attention-residual projections per block of layers, a gate on the MLA output
+    "routed_expert_hidden_size": "routed experts in a latent width of their own (Kimi-K3)",
+    "attn_res_block_size": "attention-residual projections across blocks of layers (Kimi-K3)",
+    "mla_use_output_gate": "an output gate on MLA attention (Kimi-K3)",
 }
 
 
