@@ -39,7 +39,9 @@ def run(tree: Path, model: str, repeat: int) -> tuple[float, list[str] | str]:
         dt = time.perf_counter() - t
         tail = json.loads(r.stderr.strip().splitlines()[-1])
         if tail["rc"] != 0:                     # a structure this tree does not model: its one line
-            return dt, "refused: " + r.stderr.strip().splitlines()[0][:70]
+            lines = r.stderr.strip().splitlines()[:-1]
+            line = next((x for x in reversed(lines) if "error" in x), lines[0] if lines else "")
+            return dt, "refused: " + line.split("error: ", 1)[-1][:70]
         heavy = tail["heavy"]
         if i:                                   # the first run warms the file caches
             times.append(dt)
