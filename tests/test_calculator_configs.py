@@ -417,8 +417,8 @@ def test_mxfp4_in_groups_of_32_is_the_mxfp4_type(tmp_path):
 
 
 @pytest.mark.parametrize("change, fragment", [
-    ({"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"}, "q/config.json: quantization_config.quant_algo "
-                                                                     "'MIXED_PRECISION'"),
+    ({"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"}, "q/config.json: quantization_config.quant_algo: "
+                                                                     "ModelOpt 'MIXED_PRECISION'"),
     ("group 8", "q/config.json: quantization_config.config_groups.weights.group_size 8: 4-bit float"),
 ])
 def test_a_4_bit_float_scheme_not_sized_is_refused_naming_the_file(tmp_path, change, fragment):
