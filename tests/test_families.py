@@ -631,3 +631,13 @@ def test_kimi_k3s_own_blocks_are_refused_by_name_not_miscounted(tmp_path):
         (p / "config.json").write_text(json.dumps(d))
         with pytest.raises(InputError, match=f"{fragment} \\(Kimi-K3\\) \\('{field}'\\): not modelled"):
             load_model(str(p / "config.json"))
+
+
+@pytest.mark.parametrize("field", ["conv_bias", "block_auto_adjust_ff_dim", "tie_embedding"])
+def test_lfm2s_switches_must_be_json_booleans(tmp_path, field):
+    """"false" as a string would read as true (biases counted, the MLP width adjusted, the head tied)."""
+    d = {**cfg("lfm2-1.2b"), field: "false"}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(InputError, match=f"field '{field}'"):
+        load_model(str(p))

@@ -102,7 +102,8 @@ def boolean(v, field: str) -> bool:
 # string "false" or a 0 is refused before transformers sees the file (it would read "false" as true)
 BOOLEAN_FIELDS = ("tie_word_embeddings", "mlp_bias", "attention_bias", "qkv_bias", "use_qk_norm", "mamba_conv_bias",
                   "use_conv_bias", "mamba_proj_bias", "use_bias", "projectors_bias", "multi_query_attention",
-                  "new_decoder_architecture", "multi_query", "use_sliding_window", "is_encoder_decoder", "use_cla")
+                  "new_decoder_architecture", "multi_query", "use_sliding_window", "is_encoder_decoder", "use_cla",
+                  "conv_bias", "block_auto_adjust_ff_dim", "attention_out_bias", "mla_use_output_gate", "tie_embedding")
 
 
 # layer_types names → the calculator's layer kinds. "full": K/V of every token; "window": the last W tokens;
