@@ -62,6 +62,10 @@ PUBLISHED = {
     "kimi-linear-48b-a3b": (None, None),
     # Llama-3.3-Nemotron-Super-49B-v1 "49B": 49,867,145,216 by hand (test_layers_sized_one_by_one_are_read_block_by_block)
     "llama-3.3-nemotron-super-49b-v1": (None, 49.867e9),
+    # model card: QwQ-32B "32.5B" parameters
+    "qwq-32b": (None, 32.5e9),
+    # model card: Phi-4 "14B parameters"; the Hub's safetensors total 14.7B (40 × 340.8M + 2 × 100,352 × 5,120 by hand)
+    "phi-4": (None, 14.7e9),
 }
 
 
