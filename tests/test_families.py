@@ -406,7 +406,7 @@ def test_a_type_checked_at_its_default_size_counts_as_transformers_builds_it(mt)
     assert pure == meta
 
 
-@pytest.mark.long(smoke="tests/test_families.py::test_a_type_checked_at_its_default_size_counts_as_transformers_builds_it")
+@pytest.mark.long(smoke="tests/test_families.py::test_a_type_checked_at_its_default_size_counts_as_transformers_builds_it[cohere2]")
 def test_every_type_checked_at_its_default_size_still_counts_as_transformers_builds_it():
     """The stored table's claim, re-run on the installed transformers: every type it plans without transformers
     beyond the counted ones is counted, at its class's default size, exactly as transformers builds it."""
