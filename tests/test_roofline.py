@@ -66,3 +66,19 @@ def test_peak_follows_the_dtype_compute_class():
     assert acc.peak_flops("fp8") == 1e12        # no fp8 units: the 16-bit peak
     assert acc.peak_flops("q8_0") == 1e12       # GGUF types are weight-only: 16-bit class
     assert acc.peak_flops("fp32") == 1e12
+
+
+def test_the_ridge_point_is_one_accelerators_whatever_the_tensor_degree():
+    """The ridge is a property of one accelerator: peak ÷ bandwidth. Splitting a pass over t ranks divides its FLOPs
+    and its bytes alike, so its intensity and the ridge it is compared with stay put. H100 bf16: 989e12 FLOP/s ÷
+    3.35e12 B/s = 295.2 FLOP/byte, on 4 ranks as on one (times 4 it would be 1,180.9)."""
+    h100 = load_accelerator("h100")
+    one = roofline.phase(1e12, 1e10, h100, "bf16", devices=1)
+    four = roofline.phase(1e12, 1e10, h100, "bf16", devices=4)
+    assert one.ridge_point == four.ridge_point == pytest.approx(989e12 / 3.35e12)
+    assert four.arithmetic_intensity == one.arithmetic_intensity == 100.0      # 1e12 FLOPs / 1e10 bytes
+    # the plan of a model that needs tensor parallelism: Llama-3.1-70B's 141.1 GB of bf16 weights on 80 GB H100s
+    from part1_capacity.calculator.plan.plan import make_plan
+    d = make_plan("llama-3.1-70b", "h100", context=8192, batch=8).to_dict()
+    assert d["parallelism"]["tensor"] > 1
+    assert d["decode"]["ridge_point"] == d["prefill"]["ridge_point"] == pytest.approx(989e12 / 3.35e12)
