@@ -70,3 +70,6 @@ def test_the_suggestion_is_the_closest_name_above_half_alike():
     assert dtypes.closest("FP61", DTYPES) == " (did you mean 'fp16'?)"
     # "qq" vs "q8_0": one q in common, 2 × 1 / 6 = 0.33 < 0.5: none
     assert dtypes.closest("qq", DTYPES) == ""
+    # exactly half alike is enough: "xxbf" vs "bf16" shares "bf", 2 × 2 / 8 = 0.5 (difflib's default cutoff, 0.6,
+    # would suggest nothing); every other name shares at most one letter (≤ 0.25)
+    assert dtypes.closest("xxbf", DTYPES) == " (did you mean 'bf16'?)"
