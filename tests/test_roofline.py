@@ -151,3 +151,30 @@ def test_a_phase_on_the_roofline():
     assert ph.to_dict() == {"flops": 1e12, "bytes": 1e9, "arithmetic_intensity": 1000.0, "ridge_point": 1000.0,
                             "bound": "compute", "time_s": 7.0, "basis": "measured kernels"}
     assert all(type(v) is float for k, v in ph.to_dict().items() if k not in ("bound", "basis"))
+
+
+def test_the_roofline_edges_by_hand():
+    p = _toy()
+    # T = 1 against a window of 3: 1 pair in each layer → 32 × 2 = 64 (the full-window formula would give
+    # 3·4/2 + (1 − 3)·3 = 0 for the window layer)
+    assert roofline.prefill_attention_flops(p, 1) == 64
+    # prefill with recurrent layers: matmuls 2 × 10 × 5 = 100 + attention 32 × 15 = 480 + state 2 × 7 × 2 × 5 = 140
+    s = _toy(n_window_layers=0, ssm=__import__("types").SimpleNamespace(state_elements=7, n_layers=2))
+    assert roofline.prefill_flops(s, 5) == 720
+    # the phase by default is decode (MLA: the absorbed form, 278,528 for DeepSeek-V3); an unknown phase names both
+    v3 = load_model("deepseek-v3")
+    assert roofline.attention_flops_per_pair(v3) == 278_528
+    with pytest.raises(ValueError, match=r"^phase must be one of \('prefill', 'decode'\), got 'training'$"):
+        roofline.attention_flops_per_pair(v3, "training")
+    # one routed parameter is still a routed split: 100 parameters, 1 routed, 99.5 active → dense 99, k/E 0.5;
+    # 2 tokens read (99 + 1 × 0.75) / 100 = 0.9975 (the whole-model fallback would say 1 − 0.005² = 0.999975)
+    assert roofline.weights_read_fraction(_toy(params_active=99.5, params_total=100, params_routed=1), 2) == \
+        pytest.approx(0.9975)
+    # one device by default: 2e12 FLOPs at 1e12 FLOP/s = 2 s
+    acc = Accelerator("x", "x", "host", 1e9, 1e9, flops_16=1e12)
+    assert roofline.phase(2e12, 1e9, acc, "bf16").time_s == 2.0
+    # a phase's dict is all floats but its words, whatever numbers it was built with
+    d = roofline.Phase(1, 2, 3, 4, "memory", 5).to_dict()
+    assert d == {"flops": 1.0, "bytes": 2.0, "arithmetic_intensity": 3.0, "ridge_point": 4.0, "bound": "memory",
+                 "time_s": 5.0, "basis": "roofline"}
+    assert [type(v) for v in d.values()] == [float, float, float, float, str, float, str]
