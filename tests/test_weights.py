@@ -104,7 +104,7 @@ def test_groups_from_a_data_file_by_hand():
     with pytest.raises(InputError, match=r"^m.weight_groups\[0\].params"):
         groups_from_list([{"params": -1, "dtype": "bf16"}], "m")
     with pytest.raises(InputError, match=r"^m.weight_groups\[0\].params"):
-        groups_from_list([{"params": 2e15, "dtype": "bf16"}], "m")
+        groups_from_list([{"params": 1e15 + 1, "dtype": "bf16"}], "m")
     assert groups_from_list([{"params": 1e15, "dtype": "bf16"}, {"params": 0, "dtype": "bf16"}], "m")[0].params == 1e15
     with pytest.raises(InputError, match=r"^m.weight_groups\[0\].dtype: unknown dtype ''"):
         groups_from_list([{"params": 1}], "m")
@@ -119,16 +119,23 @@ def test_which_figure_the_weights_come_from():
                                                          "bytes": 200.0}]}
     assert weights_report(plain, "FP8")["weights_bytes"] == 100.0
     assert weights_report(plain, "fp8")["weights_groups"][0]["dtype"] == "fp8"
-    # groups: 10 bf16 (20 bytes) + 40 int4 (20 bytes) = 40; with an MTP module of 10 more parameters stored in bf16
-    # (params_checkpoint 110) and MTP on: + 20 = 60, as a third row
-    grouped = _model(weight_groups=(WeightGroup("a", 10, "bf16"), WeightGroup("b", 40, "int4")), params_checkpoint=110)
+    # an unknown precision is refused by its field
+    with pytest.raises(InputError, match=r"^weights_dtype: unknown dtype 'fp9'"):
+        weights_report(plain, "fp9")
+    # groups: 10 bf16 (20 bytes) + 40 int4 (20 bytes) = 40; with an MTP module of 15 more parameters stored in bf16
+    # (params_checkpoint 115) and MTP on: + 30 = 70, as a third row
+    grouped = _model(weight_groups=(WeightGroup("a", 10, "bf16"), WeightGroup("b", 40, "int4")), params_checkpoint=115)
     assert weights_report(grouped)["weights_bytes"] == 40.0 and len(weights_report(grouped)["weights_groups"]) == 2
     with_mtp = weights_report(grouped, mtp=True)
-    assert with_mtp["weights_bytes"] == 60.0 and with_mtp["weights_groups"][-1] == {
-        "name": "MTP module", "params": 10, "dtype": "bf16", "bytes": 20.0}
-    # another dtype ignores the groups: every parameter the server loads, 110 with MTP, at 1 byte
-    assert weights_report(grouped, "fp8", mtp=True)["weights_bytes"] == 110.0
+    assert with_mtp["weights_bytes"] == 70.0 and with_mtp["weights_groups"][-1] == {
+        "name": "MTP module", "params": 15, "dtype": "bf16", "bytes": 30.0}
+    # another dtype ignores the groups: every parameter the server loads, 115 with MTP, at 1 byte
+    assert weights_report(grouped, "fp8", mtp=True)["weights_bytes"] == 115.0
     assert weights_report(grouped, "fp8")["weights_bytes"] == 100.0
+    # a profile that carries no checkpoint field at all is read as one without a checkpoint
+    from types import SimpleNamespace
+    bare = SimpleNamespace(native_dtype="bf16", params_total=100, params_checkpoint=0, weight_groups=())
+    assert weights_report(bare)["weights_bytes"] == 200.0
     # a checkpoint's headers win natively: loaded bytes, or every file byte with MTP; types sorted by name
     ck = _model(checkpoint=Checkpoint("gguf", 150.0, 170.0, {"Q4_K": 100.0, "F32": 50.0}))
     assert weights_report(ck) == {"weights_bytes": 150.0, "weights_bytes_source": "gguf",
@@ -139,7 +146,14 @@ def test_which_figure_the_weights_come_from():
     assert plan_fields(ck, None, 340.0) == {"weights_bytes_source": "gguf",
                                            "weights_groups": weights_report(ck)["weights_groups"],
                                            "weights_bytes_with_mtp": 170.0, "kv_to_weights_ratio_with_mtp": 2.0}
-    assert plan_fields(grouped, None, 120.0)["kv_to_weights_ratio_with_mtp"] == 2.0       # 120 / 60
+    assert plan_fields(grouped, None, 140.0)["kv_to_weights_ratio_with_mtp"] == 2.0       # 140 / 70
+    # at another precision both cases are at it: 100 and 115 parameters at fp8, one row of all parameters
+    assert plan_fields(grouped, "fp8", 230.0) == {
+        "weights_bytes_source": "parameters × dtype",
+        "weights_groups": [{"name": "all parameters", "params": 100, "dtype": "fp8", "bytes": 100.0}],
+        "weights_bytes_with_mtp": 115.0, "kv_to_weights_ratio_with_mtp": 2.0}
+    # a checkpoint of exactly the served parameters has no MTP case
+    assert set(plan_fields(_model(params_checkpoint=100), None, 1.0)) == {"weights_bytes_source", "weights_groups"}
     assert set(plan_fields(plain, None, 1.0)) == {"weights_bytes_source", "weights_groups"}
     same = _model(checkpoint=Checkpoint("gguf", 150.0, 150.0))
     assert set(plan_fields(same, None, 1.0)) == {"weights_bytes_source", "weights_groups"}
