@@ -66,6 +66,8 @@ TARGETS = (
     Target("roofline", CALC + "sizing/roofline.py", ("tests/test_roofline.py", "tests/test_deploy.py")),
     Target("weights", CALC + "model/weights.py", ("tests/test_weights.py", "tests/test_calculator.py")),
     Target("resolve", CALC + "plan/resolve.py", ("tests/test_resolve.py", "tests/test_deploy.py")),
+    Target("plan", CALC + "plan/plan.py",
+           ("tests/test_deploy.py", "tests/test_resolve.py", "tests/test_calculator.py", "tests/test_calculator_cli.py")),
     Target("kv_from_config_checks", "part1_capacity/exercises/kv_from_config/checks.py",
            ("tests/test_part1_exercises.py", "tests/test_part1_exercises_rules.py", "tests/test_lesson_checks.py"),
            "forkserver"),
