@@ -173,3 +173,35 @@ def test_a_resolution_by_hand():
     empty = dataclasses.replace(m, params_total=0, params_active=0, weight_groups=(), checkpoint=None)
     with pytest.raises(InputError, match=r"^model: llama-3.1-8b's weights come to 0 bytes at bf16 \(a checkpoint"):
         resolve(empty, h100, Workload(context=10))
+
+
+def test_resolve_edges_by_hand():
+    from types import SimpleNamespace as NS
+    from part1_capacity.calculator import engines
+    m, h100 = load_model("llama-3.1-8b"), load_accelerator("h100")
+    # a prompt of one token is a prompt
+    assert Workload(context=100, prompt=1).validate(m).prompt == 1
+    # a hybrid's recurrent state stays in what the engine keeps, not in the cache's fp8: Jamba's bf16 under the law
+    # (vLLM's rule: the model dtype), llama.cpp's fp32
+    jamba = load_model("jamba-1.5-mini")
+    assert Workload(context=100, kv_dtype="fp8").validate(jamba).state_dtype == "bf16"
+    assert Workload(context=100, kv_dtype="q8_0", engine="llama.cpp").validate(jamba).state_dtype == "fp32"
+    # one sequence's cache: K/V at 1 byte (4 attention layers × 8 K/V heads × 128 × 2 × 1,000 tokens = 8,192,000)
+    # plus the state at 2 bytes (the law's state_bytes(2)), each T its own entry
+    r = resolve(jamba, h100, Workload(context=2000, kv_dtype="fp8"))
+    assert r.sequence_cache_bytes(1000) == 8_192_000 + jamba.state_bytes(2)
+    assert r.sequence_cache_bytes(2000) == 16_384_000 + jamba.state_bytes(2)
+    # a workload without an engine field is the law's: 32 × 8 × 128 × 2 × 2 bytes × 1,000 = 131,072,000 on one rank
+    assert resolve_mod.cache_per_rank(m, NS(kv_dtype="bf16", state_dtype="bf16"), 1000, 1) == 131_072_000
+    # under llama.cpp the engine's cells: 1,000 tokens padded to 1,024 (GGML_PAD 256) → 134,217,728
+    cpp = Workload(context=1000, engine="llama.cpp").validate(m)
+    assert resolve_mod.cache_per_rank(m, cpp, 1000, 1) == engines.sequence_bytes_per_rank(m, cpp, 1000, 1) == 134_217_728
+    # the experts' share and how it was found travel in the resolution
+    assert resolve(m, h100, Workload(context=10)).expert_source == "total − active parameters (dense part ≤ active)"
+    # half a byte of weights (one int4 parameter) is weights; only none is refused
+    tiny = dataclasses.replace(m, params_total=1, params_active=1, params_routed=0, weight_groups=(), checkpoint=None)
+    assert resolve(tiny, h100, Workload(context=10, weights_dtype="int4")).weights_bytes == 0.5
+    # a changed pin keeps the numbers already computed (one memo for both)
+    r8 = resolve(m, h100, Workload(context=1000))
+    first = r8.cache_per_rank(1000, 2)
+    assert r8.with_workload(nodes=3).cache_per_rank(1000, 2) is first
