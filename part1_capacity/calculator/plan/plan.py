@@ -25,11 +25,6 @@ from part1_capacity.calculator.plan.resolve import (  # noqa: F401  (Workload an
 from part1_capacity.calculator.hardware.tiers import tiers_for
 
 
-def weights_bytes(model: ModelProfile, wl: Workload) -> float:
-    """Bytes of the weights a server loads at the workload's weight precision."""
-    return weights.weights_bytes(model, wl.weights_dtype)
-
-
 IMPLICATIONS = {
     "weights": ("weights dominate memory: propose fewer bits per weight, more memory per accelerator or sharding the "
                 "weights (tensor/expert parallelism); a tiered KV memory would not address this customer's problem"),
