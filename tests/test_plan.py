@@ -173,3 +173,21 @@ def test_the_engine_and_start_up_figures_are_for_the_plans_deployment():
     mid = Accelerator("mid", "mid", "datacenter", 24e9, 1e12, flops_16=1e14, max_tp=1, node_size=1)
     w = make_plan("llama-3.1-8b", mid, Workload(context=131072, pipeline_parallel=1))
     assert w.parallelism == {} and for_plan(w).tensor_parallel == 1
+
+
+def test_a_host_with_measured_kernels_times_each_phase_by_its_own_kernels():
+    from part1_capacity.calculator.hardware.accelerators import kernels_from_dict
+    from part1_capacity.calculator.sizing import roofline
+    ps = 1e-12
+    cost = {"decode_s_per_weight": 100 * ps, "compute_s_per_weight": 25 * ps, "prefill_s_per_weight_token": 40 * ps}
+    k = kernels_from_dict({"threads": 2, "op_overhead_s": 1e-6, "types": {"q8_0": cost, "f16": cost}, "source": "test"})
+    host = Accelerator("box", "box", "host", 64e9, 100e9, flops_16=1e12, kernels=k)
+    p = make_plan("llama-3.1-8b", host, Workload(context=1000, batch=2, weights_dtype="q8_0"))
+    m = p.model
+    mix = {t: f * m.params_active for t, f in speed.gguf_mix("q8_0").items()}
+    # the prompt by the prefill kernels, the step of 2 sequences by the decode kernels (speed.py's host model)
+    pre = speed.host_prefill(mix, 1000, m.n_layers, roofline.prefill_attention_flops(m, 1000), k).total
+    dec = speed.host_decode(mix, m.n_layers, roofline.decode_attention_flops(m, 1000, 2), 2 * 131_072_000, k, 2).total
+    d = p.to_dict()
+    assert d["prefill"]["time_s"] == pytest.approx(pre) and d["decode"]["time_s"] == pytest.approx(dec)
+    assert d["prefill"]["basis"] == speed.basis(host, "q8_0") != speed.basis(None, "q8_0")

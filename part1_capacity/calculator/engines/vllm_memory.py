@@ -276,8 +276,8 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
     def stage_act(last):
         return activation_bytes(profile, batched, seqs, tp, last)
 
-    blocks, stage_avail, error = _stages(profile, layers, r, per_block_all, budget, given_kv, sharding.weights_per_rank(weights_bytes, tp),
-                                         stage_act, max_model_len, fit)
+    blocks, stage_avail, error = _stages(profile, layers, r, per_block_all, budget, given_kv,
+                                         sharding.weights_per_rank(weights_bytes, tp), stage_act, max_model_len, fit)
     per_request_blocks = max(1, ceil_div(int(round(r.bytes_per_request)), int(per_block_all)))
     if pp > 1:
         notes.append(f"pipeline stages of {', '.join(map(str, layers))} layers (vllm/distributed/utils.py "
