@@ -191,3 +191,76 @@ def test_a_host_with_measured_kernels_times_each_phase_by_its_own_kernels():
     d = p.to_dict()
     assert d["prefill"]["time_s"] == pytest.approx(pre) and d["decode"]["time_s"] == pytest.approx(dec)
     assert d["prefill"]["basis"] == speed.basis(host, "q8_0") != speed.basis(None, "q8_0")
+    assert d["prefill"]["time_kind"] == d["decode"]["time_kind"] == "measured-kernel estimate"
+
+
+def test_the_engine_figures_follow_the_deployment_that_holds_the_cache():
+    import dataclasses
+    from part1_capacity.calculator import engines
+    from part1_capacity.calculator.engines import vllm_memory
+    from part1_capacity.calculator.plan.plan import for_plan, plan_report, startup_for_plan
+    # Llama-3.1-70B on H200 at 128K × 64: the weights alone take tensor 2, the cache tensor 8 × pipeline 3 — the
+    # engine's figures are for the latter
+    p = make_plan("llama-3.1-70b", "h200", Workload(context=131072, batch=64, engine="vllm"))
+    assert (p.parallelism["tensor"], p.parallelism["pipeline"]) == (8, 3)
+    assert (p.parallelism_without_kv["tensor"], p.parallelism_without_kv["pipeline"]) == (2, 1)
+    assert for_plan(p).to_dict() == engines.allocate(p.model, p.workload, 8, "vllm", p.accelerator, True, 3).to_dict()
+    want = vllm_memory.startup(p.model, p.accelerator, 131072, p.weights_bytes, 8, 3, 2.0, 2.0, 2.0, True)
+    assert startup_for_plan(p).to_fields() == want.to_fields()
+    # a plan carried without its resolution (built by hand) reads the dtypes from its workload
+    assert startup_for_plan(dataclasses.replace(p, resolved=None)).to_fields() == want.to_fields()
+    # the cache fits nowhere: the weights-only deployment's degrees. A 12 GB card of 2 per node: 12e9 × 0.9 − 2 GiB
+    # = 8.65e9 a rank; 16.06e9 of weights need 2 ranks, one 128K sequence (17.18e9) does not fit beside them
+    card = Accelerator("c12", "c12", "datacenter", 12e9, 1e12, flops_16=1e14, max_tp=2, node_size=2)
+    t2 = make_plan("llama-3.1-8b", card, Workload(context=131072, pipeline_parallel=1, engine="vllm"))
+    assert t2.parallelism == {} and (t2.parallelism_without_kv["tensor"], t2.parallelism_without_kv["pipeline"]) == (2, 1)
+    assert for_plan(t2).to_dict() == engines.allocate(t2.model, t2.workload, 2, "vllm", card, True, 1).to_dict()
+    fields, start = plan_report(t2)
+    want = vllm_memory.startup(t2.model, card, 131072, t2.weights_bytes, 2, 1, 2.0, 2.0, 2.0, True)
+    assert start.to_fields() == want.to_fields()
+    p2 = make_plan("llama-3.1-8b", card, Workload(context=131072, tensor_parallel=1, pipeline_parallel=2))
+    assert p2.parallelism == {} and p2.parallelism_without_kv["pipeline"] == 2
+    assert for_plan(p2).to_dict() == engines.allocate(p2.model, p2.workload, 1, "law", card, True, 2).to_dict()
+    # vLLM's batch of tokens follows the card's own memory, not an 80 GiB default
+    assert for_plan(t2, "vllm").to_dict() == engines.allocate(t2.model, t2.workload, 2, "vllm", card, True, 1).to_dict()
+    # the report's engine fields use the hybrid manager it was given (gemma-2's sliding windows)
+    g = make_plan("gemma-2-9b", "h100", Workload(context=8192, engine="vllm"))
+    fields, _ = plan_report(g, hybrid_manager=False)
+    off = for_plan(g, hybrid_manager=False).to_fields()
+    assert off != for_plan(g).to_fields() and {k: fields[k] for k in off} == off
+    # nothing fits: one rank, one stage for vLLM's start-up too
+    tiny = Accelerator("tiny", "tiny", "datacenter", 1e9, 1e12, flops_16=1e14, max_tp=1, node_size=1)
+    n = make_plan("llama-3.1-8b", tiny, context=1000)
+    assert n.prefill is None and n.decode_split is None and n.prefill_split is None
+    want = vllm_memory.startup(n.model, tiny, 1000, n.weights_bytes, 1, 1, 2.0, 2.0, 2.0, True)
+    assert startup_for_plan(n).to_fields() == want.to_fields()
+
+
+def test_plan_numbers_on_harder_cases():
+    # a one-token prompt of an MoE model reads a small share of its experts, never more than all its weights
+    d = make_plan("deepseek-v3", "h200", Workload(context=4096, prompt=1, weights_dtype="fp8")).to_dict()
+    assert d["prefill"]["bytes"] < d["weights_bytes"]
+    # at another precision than the checkpoint's, the weights are every parameter at it (DeepSeek-V3 in bf16)
+    b = make_plan("deepseek-v3", "h200", Workload(context=4096, weights_dtype="bf16")).to_dict()
+    assert [g["dtype"] for g in b["weights_groups"]] == ["bf16"] and b["weights_groups"][0]["name"] == "all parameters"
+    # under a node budget the memory answer is still the fewest: 16 H100 on 2 nodes for Llama-3.1-405B (test_deploy)
+    p = make_plan("llama-3.1-405b", "h100", Workload(context=8192, batch=1, nodes=4))
+    assert p.to_dict()["nodes_needed"] == p.fewest.nodes == 2
+
+
+def test_an_overflow_on_two_stages_reads_each_ranks_share_from_the_tier():
+    # Llama-3.1-70B on H200 at 128K × 64, tensor 1 × pipeline 2 pinned: the weights-only deployment is 2 stages of
+    # one replica, 64 sequences in 2 micro-batches; each rank reads its overflow from the tier: p × over / (k·p) per
+    # stage, p stages → over × 2/2 at the tier's bandwidth instead of the device's
+    from course.units import GIB
+    from part1_capacity.calculator.plan import deploy
+    plan = make_plan("llama-3.1-70b", "h200", Workload(context=131072, batch=64, tensor_parallel=1,
+                                                       pipeline_parallel=2))
+    r, dep0 = plan.resolved, plan.deployment_without_kv
+    assert (dep0.tensor, dep0.pipeline, dep0.data) == (1, 2, 1)
+    # each rank: 64 × 40 GiB / 2 stages of cache against 141e9 × 0.9 − 2 GiB − 70.55e9 free
+    over = 64 * 40 * GIB / 2 - (141e9 * 0.9 - 2 * GIB - 70.55e9)
+    assert plan.overflow["bytes_per_rank"] == pytest.approx(over)
+    in_memory = deploy.decode_time(r, dep0).time_s
+    for tier in plan.overflow_tiers:
+        assert tier["decode_step_s"] - in_memory == pytest.approx(over * (1 / tier["bandwidth"] - 1 / 4.8e12))
