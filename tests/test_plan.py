@@ -9,7 +9,8 @@ from part1_capacity.calculator.plan import speed
 from part1_capacity.calculator.plan.plan import IMPLICATIONS, Workload, implication_key, make_plan
 from part1_capacity.calculator.readers.loader import load_model
 
-TOP = {"accelerator", "accelerators_added_by_kv", "accelerators_needed", "accelerators_without_kv", "bottleneck",
+TOP = {"accelerator", "accelerator_memory_bytes", "accelerator_memory_marketed_bytes", "accelerator_memory_source",
+       "layout_notice", "accelerators_added_by_kv", "accelerators_needed", "accelerators_without_kv", "bottleneck",
        "decode", "implication", "kv_bytes_per_sequence", "kv_bytes_per_token", "kv_bytes_stored", "kv_bytes_total",
        "kv_to_weights_ratio", "model", "nodes_needed", "nodes_without_kv", "overflow", "overflow_bytes",
        "overflow_tiers", "parallelism", "parallelism_without_kv", "prefill", "state_bytes_per_sequence", "structure",
@@ -258,8 +259,8 @@ def test_an_overflow_on_two_stages_reads_each_ranks_share_from_the_tier():
                                                        pipeline_parallel=2))
     r, dep0 = plan.resolved, plan.deployment_without_kv
     assert (dep0.tensor, dep0.pipeline, dep0.data) == (1, 2, 1)
-    # each rank: 64 × 40 GiB / 2 stages of cache against 141e9 × 0.9 − 2 GiB − 70.55e9 free
-    over = 64 * 40 * GIB / 2 - (141e9 * 0.9 - 2 * GIB - 70.55e9)
+    # each rank: 64 × 40 GiB / 2 stages of cache against 139.80 GiB (the runtime's H200) × 0.9 − 2 GiB − 70.55e9 free
+    over = 64 * 40 * GIB / 2 - (139.80 * GIB * 0.9 - 2 * GIB - 70.55e9)
     assert plan.overflow["bytes_per_rank"] == pytest.approx(over)
     in_memory = deploy.decode_time(r, dep0).time_s
     for tier in plan.overflow_tiers:

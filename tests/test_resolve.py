@@ -144,9 +144,11 @@ def test_usable_bytes_and_the_experts_share_by_hand():
     from types import SimpleNamespace as NS
     from part1_capacity.calculator.model.weights import WeightGroup
     h100 = load_accelerator("h100")
-    # 80e9 × 0.9 − 2 GiB = 72e9 − 2,147,483,648
-    assert resolve_mod.usable_bytes(h100, Workload(context=1)) == 72e9 - 2 ** 31
-    assert resolve_mod.usable_bytes(h100, Workload(context=1, usable_fraction=0.5, overhead_bytes=1e9)) == 39e9
+    # the memory the runtime reports (79.19 GiB of an "80 GB" H100) × 0.9 − 2 GiB; × 0.5 − 1e9
+    mem = h100.runtime_memory_bytes
+    assert mem == pytest.approx(79.19 * 2 ** 30, rel=1e-4)
+    assert resolve_mod.usable_bytes(h100, Workload(context=1)) == mem * 0.9 - 2 ** 31
+    assert resolve_mod.usable_bytes(h100, Workload(context=1, usable_fraction=0.5, overhead_bytes=1e9)) == mem * 0.5 - 1e9
     # a checkpoint's expert group, natively: its bytes (80 bf16 parameters = 160), at most the weights
     moe = NS(native_dtype="bf16", params_active=30, params_total=100,
              weight_groups=(WeightGroup("routed experts", 80, "bf16"), WeightGroup("rest", 20, "bf16")))
