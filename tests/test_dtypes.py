@@ -73,3 +73,23 @@ def test_the_suggestion_is_the_closest_name_above_half_alike():
     # exactly half alike is enough: "xxbf" vs "bf16" shares "bf", 2 × 2 / 8 = 0.5 (difflib's default cutoff, 0.6,
     # would suggest nothing); every other name shares at most one letter (≤ 0.25)
     assert dtypes.closest("xxbf", DTYPES) == " (did you mean 'bf16'?)"
+
+
+def test_a_configs_dtype_name():
+    # transformers' torch names, with or without "torch.", to the calculator's
+    assert [dtypes.config_dtype(n, "f") for n in ("bfloat16", "torch.float16", "half", "float32", "torch.float")] == [
+        "bf16", "fp16", "fp16", "fp32", "fp32"]
+    allowed = "bfloat16, float16, half, float32, float"
+    with pytest.raises(InputError) as e:
+        dtypes.config_dtype("torch.float64", "torch_dtype")
+    assert str(e.value) == f"torch_dtype: 'torch.float64' is a dtype the calculator does not size weights in; allowed: {allowed}"
+    with pytest.raises(InputError) as e:
+        dtypes.config_dtype("int4", "dtype")
+    assert str(e.value) == f"dtype: 'int4' is not a dtype name; allowed: {allowed}"
+    with pytest.raises(InputError) as e:
+        dtypes.config_dtype(["bfloat16"], "dtype")
+    assert str(e.value) == f"dtype: must be a dtype name, got ['bfloat16']; allowed: {allowed}"
+    # a long value is cut to 40 characters of its repr
+    with pytest.raises(InputError) as e:
+        dtypes.config_dtype("x" * 100, "dtype")
+    assert str(e.value) == f"dtype: {repr('x' * 100)[:40]} is not a dtype name; allowed: {allowed}"
