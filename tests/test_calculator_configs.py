@@ -682,3 +682,30 @@ def test_positions_without_a_stated_limit_are_refused_by_name(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "positions with no stated limit" in err and "ALiBi" in err and "max_position_embeddings" in err, err
+
+
+def test_the_global_layer_of_a_period_is_its_last():
+    """A periodic pattern makes layer i global when (i + 1) is a multiple of the period (transformers' Gemma3 and
+    Qwen3-Next configs). With a layer count the period does not divide, the first-of-period reading differs.
+    Gemma 3 (sliding_window_pattern 6) cut to 8 layers: only layer 5 is global (1 full, 7 within the window); the
+    first of each period would make layers 0 and 6 global (2). Qwen3-Next (full_attention_interval 4) cut to 6
+    layers: layer 3 is attention (1), the other 5 linear; first-of-period: layers 0 and 4 (2)."""
+    from part1_capacity.calculator.model.configs import profile_from_fields
+    gemma = {**cfg("gemma-3-12b-it")["text_config"], "num_hidden_layers": 8}
+    g = profile_from_fields(gemma, {}, parameters=[("p", (1,))])
+    assert (g.n_full_layers, g.n_window_layers) == (1, 7)
+    qwen = {**cfg("qwen3-next-80b-a3b"), "num_hidden_layers": 6}
+    q = profile_from_fields(qwen, {}, parameters=[("p", (1,))])
+    assert (q.n_full_layers, q.ssm.n_layers) == (1, 5)
+
+
+def test_group_scales_round_a_partial_group_up():
+    """AWQ with group_size 128 on a row of 200 input weights: 128 + 72, two groups, so ⌈200 / 128⌉ = 2 scales per
+    row (rounding down would give 1). Three rows: 3 × 2 = 6 fp16 scales and, AWQ keeping zero points, 6 more."""
+    from part1_capacity.calculator.model.configs import weight_groups
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 128}
+    groups = {g.name: g for g in weight_groups([("model.layers.0.mlp.down_proj.weight", (3, 200))], "bf16", awq)}
+    assert groups["awq matrices"].params == 600
+    scales = next(g for n, g in groups.items() if "scales" in n)
+    zeros = next(g for n, g in groups.items() if "zero points" in n)
+    assert (scales.params, scales.dtype, zeros.params) == (6, "fp16", 6)

@@ -26,6 +26,17 @@ from dataclasses import dataclass
 
 from part1_capacity.calculator.base.errors import InputError
 
+# ggml's block-quantized types: (bytes of one block, values in it), llama.cpp ggml/src/ggml-common.h — block_q8_0
+# (32 int8 + an fp16 scale), block_q5_0 (32 × 5 bits + an fp16 scale), block_q4_K and block_q6_K (super-blocks of
+# 256). The one place these sizes are written; ``GGUF_BLOCKS[t][0] / GGUF_BLOCKS[t][1]`` is bytes per value.
+GGUF_BLOCKS = {"q8_0": (34, 32), "q5_0": (22, 32), "q4_K": (144, 256), "q6_K": (210, 256)}
+
+
+def gguf_bits(block_type: str) -> float:
+    """Bits per value of one of ggml's block types (``GGUF_BLOCKS``), its scales included."""
+    nbytes, values = GGUF_BLOCKS[block_type]
+    return nbytes * 8 / values
+
 
 @dataclass(frozen=True)
 class DType:
@@ -49,8 +60,8 @@ DTYPES = {d.name: d for d in (
     DType("int4", 4, "16", "weight-only int4 (a config's group scales are a weight group of their own)"),
     DType("mxfp4", 4.25, "16", "OCP MX FP4: 32 values share an 8-bit scale"),
     DType("fp4", 4, "16", "4-bit float E2M1, NVFP4's elements (its fp8 scale per 16 values is a weight group of its own)"),
-    DType("q8_0", 34 * 8 / 32, "16", "GGUF: 34 bytes per 32 values"),
-    DType("q5_0", 22 * 8 / 32, "16", "GGUF: 22 bytes per 32 values"),
+    DType("q8_0", gguf_bits("q8_0"), "16", "GGUF: 34 bytes per 32 values"),
+    DType("q5_0", gguf_bits("q5_0"), "16", "GGUF: 22 bytes per 32 values"),
     DType("q4_k_m", 4.9, "16", "GGUF mix of Q4_K (4.5) and Q6_K (6.5625); Llama-3-8B average"),
 )}
 
