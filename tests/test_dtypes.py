@@ -10,8 +10,9 @@ from part1_capacity.calculator.base.errors import InputError
 def test_bits_per_element_by_definition():
     # IEEE / bfloat widths; fp8 and int8 one byte; int4 half; MXFP4: 32 × 4-bit values + one 8-bit scale = 136 bits
     # per 32 = 4.25; q8_0: 32 × 8 bits + a 16-bit scale = 272 bits per 32 = 8.5; q5_0: 32 × 5 + 16 = 176 per 32 = 5.5;
-    # q4_k_m: the stated Llama-3-8B average, 4.9
-    want = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "mxfp4": (32 * 4 + 8) / 32,
+    # q4_k_m: the stated Llama-3-8B average, 4.9; fp4 (E2M1): 1 sign + 2 exponent + 1 mantissa bit = 4, its fp8
+    # scale per 16 values counted as a weight group of its own
+    want = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "mxfp4": (32 * 4 + 8) / 32, "fp4": 1 + 2 + 1,
             "q8_0": (32 * 8 + 16) / 32, "q5_0": (32 * 5 + 16) / 32, "q4_k_m": 4.9}
     assert {n: d.bits for n, d in DTYPES.items()} == want
     assert {n: d.bytes for n, d in DTYPES.items()} == {n: b / 8 for n, b in want.items()}

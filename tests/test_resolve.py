@@ -150,14 +150,18 @@ def test_usable_bytes_and_the_experts_share_by_hand():
     assert resolve_mod.usable_bytes(h100, Workload(context=1)) == mem * 0.9 - 2 ** 31
     assert resolve_mod.usable_bytes(h100, Workload(context=1, usable_fraction=0.5, overhead_bytes=1e9)) == mem * 0.5 - 1e9
     # a checkpoint's expert group, natively: its bytes (80 bf16 parameters = 160), at most the weights
-    moe = NS(native_dtype="bf16", params_active=30, params_total=100,
+    moe = NS(native_dtype="bf16", params_active=30, params_total=100, params_multimodal=0,
              weight_groups=(WeightGroup("routed experts", 80, "bf16"), WeightGroup("rest", 20, "bf16")))
     assert resolve_mod.expert_bytes(moe, NS(weights_dtype="bf16"), 200.0) == (160.0, "the checkpoint's expert weight group")
     assert resolve_mod.expert_bytes(moe, NS(weights_dtype="bf16"), 100.0)[0] == 100.0
     # another precision (or no such group): total − active, 100 bytes × (1 − 30/100) = 70
     assert resolve_mod.expert_bytes(moe, NS(weights_dtype="fp8"), 100.0) == (
-        70.0, "total − active parameters (dense part ≤ active)")
-    dense = NS(native_dtype="bf16", params_active=100, params_total=100, weight_groups=(WeightGroup("all", 100, "bf16"),))
+        70.0, "total − active parameters (dense part ≤ active; a vision tower is no expert)")
+    # a vision tower of 20 is neither active per token nor an expert: 100 bytes × (1 − (30 + 20)/100) = 50
+    vlm = NS(native_dtype="bf16", params_active=30, params_total=100, params_multimodal=20, weight_groups=())
+    assert resolve_mod.expert_bytes(vlm, NS(weights_dtype="fp8"), 100.0)[0] == 50.0
+    dense = NS(native_dtype="bf16", params_active=100, params_total=100, params_multimodal=0,
+             weight_groups=(WeightGroup("all", 100, "bf16"),))
     assert resolve_mod.expert_bytes(dense, NS(weights_dtype="bf16"), 200.0)[0] == 0.0
 
 
@@ -199,7 +203,7 @@ def test_resolve_edges_by_hand():
     cpp = Workload(context=1000, engine="llama.cpp").validate(m)
     assert resolve_mod.cache_per_rank(m, cpp, 1000, 1) == engines.sequence_bytes_per_rank(m, cpp, 1000, 1) == 134_217_728
     # the experts' share and how it was found travel in the resolution
-    assert resolve(m, h100, Workload(context=10)).expert_source == "total − active parameters (dense part ≤ active)"
+    assert resolve(m, h100, Workload(context=10)).expert_source == "total − active parameters (dense part ≤ active; a vision tower is no expert)"
     # half a byte of weights (one int4 parameter) is weights; only none is refused
     tiny = dataclasses.replace(m, params_total=1, params_active=1, params_routed=0, weight_groups=(), checkpoint=None)
     assert resolve(tiny, h100, Workload(context=10, weights_dtype="int4")).weights_bytes == 0.5
