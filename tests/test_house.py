@@ -46,8 +46,8 @@ LAYERS = (
     ("resolved workload", ("resolve",)),
     ("speed", ("speed",)),
     ("deployment", ("deploy",)),
-    ("plan", ("plan",)),
-    ("on a plan", ("compare", "sweep", "emit", "browser")),
+    ("plan", ("plan", "offload")),
+    ("on a plan", ("compare", "sweep", "emit", "browser", "fit")),
 )
 CALCULATOR = "part1_capacity.calculator"
 ROOMS_BELOW = {   # what each room of Part 1 must not import

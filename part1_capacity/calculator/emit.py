@@ -14,7 +14,8 @@ Each flag is the engine's own, as its argument parser spells it:
   ``-np`` slots gets ``c / np`` — ``src/llama-context.cpp``, ``n_ctx_seq = n_ctx / n_seq_max`` when the KV
   buffer is not unified), ``-np``, ``-ctk``/``-ctv`` (``kv_cache_types``: f32, f16, bf16, q8_0, …), ``-fa on``
   (a quantized V cache requires flash attention: ``llama-context.cpp`` "quantized V cache was requested, but
-  this requires Flash Attention"), ``-ngl`` (layers offloaded to the GPU).
+  this requires Flash Attention"), ``-ngl`` (the last N layers offloaded to the GPU), ``--n-cpu-moe`` (the routed
+  experts of the first N layers kept on the host), ``-nkvo`` (every layer's cache on the host).
 """
 from __future__ import annotations
 
@@ -72,7 +73,9 @@ def repo_id(plan, hf_repo: str | None = None) -> str:
     return repo
 
 
-def command(plan, engine: str, hf_repo: str | None = None, startup=None) -> str:
+def command(plan, engine: str, hf_repo: str | None = None, startup=None, offload: dict | None = None) -> str:
+    """The serving command for ``plan``; ``offload`` (``offload.placement``/``propose``): llama.cpp on one GPU and
+    the host, written as its ``-ngl`` / ``--n-cpu-moe`` / ``-nkvo`` flags."""
     if engine not in ENGINES:
         raise InputError(f"emit: unknown engine '{engine}'; allowed: {', '.join(ENGINES)}")
     acc = plan.accelerator
@@ -80,6 +83,11 @@ def command(plan, engine: str, hf_repo: str | None = None, startup=None) -> str:
         others = [e for e in acc.engines if e != engine]
         raise InputError(f"emit: {engine} does not serve {acc.name}; allowed here: {', '.join(acc.engines)}"
                          + (f" (--emit {others[0]})" if others else ""))
+    if offload is not None and engine == "llama.cpp":
+        if not offload["fits"]:
+            raise InputError("emit: nothing to emit, no split of the layers between the accelerator and the host "
+                             "fits (see placement)")
+        return llama_cpp_command(plan, hf_repo, offload)
     if not plan.parallelism:
         raise InputError(f"emit: nothing to emit, the workload does not fit: {plan.verdict}")
     return vllm_command(plan, hf_repo, startup) if engine == "vllm" else llama_cpp_command(plan, hf_repo)
@@ -169,10 +177,13 @@ def version_note(lines: list[str]) -> str:
     return line + (f"; first release not verified for {', '.join(unknown)}" if unknown else "")
 
 
-def llama_cpp_command(plan, hf_repo: str | None = None) -> str:
+def llama_cpp_command(plan, hf_repo: str | None = None, offload: dict | None = None) -> str:
     """``llama-server`` for one replica of the plan on one machine: its sequences as slots, each with the full
-    context, the KV types of the plan, every layer on the GPU."""
-    m, wl, par, acc = plan.model, plan.workload, plan.parallelism, plan.accelerator
+    context, the KV types of the plan, every layer on the GPU — or, with ``offload``, the split it describes
+    (``-ngl``: the last N layers on the GPU; ``--n-cpu-moe``: the first M layers' experts on the host; ``-nkvo``)."""
+    m, wl, acc = plan.model, plan.workload, plan.accelerator
+    par = plan.parallelism if offload is None else {"tensor": 1, "pipeline": 1, "data": 1, "nodes": 1,
+                                                     "sequences_per_replica": wl.batch}
     if wl.kv_dtype not in LLAMA_CPP_KV or wl.state_dtype not in LLAMA_CPP_KV:
         raise InputError(f"kv_dtype: llama.cpp's -ctk/-ctv take {', '.join(LLAMA_CPP_KV.values())} here "
                          f"(kv dtypes {', '.join(LLAMA_CPP_KV)}), not {wl.kv_dtype}")
@@ -191,7 +202,14 @@ def llama_cpp_command(plan, hf_repo: str | None = None) -> str:
             f"-ctv {kv}"]
     if kv not in ("f32", "f16", "bf16"):
         args.append("-fa on")
-    args.append("-ngl 999")
+    if offload is None:
+        args.append("-ngl 999")
+    else:
+        args.append(f"-ngl {offload['n_gpu_layers'] if offload['n_gpu_layers'] <= m.n_layers else 999}")
+        if offload["n_cpu_moe"]:
+            args.append(f"--n-cpu-moe {offload['n_cpu_moe']}")
+        if not offload["kv_offload"]:
+            args.append("-nkvo")
     notes = [] if given else [f"# {gguf}: a GGUF of {validate.printable(hf_repo or m.hf_repo or m.id)} at "
                               f"{wl.weights_dtype} (llama.cpp's convert_hf_to_gguf.py, then llama-quantize)"]
     if per_replica > 1:

@@ -10,6 +10,7 @@ from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time, table
 from part1_capacity.calculator.plan import Plan, for_plan, make_plan, plan_report
 from part1_capacity.calculator.tiers import load_tiers
+from part1_capacity.commands._offload import add_offload_flags, offload_for, render_offload
 
 
 def register(sub):
@@ -34,6 +35,7 @@ def register(sub):
     p.add_argument("--disable-hybrid-kv-cache-manager", action="store_true",
                    help="with --engine vllm: every sliding-window layer at full length, as vLLM's flag of that name")
     add_vllm_startup_flags(p)
+    add_offload_flags(p)
     p.add_argument("--tiers", default=None, metavar="FILE",
                    help="a memory-tier table (JSON, the format of `capacity list tiers --json`: id, name, kinds, "
                         "capacity_gb, bandwidth_gb_s, latency_ns, status, source per row) for where the KV overflow "
@@ -55,12 +57,17 @@ def run(a) -> int:
     rows = load_tiers(a.tiers) if a.tiers else None     # checked before any sizing, like an accelerator file
     plan = make_plan(model_name(a), a.accelerator, workload_from_args(a), tiers=rows)
     fields, start = plan_report(plan, flags=flags)      # the engine and its manager travel in the workload
+    off = offload_for(a, plan)                          # llama.cpp on one accelerator and the host (or None)
+    if off is not None:
+        fields["placement"] = off["devices"]
+        fields["offload"] = {k: v for k, v in off.items() if k != "devices"}
     if a.emit and a.json:       # the plan and the command together, for a script
         print(validate.dumps_json({**fields, "emit": {"engine": a.emit,
                                                       "command": emit.command(plan, a.emit, a.hf_repo,
-                                                                              startup=start)}}, indent=2))
+                                                                              startup=start, offload=off)}},
+                                  indent=2))
     elif a.emit:
-        print(emit.command(plan, a.emit, a.hf_repo, startup=start))
+        print(emit.command(plan, a.emit, a.hf_repo, startup=start, offload=off))
     elif a.json:
         print(validate.dumps_json(fields, indent=2))
     else:
@@ -69,6 +76,8 @@ def run(a) -> int:
             print("\n" + render_engine(for_plan(plan)))
         if start is not None:
             print("\n" + render_startup(start, plan.workload.context))
+        if off is not None:
+            print("\n" + render_offload(off))
     return 0
 
 

@@ -292,20 +292,24 @@ def place_weights(t: ModelTensors, n_gpu_layers: int, n_cpu_moe: int = 0) -> dic
     on_gpu, output_gpu = gpu_layers(t.n_layer, n_gpu_layers)
     acc = {"layers": 0.0, "output": 0.0}
     host = {"token_embd": t.token_embd, "layers": 0.0, "experts": 0.0, "output": 0.0}
+    experts = {"accelerator": 0.0, "host": 0.0}    # routed experts within each device's bytes
     for i, (b, x) in enumerate(zip(t.layers, t.layer_experts)):
         if i not in on_gpu:
             host["layers"] += b
+            experts["host"] += x
         elif i < n_cpu_moe:                 # an offloaded layer whose routed experts stay on the host
             acc["layers"] += b - x
             host["experts"] += x
+            experts["host"] += x
         else:
             acc["layers"] += b
+            experts["accelerator"] += x
     if output_gpu:
         acc["output"] = t.output
     elif not t.tied:
         host["output"] = t.output
     return {"accelerator": {**acc, "total": sum(acc.values())}, "host": {**host, "total": sum(host.values())},
-            "gpu_layers": len(on_gpu), "output_on_accelerator": output_gpu}
+            "gpu_layers": len(on_gpu), "output_on_accelerator": output_gpu, "experts": experts}
 
 
 def place_cache(layer_cache: tuple, n_gpu_layers: int, kv_offload: bool = True) -> dict:

@@ -1,0 +1,114 @@
+"""`capacity plan --engine llama.cpp`: llama.cpp on one accelerator and the host's RAM (calculator/offload.py) —
+the bytes per device worked by hand, the proposed split at its exact boundary (it fits, one layer more or one
+expert layer fewer on the host does not), the decode time of the split by hand, and `--emit llama.cpp` writing
+the split's flags."""
+import json
+
+import pytest
+
+from course.units import GB, GIB
+from part1_capacity.calculator import offload
+from part1_capacity.calculator.dtypes import get_dtype
+from part1_capacity.calculator.engine_rules import llama_cpp as rules
+from part1_capacity.calculator.hardware import load_accelerator
+from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.resolve import Workload, resolve
+from tests.in_process import capacity
+
+
+def _r(model, acc="rtx-4090", **kw):
+    kw = {"context": 8192, "kv_dtype": "fp16", "engine": "llama.cpp", **kw}
+    return resolve(load_model(model), load_accelerator(acc), Workload(**kw))
+
+
+def test_dense_split_by_hand():
+    # Llama-3.1-70B at q4_k_m, -ngl 40: W = 70.55e9 × q4_k_m bytes; the embedding and the (untied) output head
+    # 128,256 × 8,192 weights each at W's average bytes per weight; the rest spread over 80 layers, 40 of them
+    # (the last) on the accelerator; the output layer stays on the host (40 ≤ 80)
+    r = _r("llama-3.1-70b", weights_dtype="q4_k_m")
+    W = 70.55e9 * get_dtype("q4_k_m").bytes
+    embd = 128_256 * 8_192 * W / 70.55e9
+    layer = (W - 2 * embd) / 80
+    p = offload.placement(r, 40)
+    acc, host = p["devices"]
+    assert acc["weights_bytes"] == pytest.approx(40 * layer)
+    assert host["weights_bytes"] == pytest.approx(40 * layer + 2 * embd)
+    assert host["token_embd_bytes"] == pytest.approx(embd) and host["output_layer_bytes"] == pytest.approx(embd)
+    # the cache: f16 K and V of 8,192 cells, 8 heads of 128, per layer; half the layers on each side
+    per_layer = 8192 * 8 * 128 * 2 * 2
+    assert acc["kv_bytes"] == pytest.approx(40 * per_layer) and host["kv_bytes"] == pytest.approx(40 * per_layer)
+    # decode: the host streams its weights but the embedding (one row is read), and its cache, at 89.6 GB/s
+    assert p["decode_host_s"] == pytest.approx((40 * layer + embd + 40 * per_layer) / (89.6 * GB))
+    # --no-kv-offload: every layer's cache on the host
+    nkvo = offload.placement(r, 40, kv_offload=False)["devices"]
+    assert nkvo[0]["kv_bytes"] == 0 and nkvo[1]["kv_bytes"] == pytest.approx(80 * per_layer)
+
+
+def test_proposed_dense_split_is_the_largest_that_fits():
+    r = _r("llama-3.1-70b", weights_dtype="q4_k_m")
+    p = offload.propose(r)
+    n = p["n_gpu_layers"]
+    assert p["proposed"] and p["fits"] and 0 < n < 80
+    assert not offload.placement(r, n + 1)["devices"][0]["fits"]
+
+
+def test_proposed_moe_split_keeps_every_layer_and_the_fewest_experts_on_the_host():
+    r = _r("gpt-oss-120b")
+    p = offload.propose(r)
+    k = p["n_cpu_moe"]
+    assert p["proposed"] and p["n_gpu_layers"] > 36 and 0 < k < 36
+    assert not offload.placement(r, rules.ALL_LAYERS, k - 1)["fits"]
+    # the experts of the first k layers are on the host, the attention of every layer on the accelerator
+    t = offload.model_tensors(r)
+    host = p["devices"][1]
+    assert host["experts_bytes"] == pytest.approx(k * t.layer_experts[0])
+
+
+def test_nothing_fits_says_so():
+    # Llama-3.1-405B bf16 (812 GB) on a 24 GB card and 64 GiB of RAM
+    p = offload.propose(_r("llama-3.1-405b", kv_dtype="fp16"))
+    assert not p["proposed"] and not p["fits"]
+
+
+def test_host_memory_bounds_the_split():
+    r = _r("gpt-oss-120b")
+    small = offload.Host(memory_bytes=32 * GIB)
+    assert not offload.propose(r, small)["fits"]         # ~60 GB of experts do not fit 32 GiB of RAM
+
+
+def test_cli_json_placement_and_emit():
+    base = ["plan", "--model", "gpt-oss-120b", "--accelerator", "rtx-4090", "--context", "8192", "--engine",
+            "llama.cpp", "--kv-dtype", "fp16"]
+    r = capacity(*base, "--json")
+    d = json.loads(r.stdout)
+    assert r.returncode == 0 and [x["device"] for x in d["placement"]] == ["accelerator", "host"]
+    assert {"weights_bytes", "kv_bytes", "compute_buffer_bytes", "output_layer_bytes"} <= set(d["placement"][0])
+    k = d["offload"]["n_cpu_moe"]
+    r = capacity(*base, "--emit", "llama.cpp")
+    assert r.returncode == 0 and "-ngl 999" in r.stdout and f"--n-cpu-moe {k}" in r.stdout
+    r = capacity("plan", "--model", "llama-3.1-70b", "--accelerator", "rtx-4090", "--context", "8192",
+                 "--engine", "llama.cpp", "--weights-dtype", "q4_k_m", "--kv-dtype", "fp16", "--gpu-layers", "30",
+                 "--no-kv-offload", "--emit", "llama.cpp")
+    assert r.returncode == 0 and "-ngl 30" in r.stdout and "-nkvo" in r.stdout and "--n-cpu-moe" not in r.stdout
+    r = capacity("plan", "--model", "llama-3.1-70b", "--accelerator", "rtx-4090", "--context", "8192",
+                 "--engine", "llama.cpp", "--weights-dtype", "q4_k_m", "--kv-dtype", "fp16")
+    assert r.returncode == 0 and "the largest split that fits" in r.stdout and "decode:" in r.stdout
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["--engine", "law", "--gpu-layers", "10"], "--gpu-layers"),
+    (["--engine", "llama.cpp", "--cpu-moe", "4"], "--cpu-moe"),            # a dense model
+    (["--engine", "llama.cpp", "--gpu-layers", "-1"], "--gpu-layers"),
+    (["--engine", "llama.cpp", "--host-memory", "0"], "--host-memory"),
+])
+def test_bad_offload_input_is_one_line(argv, field):
+    r = capacity("plan", "--model", "llama-3.1-70b", "--accelerator", "rtx-4090", "--context", "8192",
+                 "--kv-dtype", "fp16", *argv)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and field in r.stderr
+
+
+def test_cpu_moe_beyond_the_layers_is_refused():
+    r = capacity("plan", "--model", "gpt-oss-120b", "--accelerator", "rtx-4090", "--context", "8192",
+                 "--engine", "llama.cpp", "--kv-dtype", "fp16", "--cpu-moe", "37")
+    assert r.returncode == 2 and "--cpu-moe" in r.stderr and "0..36" in r.stderr
