@@ -6,12 +6,11 @@ import math
 
 import pytest
 
-from course.units import GIB
 from part1_capacity.calculator.fit import BLOCK, fit
 from part1_capacity.calculator.hardware import load_accelerator
 from part1_capacity.calculator.loader import load_model
 from part1_capacity.calculator.plan import make_plan
-from part1_capacity.calculator.resolve import Workload
+from part1_capacity.calculator.resolve import Workload, resolve
 from tests.in_process import capacity
 
 
@@ -21,10 +20,10 @@ def _fits(model, acc, n, **kw) -> bool:
 
 
 def test_longest_context_by_hand():
-    # Llama-3.1-8B bf16 on one RTX 4090: usable 24 GiB × 0.9 − 2 GiB; weights 8.03e9 × 2 B; one token of one
+    # Llama-3.1-8B bf16 on one RTX 4090: the usable bytes resolve gives; weights 8.03e9 × 2 B; one token of one
     # sequence costs 32 layers × 8 K/V heads × 128 × 2 (K and V) × 2 B = 131,072 B.
     m, a = load_model("llama-3.1-8b"), load_accelerator("rtx-4090")
-    usable = 24 * GIB * 0.9 - 2 * GIB
+    usable = resolve(m, a, Workload(context=1)).usable_bytes      # memory × 0.9 − 2 GiB (resolve.usable_bytes)
     expected = math.floor((usable - 8.03e9 * 2) / 131_072)
     f = fit(m, a, Workload(context=1, batch=1), "context")
     assert f.value == expected and f.limited_by == "memory"
@@ -35,7 +34,7 @@ def test_longest_context_by_hand():
 def test_most_sequences_by_hand():
     # the same room at 4,096 tokens: ⌊room / (4,096 × 131,072 B)⌋ sequences
     m, a = load_model("llama-3.1-8b"), load_accelerator("rtx-4090")
-    room = 24 * GIB * 0.9 - 2 * GIB - 8.03e9 * 2
+    room = resolve(m, a, Workload(context=1)).usable_bytes - 8.03e9 * 2
     f = fit(m, a, Workload(context=4096, batch=1), "batch")
     assert f.value == math.floor(room / (4096 * 131_072))
 

@@ -40,7 +40,7 @@ LAYERS = (
     ("base", ("errors", "units", "fmt", "validate", "dtypes")),
     ("model", ("weights", "gguf_header", "profiles", "hf_config", "config_fields", "param_count", "configs",
                "checkpoints", "hub", "loader")),
-    ("hardware", ("hardware", "tiers")),
+    ("hardware", ("hardware", "tiers", "local_machine")),
     ("sizing", ("sharding", "roofline", "index_memory")),
     ("engine rules", ("engine_rules",)),
     ("resolved workload", ("resolve",)),

@@ -101,7 +101,7 @@ def placement(r, n_gpu_layers: int, n_cpu_moe: int = 0, host: Host | None = None
          "kv_bytes": kv["accelerator"], "compute_buffer_bytes": gpu_compute, "output_buffer_bytes": 0.0,
          "output_layer_bytes": w["accelerator"]["output"], "token_embd_bytes": 0.0,
          "experts_bytes": w["experts"]["accelerator"],
-         "budget_bytes": acc.memory_bytes * wl.usable_fraction},
+         "budget_bytes": r.usable_bytes + wl.overhead_bytes},      # memory × usable_fraction (resolve's memory)
         {"device": "host", "name": "host RAM", "weights_bytes": w["host"]["total"], "kv_bytes": kv["host"],
          "compute_buffer_bytes": host_compute, "output_buffer_bytes": output_buf,
          "output_layer_bytes": w["host"]["output"], "token_embd_bytes": w["host"]["token_embd"],

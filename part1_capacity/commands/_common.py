@@ -140,3 +140,26 @@ def startup_flags_from_args(a):
     return StartupFlags(gpu_memory_utilization=a.gpu_memory_utilization, kv_cache_memory_bytes=a.kv_cache_memory,
                         max_num_seqs=a.max_num_seqs, max_num_batched_tokens=a.max_num_batched_tokens,
                         block_size=a.block_size)
+
+
+def accelerator_arg(name):
+    """--accelerator: a bundled id, a JSON file, or ``local`` (this machine, detected: ``local_machine.detect``).
+    Returns (Accelerator, the detected Machine or None)."""
+    from part1_capacity.calculator.hardware import load_accelerator
+    from part1_capacity.calculator import local_machine
+
+    if str(name).strip().lower() == local_machine.LOCAL:
+        m = local_machine.detect()
+        return m.accelerator, m
+    return load_accelerator(name), None
+
+
+def machine_fields(machine) -> dict:
+    """The JSON of what ``--accelerator local`` found."""
+    if machine is None:
+        return {}
+    f = machine.found
+    return {"local": {"tool": f.tool, "name": f.name, "memory_bytes": f.memory_bytes, "count": f.count,
+                      "host_memory_bytes": machine.host_memory_bytes, "host_bandwidth": machine.host_bandwidth,
+                      "matched": f.matched, "found": f.describe()}}
+

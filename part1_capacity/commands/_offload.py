@@ -61,6 +61,14 @@ def host_from_args(a, host: offload.Host | None = None) -> offload.Host:
     return h
 
 
+def host_of(machine) -> offload.Host | None:
+    """The host beside a detected GPU (``--accelerator local``): its RAM and measured bandwidth; None otherwise."""
+    if machine is None or not machine.host_memory_bytes:
+        return None
+    return offload.Host(machine.host_memory_bytes, machine.host_bandwidth or offload.DEFAULT_HOST_BANDWIDTH, None,
+                        "this machine: /proc/meminfo" + (", bandwidth measured" if machine.host_bandwidth else ""))
+
+
 def offload_for(a, plan, host: offload.Host | None = None):
     """The placement for the parsed flags (``offload.placement``, or ``offload.propose`` with neither layer flag),
     None when the engine is not llama.cpp; the flags refused (exit 2) under another engine."""
@@ -69,6 +77,11 @@ def offload_for(a, plan, host: offload.Host | None = None):
         if given:
             raise InputError(f"--{given[0].replace('_', '-')}: a llama.cpp offload flag, only with --engine "
                              f"llama.cpp (got --engine {plan.workload.engine})")
+        return None
+    if plan.accelerator.unified_memory:        # Apple silicon, an APU, a CPU: one memory, nothing to split
+        if given:
+            raise InputError(f"--{given[0].replace('_', '-')}: {plan.accelerator.name} shares one memory with its "
+                             f"host, so a split between them moves no bytes; the plan above holds for it")
         return None
     offload.check_flags(plan.model, a.gpu_layers, a.cpu_moe)
     h = host_from_args(a, host)

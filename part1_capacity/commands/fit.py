@@ -5,10 +5,9 @@ from __future__ import annotations
 from part1_capacity.calculator import validate
 from part1_capacity.calculator.fit import fit
 from part1_capacity.calculator.fmt import fmt_bytes
-from part1_capacity.calculator.hardware import load_accelerator
 from part1_capacity.calculator.loader import load_model
 from part1_capacity.calculator.plan import for_plan, make_plan
-from part1_capacity.commands._common import (add_revision_flag, add_workload_flags, batch_int, context_int,
+from part1_capacity.commands._common import (accelerator_arg, add_revision_flag, machine_fields, add_workload_flags, batch_int, context_int,
                                              model_name, positive_int, workload_from_args)
 
 
@@ -18,7 +17,8 @@ def register(sub):
     p.add_argument("--model", required=True, help="bundled model id, a config.json, a model folder, a .gguf file or "
                                                     "a Hub repository id (org/name)")
     add_revision_flag(p)
-    p.add_argument("--accelerator", required=True, help="bundled accelerator id or an accelerator JSON file")
+    p.add_argument("--accelerator", required=True, help="bundled accelerator id, an accelerator JSON file, or local "
+                                                          "(this machine, detected)")
     g = p.add_argument_group("what to find (give exactly one)")
     what = g.add_mutually_exclusive_group(required=True)
     what.add_argument("--batch", type=batch_int, default=None, metavar="B",
@@ -37,11 +37,11 @@ def register(sub):
 
 def run(a) -> int:
     model = load_model(model_name(a))
-    acc = load_accelerator(a.accelerator)
+    acc, machine = accelerator_arg(a.accelerator)
     search = "context" if a.batch is not None else "batch"
     wl = workload_from_args(a, context=a.context or 1, batch=a.batch or 1)
     f = fit(model, acc, wl, search, a.accelerators)
-    d = f.to_dict()
+    d = {**f.to_dict(), **machine_fields(machine)}
     if f.value is not None:      # the plan at the answer, as `capacity plan` sizes it
         plan = make_plan(model, acc, f.workload)
         d["plan_at_answer"] = {"accelerators_needed": plan.accelerators_needed, "weights_bytes": plan.weights_bytes,
@@ -51,6 +51,8 @@ def run(a) -> int:
     if a.json:
         print(validate.dumps_json(d, indent=2))
         return 0
+    if machine is not None:
+        print(f"this machine: {machine.found.describe()}")
     print(render(f, d))
     return 0
 

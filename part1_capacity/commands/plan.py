@@ -3,14 +3,14 @@ from __future__ import annotations
 
 
 from part1_capacity.calculator import validate
-from part1_capacity.commands._common import (add_revision_flag, add_vllm_startup_flags, add_workload_flags,
+from part1_capacity.commands._common import (accelerator_arg, add_revision_flag, machine_fields, add_vllm_startup_flags, add_workload_flags,
                                              model_name, positive_int, startup_flags_from_args, workload_from_args)
 from part1_capacity.calculator import emit
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time, table
 from part1_capacity.calculator.plan import Plan, for_plan, make_plan, plan_report
 from part1_capacity.calculator.tiers import load_tiers
-from part1_capacity.commands._offload import add_offload_flags, offload_for, render_offload
+from part1_capacity.commands._offload import add_offload_flags, host_of, offload_for, render_offload
 
 
 def register(sub):
@@ -18,7 +18,9 @@ def register(sub):
     p.add_argument("--model", required=True, help="bundled model id (see `capacity list models`), a config.json, a "
                                                     "model folder, a .gguf file or a Hub repository id (org/name)")
     add_revision_flag(p)
-    p.add_argument("--accelerator", required=True, help="bundled accelerator id or an accelerator JSON file")
+    p.add_argument("--accelerator", required=True, help="bundled accelerator id, an accelerator JSON file, or local "
+                                                          "(this machine: nvidia-smi, rocm-smi, Apple silicon, "
+                                                          "else the CPU and its RAM)")
     add_workload_flags(p)
     p.add_argument("--tensor-parallel", type=positive_int, default=None, metavar="N",
                    help="pin the tensor-parallel degree (default: the search picks it)")
@@ -55,9 +57,11 @@ def run(a) -> int:
                          f"(got --engine {a.engine})")
     flags = startup_flags_from_args(a)
     rows = load_tiers(a.tiers) if a.tiers else None     # checked before any sizing, like an accelerator file
-    plan = make_plan(model_name(a), a.accelerator, workload_from_args(a), tiers=rows)
+    acc, machine = accelerator_arg(a.accelerator)      # `local`: this machine, detected
+    plan = make_plan(model_name(a), acc, workload_from_args(a), tiers=rows)
     fields, start = plan_report(plan, flags=flags)      # the engine and its manager travel in the workload
-    off = offload_for(a, plan)                          # llama.cpp on one accelerator and the host (or None)
+    fields.update(machine_fields(machine))
+    off = offload_for(a, plan, host_of(machine))        # llama.cpp on one accelerator and the host (or None)
     if off is not None:
         fields["placement"] = off["devices"]
         fields["offload"] = {k: v for k, v in off.items() if k != "devices"}
@@ -71,6 +75,8 @@ def run(a) -> int:
     elif a.json:
         print(validate.dumps_json(fields, indent=2))
     else:
+        if machine is not None:
+            print(f"this machine: {machine.found.describe()}\n")
         print(render(plan))
         if a.engine != "law":
             print("\n" + render_engine(for_plan(plan)))
