@@ -41,7 +41,7 @@ LAYERS = (
     ("model", ("weights", "gguf_header", "profiles", "hf_config", "config_fields", "param_count", "configs",
                "checkpoints", "hub", "loader")),
     ("hardware", ("hardware", "tiers", "local_machine")),
-    ("sizing", ("sharding", "roofline", "index_memory")),
+    ("sizing", ("sharding", "roofline", "index_memory", "adapters")),
     ("engine rules", ("engine_rules",)),
     ("resolved workload", ("resolve",)),
     ("speed", ("speed",)),

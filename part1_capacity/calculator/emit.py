@@ -19,11 +19,12 @@ Each flag is the engine's own, as its argument parser spells it:
 """
 from __future__ import annotations
 
+import json
 import re
 import shlex
 
 from course.units import ceil_div
-from part1_capacity.calculator import validate
+from part1_capacity.calculator import adapters, validate
 from part1_capacity.calculator.engine_rules import vllm as vllm_rules
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.hardware import SERVING_ENGINES
@@ -53,7 +54,8 @@ VLLM_FLAG_SINCE = {
     "--kv-cache-memory-bytes": ("0.14.1", "upstream by v0.14.1 (vllm-project/vllm-ascend PR #6375 carries it over "
                                           "from that release)"),
     **{f: _UNVERIFIED for f in ("--enable-expert-parallel", "--data-parallel-start-rank", "--mamba-ssm-cache-dtype",
-                                "--disable-hybrid-kv-cache-manager")},
+                                "--disable-hybrid-kv-cache-manager", "--enable-lora", "--max-loras",
+                                "--max-lora-rank", "--speculative-config")},
 }
 LLAMA_MAX_SEQ = 256            # llama.cpp src/llama-cparams.h: the most sequences (slots) one context holds
 HEAD_ADDRESS = "$HEAD_IP"       # the head node's address, a shell variable the operator sets on every node
@@ -119,6 +121,7 @@ def vllm_command(plan, hf_repo: str | None = None, startup=None) -> str:
             args.append(f"--{key.replace('_', '-')} {flags[key]}")
     if repo in TRUST_REMOTE_CODE:
         args.append("--trust-remote-code")
+    args += vllm_extras_args(plan)
     # The SSM state dtype the plan sized, when vLLM would keep another by itself (engine_rules/vllm.py;
     # vllm/config/cache.py MambaDType), and the hybrid manager switched off when the plan assumed it.
     ssm = vllm_rules.mamba_ssm_cache_dtype_args(m, wl.state_dtype)
@@ -166,6 +169,34 @@ def vllm_command(plan, hf_repo: str | None = None, startup=None) -> str:
     return " \\\n  ".join(args) + ("\n" + "\n".join(notes) if notes else "")
 
 
+def vllm_extras_args(plan) -> list[str]:
+    """LoRA slots (``--enable-lora --max-loras --max-lora-rank``: vLLM's argument names, its ranks in
+    ``adapters.VLLM_RANKS``) and a draft model (``--speculative-config`` JSON: ``model``,
+    ``num_speculative_tokens``)."""
+    wl, r, out = plan.workload, plan.resolved, []
+    if wl.lora_rank:
+        out += ["--enable-lora", f"--max-loras {wl.max_loras}", f"--max-lora-rank {adapters.vllm_rank(wl.lora_rank)}"]
+    if r is not None and r.draft is not None:
+        cfg = {"model": r.draft.hf_repo or r.draft.id, "num_speculative_tokens": wl.num_speculative_tokens or 1}
+        out.append(f"--speculative-config {shlex.quote(json.dumps(cfg, separators=(',', ':')))}")
+    return out
+
+
+def llama_cpp_extras_args(plan) -> list[str]:
+    """``--lora FILE`` per adapter and ``-md DRAFT.gguf --draft-max K`` (common/arg.cpp's names)."""
+    wl, r, out = plan.workload, plan.resolved, []
+    if wl.lora_rank:
+        out += [f"--lora adapter-{k + 1}.gguf" for k in range(wl.max_loras)]
+    if r is not None and r.draft is not None:
+        d = r.draft
+        path = d.checkpoint.path if d.checkpoint is not None and d.checkpoint.source == "gguf" else \
+            f"{d.id}-{wl.weights_dtype}.gguf"
+        out.append(f"-md {shlex.quote(path)}")
+        if wl.num_speculative_tokens:
+            out.append(f"--draft-max {wl.num_speculative_tokens}")
+    return out
+
+
 def version_note(lines: list[str]) -> str:
     """``# vLLM ≥ X`` for the flags in ``lines``: the newest release among those each flag is known in, and the
     flags whose first release is not verified."""
@@ -202,6 +233,7 @@ def llama_cpp_command(plan, hf_repo: str | None = None, offload: dict | None = N
             f"-ctv {kv}"]
     if kv not in ("f32", "f16", "bf16"):
         args.append("-fa on")
+    args += llama_cpp_extras_args(plan)
     if offload is None:
         args.append("-ngl 999")
     else:

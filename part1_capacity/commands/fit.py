@@ -7,7 +7,7 @@ from part1_capacity.calculator.fit import fit
 from part1_capacity.calculator.fmt import fmt_bytes
 from part1_capacity.calculator.loader import load_model
 from part1_capacity.calculator.plan import for_plan, make_plan
-from part1_capacity.commands._common import (accelerator_arg, add_revision_flag, machine_fields, add_workload_flags, batch_int, context_int,
+from part1_capacity.commands._common import (accelerator_arg, add_extras_flags, add_revision_flag, machine_fields, add_workload_flags, batch_int, context_int,
                                              model_name, positive_int, workload_from_args)
 
 
@@ -31,6 +31,7 @@ def register(sub):
                    help="whose allocation sizes the cache: law (default), llama.cpp (256-cell padding) or vllm "
                         "(16-token blocks, per-request reservation)")
     add_workload_flags(p, grid=True)
+    add_extras_flags(p)
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.set_defaults(func=run)
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 
 from part1_capacity.calculator import validate
-from part1_capacity.commands._common import (accelerator_arg, add_revision_flag, machine_fields, add_vllm_startup_flags, add_workload_flags,
+from part1_capacity.commands._common import (accelerator_arg, add_extras_flags, add_revision_flag, machine_fields, add_vllm_startup_flags, add_workload_flags,
                                              model_name, positive_int, startup_flags_from_args, workload_from_args)
-from part1_capacity.calculator import emit
+from part1_capacity.calculator import adapters, emit
 from part1_capacity.calculator.errors import InputError
 from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time, table
 from part1_capacity.calculator.plan import Plan, for_plan, make_plan, plan_report
@@ -38,6 +38,7 @@ def register(sub):
                    help="with --engine vllm: every sliding-window layer at full length, as vLLM's flag of that name")
     add_vllm_startup_flags(p)
     add_offload_flags(p)
+    add_extras_flags(p)
     p.add_argument("--tiers", default=None, metavar="FILE",
                    help="a memory-tier table (JSON, the format of `capacity list tiers --json`: id, name, kinds, "
                         "capacity_gb, bandwidth_gb_s, latency_ns, status, source per row) for where the KV overflow "
@@ -130,6 +131,7 @@ def render(plan: Plan) -> str:
         *([["  with the MTP module", f"{fmt_bytes(d['weights_bytes_with_mtp'])} (loaded only for MTP speculative "
                                      f"decoding; KV / weights {d['kv_to_weights_ratio_with_mtp']:.3g})"]]
           if "weights_bytes_with_mtp" in d else []),
+        *extras_rows(plan),
         ["KV per token (growing)", fmt_bytes(d["kv_bytes_per_token"])],
         ["KV per sequence", fmt_bytes(d["kv_bytes_per_sequence"])
          + (f" (incl. {fmt_bytes(d['state_bytes_per_sequence'])} recurrent state)" if m.ssm else "")],
@@ -184,6 +186,23 @@ def render(plan: Plan) -> str:
         out += ["", overflow_line(plan) + f"; the tier table describes server nodes, not a {acc.kind}, so no tier "
                                           f"is proposed"]
     return "\n".join(out)
+
+
+def extras_rows(plan: Plan) -> list:
+    """The LoRA adapters' and the draft model's lines under the weights."""
+    r, wl, rows = plan.resolved, plan.workload, []
+    if r is None:
+        return rows
+    if wl.lora_rank:
+        what = (f"vLLM's {wl.max_loras} slot(s) of rank {adapters.vllm_rank(wl.lora_rank)} on every linear layer"
+                if wl.engine == "vllm" else f"{wl.max_loras} adapter(s) of rank {wl.lora_rank} on "
+                                            f"{', '.join(wl.lora_targets)}")
+        rows.append(["  of which LoRA", f"{fmt_bytes(r.lora_bytes)} ({what})"])
+    if r.draft is not None:
+        kv = r.draft.cache_bytes(wl.context, r.kv_bytes, r.state_bytes)
+        rows.append(["  of which draft model", f"{fmt_bytes(r.draft_weights_bytes)} ({r.draft.name}; its cache "
+                                               f"{fmt_bytes(kv)} per sequence, counted with the cache)"])
+    return rows
 
 
 def why_not(plan: Plan) -> str:
