@@ -93,8 +93,8 @@ def fit(model, accelerator, workload: Workload, search: str, accelerators: int =
     wl = r.workload
     n = accelerators
     block = BLOCK[wl.engine] if search == "context" else 1
-    if not math.isfinite(float(deploy.fewest_accelerators(r, 1.0, 1.0, with_cache=False))) or \
-            float(deploy.fewest_accelerators(r, 1.0, 1.0, with_cache=False)) > n:
+    weights_only = float(deploy.fewest_accelerators(r, 1.0, 1.0, with_cache=False))
+    if not math.isfinite(weights_only) or weights_only > n:
         return Fit(model, accelerator, n, replace(wl, context=1) if search == "context" else replace(wl, batch=1),
                    search, None, "weights", block)
     if search == "context":
