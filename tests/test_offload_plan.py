@@ -112,3 +112,17 @@ def test_cpu_moe_beyond_the_layers_is_refused():
     r = capacity("plan", "--model", "gpt-oss-120b", "--accelerator", "rtx-4090", "--context", "8192",
                  "--engine", "llama.cpp", "--kv-dtype", "fp16", "--cpu-moe", "37")
     assert r.returncode == 2 and "--cpu-moe" in r.stderr and "0..36" in r.stderr
+
+
+def test_the_live_page_shows_fit_and_the_split_as_the_cli_computes_them():
+    from part1_capacity.calculator import browser
+
+    d = json.loads(browser.plan("llama-3.1-70b", "rtx-4090", "8K", 1, "q4_k_m", "fp16", "llama.cpp"))
+    n = offload.propose(_r("llama-3.1-70b", weights_dtype="q4_k_m"))["gpu_layers"]
+    assert d["text"]["llama_cpp_split"].startswith(f"{n} of 80 layers on the accelerator")
+    assert d["text"]["fit_max_context"].startswith("none: the weights alone do not fit")
+    d = json.loads(browser.plan("llama-3.1-8b", "rtx-4090", "4096", 1, "bf16", "bf16", "law"))
+    from part1_capacity.calculator.fit import fit
+    f = fit(load_model("llama-3.1-8b"), load_accelerator("rtx-4090"), Workload(context=4096), "batch")
+    assert d["text"]["fit_max_batch"] == f"{f.value:,} sequences at this context (memory)"
+    assert d["text"]["llama_cpp_split"] == "choose the llama.cpp engine"
