@@ -3,7 +3,7 @@
 - Pyodide (CPython 3.14 compiled to WebAssembly), unpacked from the npm registry by `make pyodide` into
   build/pyodide/, is copied to assets/pyodide/ (no numpy: the plan path is plain Python).
 - The calculator's light path is copied from the package into assets/calculator/python.json ({path: text}): the
-  modules that ``part1_capacity.calculator.browser`` imports (plan, profiles, the cache laws, dtypes, hardware, tiers,
+  modules that ``part1_capacity.calculator.uses.browser`` imports (plan, profiles, the cache laws, dtypes, hardware, tiers,
   roofline, weights, ...) and their data files. Found by importing it, so a module added to the light path comes
   along by itself; there is no second copy of any of them in git, and nothing is fetched from elsewhere at
   read time.
@@ -29,7 +29,7 @@ DATA_SUFFIXES = (".json", ".toml", ".csv")
 _CLOSURE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from part1_capacity.calculator import browser
+from part1_capacity.calculator.uses import browser
 browser.choices()
 browser.plan("llama-3.1-8b", "h100", "8K", 4)
 browser.plan("", "h100", 8192, 4, config=json.dumps({"model_type": "llama", "num_hidden_layers": 2,

@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 import sys
 
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base.errors import InputError
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,16 +1,16 @@
-"""LoRA adapters and a speculative-decoding draft model in the plan's memory (calculator/adapters.py,
-resolve.py) and in `--emit`: the bytes worked by hand from the model's shapes."""
+"""LoRA adapters and a speculative-decoding draft model in the plan's memory (calculator/sizing/adapters.py,
+plan/resolve.py) and in `--emit`: the bytes worked by hand from the model's shapes."""
 import json
 
 import pytest
 
-from part1_capacity.calculator import adapters
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.fit import fit
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.plan import make_plan
-from part1_capacity.calculator.resolve import Workload, resolve
+from part1_capacity.calculator.sizing import adapters
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.uses.fit import fit
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.plan.plan import make_plan
+from part1_capacity.calculator.plan.resolve import Workload, resolve
 from tests.in_process import capacity
 
 # Llama-3.1-8B: hidden 4096, 32 query heads and 8 K/V heads of 128, MLP 14336, 32 layers, bf16

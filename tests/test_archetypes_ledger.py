@@ -5,7 +5,7 @@ import tomllib
 import pytest
 
 from part1_capacity.archetypes import catalog, ledger
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base.errors import InputError
 
 GOOD = {
     "id": "example-hbm",
@@ -118,9 +118,9 @@ def test_bundled_ledger_and_archetypes_load():
 
 
 def test_workload_ids_resolve_in_the_calculator_data():
-    from part1_capacity.calculator.dtypes import get_dtype
-    from part1_capacity.calculator.hardware import load_accelerator
-    from part1_capacity.calculator.loader import load_model
+    from part1_capacity.calculator.base.dtypes import get_dtype
+    from part1_capacity.calculator.hardware.accelerators import load_accelerator
+    from part1_capacity.calculator.readers.loader import load_model
 
     for a in catalog.load_archetypes().values():
         if a.workload:

@@ -12,9 +12,9 @@ import tomllib
 import pytest
 
 from part1_capacity.archetypes import catalog, ledger
-from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_ratio
+from part1_capacity.calculator.base.fmt import fmt_bytes, fmt_count, fmt_ratio
 from part1_capacity.cli import main
-from part1_capacity.calculator.plan import Workload, make_plan
+from part1_capacity.calculator.plan.plan import Workload, make_plan
 
 CLAIMS = tomllib.loads(ledger.DEFAULT_LEDGER.read_text())["claim"]
 ARCH = {a["id"]: a for a in tomllib.loads(catalog.DEFAULT_ARCHETYPES.read_text())["archetype"]}

@@ -10,11 +10,12 @@ import sys
 import pytest
 
 from part1_capacity.cli import main
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.plan import Workload, kv_fraction_per_rank, make_plan
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.profiles import bundled_models
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.plan.plan import Workload, make_plan
+from part1_capacity.calculator.sizing.sharding import kv_fraction_per_rank
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.model.profiles import bundled_models
 
 KiB, GiB = 1024, 2 ** 30
 T128K = 131_072
@@ -167,7 +168,7 @@ def test_bundled_data_is_broad_enough():
 
 
 def test_gguf_bits_per_weight_match_llama_quantize_sizes():
-    from part1_capacity.calculator.dtypes import bits_per_element
+    from part1_capacity.calculator.base.dtypes import bits_per_element
 
     # `llama-quantize --help` prints file sizes for Llama-3-8B (8.03B weights) in GiB: Q8_0 7.96G, Q4_K_M 4.58G
     for name, gib in (("q8_0", 7.96), ("q4_k_m", 4.58)):

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from tests.in_process import run
-from part1_capacity.calculator.hardware import GIB, load_accelerator
-from part1_capacity.calculator.plan import Workload, make_plan
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.sweep import sweep
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from course.units import GIB
+from part1_capacity.calculator.plan.plan import Workload, make_plan
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.uses.sweep import sweep
 
 T128K = 131_072
 
@@ -203,8 +204,8 @@ def test_a_laptops_tiers_are_its_own_and_hf_ids_are_not_downloaded(capsys, monke
 
 
 def test_every_accelerator_kind_has_its_own_memory_and_somewhere_to_overflow():
-    from part1_capacity.calculator.hardware import bundled_accelerators
-    from part1_capacity.calculator.tiers import KINDS, tier_table, tiers_for
+    from part1_capacity.calculator.hardware.accelerators import bundled_accelerators
+    from part1_capacity.calculator.hardware.tiers import KINDS, tier_table, tiers_for
 
     rows = tier_table()
     assert {k for t in rows for k in t["kinds"]} == set(KINDS)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from part1_capacity.cli import main
-from part1_capacity.calculator.configs import FAMILIES
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.plan import make_plan
-from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.model.configs import FAMILIES
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.plan.plan import make_plan
+from part1_capacity.calculator.readers.loader import load_model
 
 CONFIGS = Path(__file__).resolve().parent / "data" / "configs"
 ALL = sorted(p.parent.name for p in CONFIGS.glob("*/config.json"))
@@ -137,7 +137,7 @@ def test_config_agrees_with_the_bundled_profile(name):
         assert from_config.cache_bytes(T, 2) == bundled.cache_bytes(T, 2), T
     assert from_config.structure == bundled.structure
     # the widths vLLM's start-up rule reads, typed into data/models.json, are the published file's
-    from part1_capacity.calculator.profiles import SHAPE_FIELDS
+    from part1_capacity.calculator.model.profiles import SHAPE_FIELDS
     for k in SHAPE_FIELDS:
         assert getattr(bundled, k) in (0, getattr(from_config, k)), (k, getattr(bundled, k), getattr(from_config, k))
 
@@ -508,7 +508,7 @@ def test_a_sliding_window_pattern_written_in_letters(tmp_path):
     assert w.kv_bytes_per_token(2) == full * 2 * KV * hd * 2 == 14_336
     assert w.cache_bytes(100_000, 2) == (full * 100_000 + (L - full) * 4096) * 2 * KV * hd * 2
     # the letters alone, read without transformers (the browser's path): repeated from layer 0, the last global
-    from part1_capacity.calculator.configs import profile_from_fields
+    from part1_capacity.calculator.model.configs import profile_from_fields
     alone = {k: v for k, v in lllg.items() if k != "layer_types"}
     p = profile_from_fields(alone, {}, parameters=[("p", (1,))])
     assert (p.n_full_layers, p.n_window_layers) == (full + 1, L - full - 1)    # layer 29 (an L) global too
@@ -531,7 +531,7 @@ def test_phi_3_smalls_own_field_names_and_its_tied_head():
     m = load_model(str(CONFIGS / "phi-3-small-8k-instruct" / "config.json"))
     assert m.params_total == V * D + L * layer + D == 7_390_629_888
     assert m.kv_bytes_per_token(2) == L * 2 * KV * hd * 2 == 131_072
-    from part1_capacity.calculator.browser import profile_from_text      # the page's pure path reads it alike
+    from part1_capacity.calculator.uses.browser import profile_from_text      # the page's pure path reads it alike
     assert profile_from_text(json.dumps(c)).params_total == m.params_total
 
 
@@ -571,7 +571,7 @@ def test_moe_layer_freq_per_layer_reaches_the_refusal_by_name(capsys, name, frag
 
 def test_moe_layer_freq_per_layer_routes_the_layers_it_marks():
     # MiMo-V2-Flash's 48 layers, its first dense (moe_layer_freq[0] == 0), its per-type K/V fields set aside
-    from part1_capacity.calculator.param_count import count_parameters
+    from part1_capacity.calculator.model.param_count import count_parameters
     c = json.loads((CONFIGS / "refused" / "mimo-v2-flash" / "config.json").read_text())
     c = {k: v for k, v in c.items() if not k.startswith("swa_")}
     routed = [n for n, _ in count_parameters(c, {}) if n.endswith("experts.down_proj")]

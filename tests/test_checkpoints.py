@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from part1_capacity.cli import main
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.readers.loader import load_model
 
 # A tiny llama: 2 layers, hidden 64, 4 heads (head_dim 16), 2 KV heads, MLP 128, vocab 256.
 TINY = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -76,7 +76,7 @@ def test_a_model_folder_gets_its_weight_bytes_from_the_safetensors_headers(tmp_p
 
 def test_a_requantized_plan_falls_back_to_parameters_times_dtype(tmp_path):
     m = load_model(str(folder(tmp_path, TINY, FP8_SHARDS)))
-    from part1_capacity.calculator import weights
+    from part1_capacity.calculator.model import weights
     rep = weights.weights_report(m, "fp16")
     assert rep["weights_bytes_source"] == "parameters × dtype" and rep["weights_bytes"] == m.params_total * 2
 
@@ -92,7 +92,7 @@ def test_the_mtp_layers_a_server_skips_are_counted_apart(tmp_path):
                                     "model.layers.1.eh_proj.weight": ("BF16", (64, 128), 64 * 128 * 2)}}
     m = load_model(str(folder(tmp_path, cfg, shards)))
     assert (m.checkpoint.loaded_bytes, m.checkpoint.file_bytes) == (16384, 32768)
-    from part1_capacity.calculator import weights
+    from part1_capacity.calculator.model import weights
     assert weights.weights_bytes(m) == 16384 and weights.weights_bytes(m, mtp=True) == 32768
 
 

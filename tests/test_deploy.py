@@ -2,8 +2,8 @@
 import pytest
 
 from tests.in_process import run
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.plan import Workload, make_plan
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.plan.plan import Workload, make_plan
 
 GIB = 2 ** 30
 
@@ -150,7 +150,7 @@ def test_overflow_larger_than_the_cache_says_why(capsys):
 
 
 def test_sweep_leaves_the_callers_workload_alone():
-    from part1_capacity.calculator.sweep import sweep
+    from part1_capacity.calculator.uses.sweep import sweep
 
     wl = Workload(context=1024, batch=1, kv_dtype="fp8")
     s = sweep("llama-3.1-8b", "h100", [1024, 8192], [1, 4], wl)
@@ -172,7 +172,7 @@ def test_decode_step_counts_the_tensor_parallel_all_reduces():
     # Llama-3.1-70B at tensor 8, 16 sequences: per layer two all-reduces of 16 tokens × 8,192 × 2 B = 262,144 B;
     # a ring moves 2·7/8 of it over NVLink's 450 GB/s each way (1.02 µs) plus the stated 8 µs per collective;
     # × 2 × 80 layers = 1.44 ms on top of the ranks' roofline time.
-    from part1_capacity.calculator import deploy
+    from part1_capacity.calculator.plan import deploy
 
     plan = make_plan("llama-3.1-70b", "h100", Workload(context=32768, batch=16))
     per = 2 * 7 / 8 * 16 * 8192 * 2 / 450e9 + deploy.ALLREDUCE_LATENCY_S

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from part1_capacity.calculator import deploy
-from part1_capacity.calculator.resolve import resolve
-from part1_capacity.calculator.deploy import MAX_EXPERT_GROUP, KEEP_PER_SHAPE, candidates, choose, shapes
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.plan import Workload
+from part1_capacity.calculator.plan import deploy
+from part1_capacity.calculator.plan.resolve import resolve
+from part1_capacity.calculator.plan.deploy import MAX_EXPERT_GROUP, KEEP_PER_SHAPE, candidates, choose, shapes
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.plan.plan import Workload
 
 
 def every_count(d, top, B, sh, keep=None):

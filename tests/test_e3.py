@@ -16,7 +16,7 @@ from part1_capacity.experiments.page_cache.experiment import TMP_PREFIX, Config,
 from part1_capacity.experiments.page_cache.hog import HogProcess
 from part1_capacity.experiments.page_cache.knee import find_knee, trailing_baseline
 from part1_capacity.experiments.page_cache.searcher import Searcher
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base.errors import InputError
 
 MIB = 1 << 20
 REPO = Path(__file__).resolve().parent.parent

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from part0_foundations.l05_rag import index as l05
-from part1_capacity.calculator import index_memory as im
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.sizing import index_memory as im
+from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.experiments.page_cache import index as e3_index
 
 GB = 10**9

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from part1_capacity.calculator import roofline
+from part1_capacity.calculator.sizing import roofline
 from part1_capacity.experiments.engine import bench, kv_allocation, llama
 from part1_capacity.experiments.engine.gguf_model import TINY, LlamaShape, read_shape, shape_for_params, write_llama_gguf
 
@@ -73,7 +73,7 @@ def test_e1_slope_equals_the_formula_to_the_byte(tiny):
 
 def test_e1_reports_a_mismatch_for_a_wrong_shape(tiny):
     """The check can fail: a profile claiming 4 KV heads instead of 2 does not match what the engine allocates."""
-    from part1_capacity.calculator.profiles import profile_from_dict
+    from part1_capacity.calculator.model.profiles import profile_from_dict
 
     wrong = profile_from_dict({"id": "wrong", "n_layers": 2, "n_heads": 4, "n_kv_heads": 4, "head_dim": 64,
                                "hidden_size": 256, "params_total": 1e6, "max_context": 32768})
@@ -136,7 +136,7 @@ def test_capacity_e2_json_keys_and_predictions_from_the_calculator(tiny):
         assert set(lv["prediction_error"]) == {"pp512", "tg128"}
         assert lv["prediction_error"]["tg128"] == pytest.approx(lv["predicted_tg128_tps"] / lv["tg128_median_tps"] - 1)
         assert lv["pp512_tps"] > 0 and lv["tg128_tps"] > 0 and lv["pp512_stddev"] >= 0
-    from part1_capacity.calculator.hardware import load_accelerator
+    from part1_capacity.calculator.hardware.accelerators import load_accelerator
 
     bw = load_accelerator("h100").bandwidth
     q8 = r["levels"][2]
@@ -146,7 +146,7 @@ def test_capacity_e2_json_keys_and_predictions_from_the_calculator(tiny):
 
 def test_host_profile_is_an_accelerator_the_calculator_loads(tmp_path):
     from part1_capacity.experiments.engine import quant_ladder
-    from part1_capacity.calculator.hardware import load_accelerator
+    from part1_capacity.calculator.hardware.accelerators import load_accelerator
 
     measured = {"threads": 2, "bandwidth_bytes_per_s": 12.5e9, "matmul_fp32_flops": 80e9,
                 "matmul_int8_ops": 160e9, "method": "test figures"}

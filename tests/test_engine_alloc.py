@@ -1,4 +1,4 @@
-"""What engines allocate (part1_capacity/calculator/engine_rules): vLLM's rules on hand-worked examples from vLLM's source, the
+"""What engines allocate (part1_capacity/calculator/engines): vLLM's rules on hand-worked examples from vLLM's source, the
 plan's --engine keys, the side-by-side comparison and the recurrent-state dtype servers keep.
 
 Every expected number is worked by hand below from the bundled model's published shape and the rule as vLLM's
@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from part1_capacity.calculator import engine_rules
-from part1_capacity.calculator.engine_rules import vllm
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.plan import Workload, for_plan, make_plan
-from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator import engines
+from part1_capacity.calculator.engines import vllm
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.plan.plan import Workload, for_plan, make_plan
+from part1_capacity.calculator.readers.loader import load_model
 from tests.in_process import capacity
 
 KIB, MIB = 2 ** 10, 2 ** 20
@@ -104,7 +104,7 @@ def test_plan_engine_keys_and_law_unchanged():
 def test_llama_cpp_engine_pads_the_window_cache():
     # gpt-oss-120b, one sequence of 1,000 tokens: full layers 1,024 cells, window layers 768 (128 + 512 → 768).
     p = make_plan("gpt-oss-120b", "h100", Workload(context=1000))
-    a = engine_rules.allocate(p.model, p.workload, 1, "llama.cpp")
+    a = engines.allocate(p.model, p.workload, 1, "llama.cpp")
     per_cell = 18 * 8 * 64 * 2 * 2
     assert a.kv_bytes_total == per_cell * (1024 + 768)
 

@@ -11,7 +11,7 @@ import pytest
 
 from part1_capacity.experiments.engine import structures, tiny_models
 from part1_capacity.experiments.engine.gguf_profile import calculator_profile
-from part1_capacity.calculator.engine_rules import llama_cpp as rules
+from part1_capacity.calculator.engines import llama_cpp as rules
 from tests.in_process import capacity
 
 MIB = 2 ** 20

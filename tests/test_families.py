@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 
 from part0_foundations.l03_kv_cache import laws
-from part1_capacity.calculator import configs, hf_config, param_count, roofline
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.plan import Workload, make_plan
+from part1_capacity.calculator.model import configs, hf_config, param_count
+from part1_capacity.calculator.sizing import roofline
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.plan.plan import Workload, make_plan
 from part1_capacity.cli import main
 
 CONFIGS = Path(__file__).resolve().parent / "data" / "configs"
@@ -212,7 +213,7 @@ def test_every_published_config_with_a_class_is_counted():
 
 
 def test_the_pure_layer_imports_nothing_heavy():
-    code = ("import json, sys; from part1_capacity.calculator import configs; "
+    code = ("import json, sys; from part1_capacity.calculator.model import configs; "
             f"d = json.load(open({path('mixtral-8x7b')!r})); "
             "p = configs.profile_from_fields(d, {}); "
             "assert p.params_total == 46_702_792_704, p.params_total; "
@@ -378,7 +379,7 @@ def test_a_model_type_transformers_lacks_plans_from_the_fields_it_states(tmp_pat
 # --- the pure path the CLI takes for counted types, against the transformers path --------------------------------
 def test_the_stored_defaults_are_transformers_own():
     """data/config_defaults.json holds each counted type's class defaults as the pinned transformers gives them
-    (regenerate with `python -m part1_capacity.calculator.configs` after changing the pin)."""
+    (regenerate with `python -m part1_capacity.calculator.model.configs` after changing the pin)."""
     table = configs.stored_defaults()
     assert table["transformers"] == hf_config.version()
     assert set(table["model_types"]) == set(configs.COUNTED)

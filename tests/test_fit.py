@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-from part1_capacity.calculator.fit import BLOCK, fit
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.plan import make_plan
-from part1_capacity.calculator.resolve import Workload, resolve
+from part1_capacity.calculator.uses.fit import BLOCK, fit
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.plan.plan import make_plan
+from part1_capacity.calculator.plan.resolve import Workload, resolve
 from tests.in_process import capacity
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from part1_capacity.calculator import gguf_header
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.readers import gguf_header
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.readers.loader import load_model
 from tests.test_checkpoints import write_gguf
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""Every refusal of the bounded GGUF header walk (part1_capacity/calculator/gguf_header.py) on a header written by
+"""Every refusal of the bounded GGUF header walk (part1_capacity/calculator/readers/gguf_header.py) on a header written by
 hand, with the exact message, and every bound at its edge (the largest accepted, the smallest refused).
 
 The layout (github.com/ggml-org/ggml docs/gguf.md): magic "GGUF", u32 version, u64 tensor count, u64 metadata
@@ -9,8 +9,8 @@ import struct
 
 import pytest
 
-from part1_capacity.calculator import gguf_header
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.readers import gguf_header
+from part1_capacity.calculator.base.errors import InputError
 
 u32 = lambda x: struct.pack("<I", x)      # noqa: E731
 u64 = lambda x: struct.pack("<Q", x)      # noqa: E731

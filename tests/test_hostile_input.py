@@ -172,7 +172,7 @@ def test_index_flag_of_another_index_type_is_refused(capsys, argv, fragment):
 
 def test_index_json_is_strict(capsys, monkeypatch):
     # a non-finite figure must become the one-line error, never `NaN` in the JSON
-    from part1_capacity.calculator import index_memory
+    from part1_capacity.calculator.sizing import index_memory
     real = index_memory.plan_index
 
     def with_nan(*a, **k):

@@ -44,7 +44,7 @@ def test_a_model_name_that_is_no_name(capsys, model, fragment):
 
 
 def test_a_heatmap_into_a_missing_folder_is_refused_before_the_sweep(tmp_path, capsys, monkeypatch):
-    from part1_capacity.calculator import sweep
+    from part1_capacity.calculator.uses import sweep
     monkeypatch.setattr(sweep, "sweep", lambda *a, **k: pytest.fail("the sweep ran before the output was checked"))
     refused(capsys, ["sweep", "--model", "llama-3.1-8b", "--accelerator", "h100", "--heatmap",
                      str(tmp_path / "missing" / "x.png")], "heatmap: folder")

@@ -7,7 +7,8 @@
 - the light path — ``capacity plan ... --json`` and ``capacity compare`` — loads neither torch, transformers nor
   llama_cpp (checked in a fresh interpreter's ``sys.modules``);
 - Part 1's rooms: the calculator imports no experiment, page generator or command; the experiments no page
-  generator or command; inside the calculator every arrow points to its own layer or a lower one (``LAYERS``), and
+  generator or command; the calculator's layers are its folders (``LAYERS`` holds their order) and every module
+  sits in one; inside the calculator every arrow points to its own layer's folder or a lower one, and
   no module of Part 1 sits on an import circle — reading every import, inside functions too, and every
   ``importlib`` string that names a module;
 - lessons import only earlier lessons (``l04`` may use ``l03``, never ``l05``).
@@ -33,22 +34,11 @@ KNOWN_PRIVATE_IMPORTS = {("part0_foundations/l02_encoder_decoder/checks.py",
                           "part0_foundations.l01_attention.checks._copy_from_torch_mha")}
 
 
-# The calculator's floors, lowest first: a module imports only modules of its own floor or lower ones. The order is
-# the one a workload travels: a model, the hardware, the sizing laws, the engines' rules, speed, the deployment
-# search, the plan, then what is built on a plan.
-LAYERS = (
-    ("base", ("errors", "units", "fmt", "validate", "dtypes")),
-    ("model", ("weights", "gguf_header", "profiles", "hf_config", "config_fields", "param_count", "configs",
-               "checkpoints", "hub", "loader")),
-    ("hardware", ("hardware", "tiers", "local_machine")),
-    ("sizing", ("sharding", "roofline", "index_memory", "adapters")),
-    ("engine rules", ("engine_rules",)),
-    ("resolved workload", ("resolve",)),
-    ("speed", ("speed",)),
-    ("deployment", ("deploy",)),
-    ("plan", ("plan", "offload")),
-    ("on a plan", ("compare", "sweep", "emit", "browser", "fit")),
-)
+# The calculator's layers are the folders of part1_capacity/calculator/, lowest first: a module imports only modules
+# of its own folder or of a lower one. The order is the one a workload travels: the base, a model and its readers, the
+# hardware, the sizing laws, the engines' rules, the plan (resolve, speed, the deployment, the plan), then what is
+# built on a plan. Which folders exist is read from the disk; a folder missing here fails.
+LAYERS = ("base", "model", "readers", "hardware", "sizing", "engines", "plan", "uses")
 CALCULATOR = "part1_capacity.calculator"
 ROOMS_BELOW = {   # what each room of Part 1 must not import
     "part1_capacity.calculator": ("part1_capacity.experiments", "part1_capacity.pages", "part1_capacity.archetypes",
@@ -161,25 +151,80 @@ def part1_graph() -> dict[str, set[str]]:
 
 
 def layer_of(module: str) -> int | None:
-    """The calculator floor ``module`` lives on (its first name below ``calculator``), None outside it."""
+    """The calculator layer ``module`` lives on (the folder below ``calculator``), None outside the calculator."""
     if not module.startswith(CALCULATOR + "."):
         return None
-    first = module[len(CALCULATOR) + 1:].split(".")[0]
-    for i, (_, names) in enumerate(LAYERS):
-        if first in names:
-            return i
-    raise AssertionError(f"{module}: on no floor of LAYERS in tests/test_house.py — give it one")
+    first = module[len(CALCULATOR) + 1:].split(".")
+    if len(first) < 2 and first[0] not in LAYERS:
+        raise AssertionError(f"{module}: a module loose in calculator/ — move it into the folder of its layer")
+    if first[0] not in LAYERS:
+        raise AssertionError(f"{module}: calculator/{first[0]}/ is no layer of LAYERS in tests/test_house.py")
+    return LAYERS.index(first[0])
+
+
+def upward_arrows(graph: dict[str, set[str]]) -> list[str]:
+    """Every arrow of ``graph`` from a calculator module to one of a higher layer."""
+    up = []
+    for m, deps in sorted(graph.items()):
+        here = layer_of(m)
+        for d in sorted(deps):
+            there = layer_of(d)
+            if here is not None and there is not None and there > here:
+                up.append(f"{m} ({LAYERS[here]}) imports {d} ({LAYERS[there]})")
+    return up
 
 
 def test_the_calculator_arrows_point_down_its_floors():
-    up = []
-    for m, deps in part1_graph().items():
-        here = layer_of(m)
-        for d in deps:
-            there = layer_of(d)
-            if here is not None and there is not None and there > here:
-                up.append(f"{m} ({LAYERS[here][0]}) imports {d} ({LAYERS[there][0]})")
-    assert up == []
+    assert upward_arrows(part1_graph()) == []
+
+
+def test_every_calculator_module_sits_in_a_layer_folder():
+    calc = REPO / "part1_capacity" / "calculator"
+    folders = {p.parent.relative_to(calc).parts[0] for p in calc.rglob("*.py") if p.parent != calc}
+    loose = sorted(p.name for p in calc.glob("*.py") if p.name != "__init__.py")
+    packages = sorted(f for f in LAYERS if not (calc / f / "__init__.py").is_file())
+    foreign = sorted(folders - set(LAYERS))
+    assert (loose, foreign, packages) == ([], [], []), (f"loose in calculator/: {loose}; folders that are no layer: "
+                                                        f"{foreign}; layers without __init__.py: {packages}")
+
+
+def test_a_loose_module_or_a_foreign_folder_is_caught(tmp_path, monkeypatch):
+    calc = tmp_path / "part1_capacity" / "calculator"
+    for f in LAYERS:
+        (calc / f).mkdir(parents=True)
+        (calc / f / "__init__.py").write_text("")
+    (calc / "__init__.py").write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    test_every_calculator_module_sits_in_a_layer_folder()        # the clean layout passes
+    (calc / "newthing.py").write_text("")
+    (calc / "attic").mkdir()
+    (calc / "attic" / "old.py").write_text("")
+    with pytest.raises(AssertionError, match=r"loose in calculator/: \['newthing.py'\]; folders that are no layer: "
+                                             r"\['attic'\]; layers without __init__.py: \[\]"):
+        test_every_calculator_module_sits_in_a_layer_folder()
+
+
+C = CALCULATOR
+
+
+@pytest.mark.parametrize("graph, up", [
+    # hand-made edges: the lowest folder reaching the top one is the only arrow up
+    ({f"{C}.base.fmt": {f"{C}.uses.emit"}}, [f"{C}.base.fmt (base) imports {C}.uses.emit (uses)"]),
+    ({f"{C}.model.profiles": {f"{C}.readers.loader"}},
+     [f"{C}.model.profiles (model) imports {C}.readers.loader (readers)"]),
+    ({f"{C}.sizing.roofline": {f"{C}.engines"}}, [f"{C}.sizing.roofline (sizing) imports {C}.engines (engines)"]),
+    ({f"{C}.uses.emit": {f"{C}.base.fmt", f"{C}.plan.plan"}}, []),      # down: allowed
+    ({f"{C}.plan.deploy": {f"{C}.plan.speed"}}, []),                     # its own folder: allowed
+    ({f"{C}.engines.vllm": {"part0_foundations.l03_kv_cache.laws"}}, []),   # outside the calculator: not this rule
+])
+def test_the_layer_rule_on_made_up_edges(graph, up):
+    assert upward_arrows(graph) == up
+
+
+@pytest.mark.parametrize("module", [f"{C}.newthing", f"{C}.attic.old"])
+def test_a_module_outside_the_layer_folders_is_refused(module):
+    with pytest.raises(AssertionError, match="loose in calculator/|no layer of LAYERS"):
+        layer_of(module)
 
 
 def test_part1_rooms_point_one_way():
@@ -260,15 +305,15 @@ def test_a_broken_arrow_is_caught(tmp_path, monkeypatch, source, rule):
 
 
 @pytest.mark.parametrize("files, rule", [
-    # an upward arrow: the model floor reaching up to the plan, from inside a function
-    ({"calculator/profiles.py": "def f():\n    from part1_capacity.calculator import plan\n",
-      "calculator/plan.py": ""}, test_the_calculator_arrows_point_down_its_floors),
-    # a circle on one floor, one side written as an importlib string
-    ({"calculator/deploy.py": "from part1_capacity.calculator import speed\n",
-      "calculator/speed.py": "import importlib\nimportlib.import_module('part1_capacity.calculator.deploy')\n"},
+    # an upward arrow: the model layer reaching up to the plan, from inside a function
+    ({"calculator/model/profiles.py": "def f():\n    from part1_capacity.calculator.plan import plan\n",
+      "calculator/plan/plan.py": ""}, test_the_calculator_arrows_point_down_its_floors),
+    # a circle in one folder, one side written as an importlib string
+    ({"calculator/plan/deploy.py": "from part1_capacity.calculator.plan import speed\n",
+      "calculator/plan/speed.py": "import importlib\nimportlib.import_module('part1_capacity.calculator.plan.deploy')\n"},
      test_no_import_circle_in_part1),
     # the calculator using an experiment
-    ({"calculator/plan.py": "from part1_capacity.experiments.engine import llama\n",
+    ({"calculator/plan/plan.py": "from part1_capacity.experiments.engine import llama\n",
       "experiments/engine/llama.py": ""}, test_part1_rooms_point_one_way),
 ])
 def test_a_broken_floor_is_caught(tmp_path, monkeypatch, files, rule):

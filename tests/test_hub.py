@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from part1_capacity.cli import main
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.readers.loader import load_model
 from tests.local_hub import Hub, Repo
 
 # A tiny llama: 2 layers, hidden 64, 4 heads (head_dim 16), 2 K/V heads, MLP 2048, vocab 4096 (every shard is

@@ -281,7 +281,7 @@ def test_every_site_message_has_its_korean_text(src):
 def test_every_family_description_has_its_korean_text():
     """The calculator page's family table translates configs.FAMILIES' descriptions (sitegen passes each to tr as a
     value, which the literal scan above cannot see): a family added without its Korean text stops the site build."""
-    from part1_capacity.calculator.configs import FAMILIES
+    from part1_capacity.calculator.model.configs import FAMILIES
 
     catalogue = i18n.catalogue("ko", "site")
     missing = [what for what, _ in FAMILIES.values() if what not in catalogue]

@@ -1,10 +1,10 @@
-"""llama.cpp's other start-up buffers (engine_rules/llama_cpp.py): model, output and compute, worked by hand from
+"""llama.cpp's other start-up buffers (engines/llama_cpp.py): model, output and compute, worked by hand from
 the vendored llama.cpp source and held against published context logs (each point with its source in
 part1_capacity/experiments/engine/data/llama_cpp_buffer_logs.json). No llama.cpp needed: E1's run of the same
 rules on this machine is in test_engine_structures.py."""
 import pytest
 
-from part1_capacity.calculator.engine_rules import llama_cpp as rules
+from part1_capacity.calculator.engines import llama_cpp as rules
 from part1_capacity.experiments.engine import buffers, tiny_models
 
 MIB = 2 ** 20

@@ -1,10 +1,10 @@
-"""llama.cpp's allocation rules (part1_capacity/calculator/engine_rules/llama_cpp.py) at their edges, worked by hand on
+"""llama.cpp's allocation rules (part1_capacity/calculator/engines/llama_cpp.py) at their edges, worked by hand on
 small stand-in shapes: the sliding-window cells of a unified and a split context, every note, the defaults of each
 function, the output buffer and the compute-buffer stages (llama-context.cpp, llama-kv-cache-iswa.cpp,
 llama-graph.cpp: the files the module names)."""
 from types import SimpleNamespace as NS
 
-from part1_capacity.calculator.engine_rules import llama_cpp as lc
+from part1_capacity.calculator.engines import llama_cpp as lc
 
 SWA = NS(is_mla=False, n_full_layers=2, n_window_layers=2, window=100, n_kv_heads=1, head_dim=64, ssm=None)
 PADDED = "context padded: 1,000 tokens over 1 sequence(s) → 1,024 cells per sequence (multiples of 256; llama-context.cpp)"

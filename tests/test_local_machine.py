@@ -1,12 +1,12 @@
-"""`--accelerator local` (calculator/local_machine.py): the runtime tools' outputs parsed from recorded text — no
+"""`--accelerator local` (calculator/hardware/local_machine.py): the runtime tools' outputs parsed from recorded text — no
 GPU needed — and the detection order (NVIDIA, AMD, Apple, the CPU) driven by fake tools."""
 import json
 
 import pytest
 
 from course.units import GIB, MIB
-from part1_capacity.calculator import local_machine as local
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.hardware import local_machine as local
+from part1_capacity.calculator.base.errors import InputError
 from tests.in_process import capacity
 
 # `nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits` on two RTX 4090s (MiB, as the driver

@@ -1,4 +1,4 @@
-"""The checkpoint reader's bytes (part1_capacity/calculator/checkpoints.py), worked by hand: sub-byte dtypes round
+"""The checkpoint reader's bytes (part1_capacity/calculator/readers/checkpoints.py), worked by hand: sub-byte dtypes round
 up to whole bytes, and the per-dtype breakdown leaves out the MTP layers vLLM skips (as ``loaded_bytes`` does).
 
 A GGUF's metadata read as llama.cpp reads it (src/llama-hparams.cpp, src/models/<arch>.cpp): tiny files written with
@@ -9,8 +9,8 @@ import struct
 
 import pytest
 
-from part1_capacity.calculator import checkpoints
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.readers import checkpoints
+from part1_capacity.calculator.base.errors import InputError
 
 
 def test_sub_byte_tensors_round_up_to_whole_bytes():
@@ -417,7 +417,7 @@ def test_an_index_names_each_shard_once_and_a_255_byte_name_is_a_file_name(tmp_p
 
 
 def test_a_folder_reads_its_mtp_layers_from_the_text_config(tmp_path):
-    from part1_capacity.calculator.loader import load_model
+    from part1_capacity.calculator.readers.loader import load_model
 
     cfg = {"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
            "num_key_value_heads": 2, "intermediate_size": 16, "vocab_size": 4, "max_position_embeddings": 64}
@@ -612,7 +612,7 @@ def _folder(tmp_path, name, config):
 
 
 def test_a_quantized_checkpoint_counts_parameters_from_its_config_and_an_unquantized_from_its_headers(tmp_path):
-    from part1_capacity.calculator.loader import load_model
+    from part1_capacity.calculator.readers.loader import load_model
 
     plain = load_model(str(_folder(tmp_path, "plain", {"model_type": "gemma3", "text_config": TEXT,
                                                        "vision_config": VISION})))
@@ -630,7 +630,7 @@ def test_a_quantized_checkpoint_counts_parameters_from_its_config_and_an_unquant
 
 
 def test_mtp_layers_named_in_the_text_config(tmp_path):
-    from part1_capacity.calculator.loader import load_model
+    from part1_capacity.calculator.readers.loader import load_model
 
     d = _folder(tmp_path, "mtp", {"model_type": "gemma3", "text_config": {**TEXT, "num_nextn_predict_layers": 1},
                                    "vision_config": VISION})

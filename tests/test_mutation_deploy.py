@@ -1,14 +1,14 @@
-"""The deployment search (part1_capacity/calculator/deploy.py) on cases worked by hand: a batch that does not divide
+"""The deployment search (part1_capacity/calculator/plan/deploy.py) on cases worked by hand: a batch that does not divide
 by the replicas, and a decode step split into pipeline stages (the all-reduces of a stage's layers only)."""
 from types import SimpleNamespace as NS
 
 import pytest
 
-from part1_capacity.calculator import deploy
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.plan import Workload
-from part1_capacity.calculator.resolve import resolve
+from part1_capacity.calculator.plan import deploy
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.plan.plan import Workload
+from part1_capacity.calculator.plan.resolve import resolve
 
 GIB = 2 ** 30
 
@@ -53,10 +53,11 @@ import math
 
 import numpy as np
 
-from part1_capacity.calculator import roofline, speed
-from part1_capacity.calculator.deploy import Shape
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.plan import make_plan
+from part1_capacity.calculator.sizing import roofline
+from part1_capacity.calculator.plan import speed
+from part1_capacity.calculator.plan.deploy import Shape
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.plan.plan import make_plan
 
 
 def stand_in(U=10.0, W=8.0, We=0.0, S=4.0, B=12, moe=False, engines=("vllm",), pp=None):
@@ -273,7 +274,7 @@ def test_one_accelerator_with_measured_kernels_times_the_pass_with_them(tmp_path
     path = tmp_path / "host.json"
     path.write_text(json.dumps({"id": "test-host", "kind": "host", "memory_gb": 24, "bandwidth_gb_s": 20,
                                 "bf16_tflops": 0.1, "kernels": kernels}))
-    from part1_capacity.calculator.profiles import profile_from_dict
+    from part1_capacity.calculator.model.profiles import profile_from_dict
     model = profile_from_dict({"id": "m", "n_layers": 10, "n_heads": 8, "n_kv_heads": 8, "head_dim": 64,
                                "hidden_size": 512, "params_total": 1e9, "max_context": 4096})
     p = make_plan(model, load_accelerator(str(path)), Workload(context=100, weights_dtype="q8_0", kv_dtype="fp16"))

@@ -1,8 +1,8 @@
-"""The tensor-parallel split rules (part1_capacity/calculator/sharding.py) on small hand-worked shapes, one rule per
+"""The tensor-parallel split rules (part1_capacity/calculator/sizing/sharding.py) on small hand-worked shapes, one rule per
 test, so each rule's mutant (tests/mutation/REPORT.md) fails here. The rules are vLLM's: see the module docstring."""
 from types import SimpleNamespace as NS
 
-from part1_capacity.calculator import sharding
+from part1_capacity.calculator.sizing import sharding
 
 
 def test_heads_must_split_and_kv_heads_divide_or_be_divided():

@@ -1,9 +1,9 @@
-"""vLLM's rules for a Mamba hybrid at tensor parallelism 2 (part1_capacity/calculator/engine_rules/vllm.py), worked by
+"""vLLM's rules for a Mamba hybrid at tensor parallelism 2 (part1_capacity/calculator/engines/vllm.py), worked by
 hand from the bundled Nemotron-3-Nano shape and the vLLM source files named in the module: the state page splits
 across ranks (mamba_utils.py MambaStateShapeCalculator) and the state bytes carry the group size
 (kv_cache_utils.py _get_kv_cache_groups_uniform_page_size)."""
-from part1_capacity.calculator.engine_rules import vllm
-from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.engines import vllm
+from part1_capacity.calculator.readers.loader import load_model
 
 
 def test_nemotron_3_nano_at_tp2():
@@ -31,7 +31,7 @@ from types import SimpleNamespace as NS  # noqa: E402
 
 import pytest  # noqa: E402
 
-from part1_capacity.calculator.errors import InputError  # noqa: E402
+from part1_capacity.calculator.base.errors import InputError  # noqa: E402
 
 GIB = 2 ** 30
 GROUPED = " padded in (kv_cache_utils.py _get_kv_cache_groups_uniform_page_size)"

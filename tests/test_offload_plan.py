@@ -1,4 +1,4 @@
-"""`capacity plan --engine llama.cpp`: llama.cpp on one accelerator and the host's RAM (calculator/offload.py) —
+"""`capacity plan --engine llama.cpp`: llama.cpp on one accelerator and the host's RAM (calculator/plan/offload.py) —
 the bytes per device worked by hand, the proposed split at its exact boundary (it fits, one layer more or one
 expert layer fewer on the host does not), the decode time of the split by hand, and `--emit llama.cpp` writing
 the split's flags."""
@@ -7,12 +7,12 @@ import json
 import pytest
 
 from course.units import GB, GIB
-from part1_capacity.calculator import offload
-from part1_capacity.calculator.dtypes import get_dtype
-from part1_capacity.calculator.engine_rules import llama_cpp as rules
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.resolve import Workload, resolve
+from part1_capacity.calculator.plan import offload
+from part1_capacity.calculator.base.dtypes import get_dtype
+from part1_capacity.calculator.engines import llama_cpp as rules
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.plan.resolve import Workload, resolve
 from tests.in_process import capacity
 
 
@@ -23,22 +23,22 @@ def _r(model, acc="rtx-4090", **kw):
 
 def test_dense_split_by_hand():
     # Llama-3.1-70B at q4_k_m, -ngl 40: W = 70.55e9 × q4_k_m bytes; the embedding and the (untied) output head
-    # 128,256 × 8,192 weights each at W's average bytes per weight; the rest spread over 80 layers, 40 of them
-    # (the last) on the accelerator; the output layer stays on the host (40 ≤ 80)
+    # 128,256 × 8,192 weights each at W's average bytes per weight; the rest spread over 80 layers. The vendored
+    # llama.cpp offloads the output layer first, then the last 39 layers; 41 layers and the embedding stay on the host
     r = _r("llama-3.1-70b", weights_dtype="q4_k_m")
     W = 70.55e9 * get_dtype("q4_k_m").bytes
     embd = 128_256 * 8_192 * W / 70.55e9
     layer = (W - 2 * embd) / 80
     p = offload.placement(r, 40)
     acc, host = p["devices"]
-    assert acc["weights_bytes"] == pytest.approx(40 * layer)
-    assert host["weights_bytes"] == pytest.approx(40 * layer + 2 * embd)
-    assert host["token_embd_bytes"] == pytest.approx(embd) and host["output_layer_bytes"] == pytest.approx(embd)
-    # the cache: f16 K and V of 8,192 cells, 8 heads of 128, per layer; half the layers on each side
+    assert acc["weights_bytes"] == pytest.approx(39 * layer + embd) and acc["output_layer_bytes"] == pytest.approx(embd)
+    assert host["weights_bytes"] == pytest.approx(41 * layer + embd)
+    assert host["token_embd_bytes"] == pytest.approx(embd) and host["output_layer_bytes"] == 0
+    # the cache: f16 K and V of 8,192 cells, 8 heads of 128, per layer; each layer's on its layer's side
     per_layer = 8192 * 8 * 128 * 2 * 2
-    assert acc["kv_bytes"] == pytest.approx(40 * per_layer) and host["kv_bytes"] == pytest.approx(40 * per_layer)
-    # decode: the host streams its weights but the embedding (one row is read), and its cache, at 89.6 GB/s
-    assert p["decode_host_s"] == pytest.approx((40 * layer + embd + 40 * per_layer) / (89.6 * GB))
+    assert acc["kv_bytes"] == pytest.approx(39 * per_layer) and host["kv_bytes"] == pytest.approx(41 * per_layer)
+    # decode: the host streams its layers (of the embedding one row is read) and their cache at 89.6 GB/s
+    assert p["decode_host_s"] == pytest.approx((41 * layer + 41 * per_layer) / (89.6 * GB))
     # --no-kv-offload: every layer's cache on the host
     nkvo = offload.placement(r, 40, kv_offload=False)["devices"]
     assert nkvo[0]["kv_bytes"] == 0 and nkvo[1]["kv_bytes"] == pytest.approx(80 * per_layer)
@@ -115,14 +115,14 @@ def test_cpu_moe_beyond_the_layers_is_refused():
 
 
 def test_the_live_page_shows_fit_and_the_split_as_the_cli_computes_them():
-    from part1_capacity.calculator import browser
+    from part1_capacity.calculator.uses import browser
 
     d = json.loads(browser.plan("llama-3.1-70b", "rtx-4090", "8K", 1, "q4_k_m", "fp16", "llama.cpp"))
     n = offload.propose(_r("llama-3.1-70b", weights_dtype="q4_k_m"))["gpu_layers"]
-    assert d["text"]["llama_cpp_split"].startswith(f"{n} of 80 layers on the accelerator")
+    assert d["text"]["llama_cpp_split"].startswith(f"the output layer and {n} of 80 layers on the accelerator")
     assert d["text"]["fit_max_context"].startswith("none: the weights alone do not fit")
     d = json.loads(browser.plan("llama-3.1-8b", "rtx-4090", "4096", 1, "bf16", "bf16", "law"))
-    from part1_capacity.calculator.fit import fit
+    from part1_capacity.calculator.uses.fit import fit
     f = fit(load_model("llama-3.1-8b"), load_accelerator("rtx-4090"), Workload(context=4096), "batch")
     assert d["text"]["fit_max_batch"] == f"{f.value:,} sequences at this context (memory)"
     assert d["text"]["llama_cpp_split"] == "choose the llama.cpp engine"

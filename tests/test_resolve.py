@@ -7,12 +7,14 @@ import re
 
 import pytest
 
-from part1_capacity.calculator import deploy, resolve as resolve_mod, roofline, weights
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.plan import Workload, make_plan, plan_report
-from part1_capacity.calculator.resolve import resolve
+from part1_capacity.calculator.plan import deploy, resolve as resolve_mod
+from part1_capacity.calculator.sizing import roofline
+from part1_capacity.calculator.model import weights
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.plan.plan import Workload, make_plan, plan_report
+from part1_capacity.calculator.plan.resolve import resolve
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent

@@ -2,10 +2,10 @@
 ridge point and the one 8-bit peak rule."""
 import pytest
 
-from part1_capacity.calculator import roofline
-from part1_capacity.calculator.dtypes import DTYPES
-from part1_capacity.calculator.hardware import Accelerator, load_accelerator
-from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.sizing import roofline
+from part1_capacity.calculator.base.dtypes import DTYPES
+from part1_capacity.calculator.hardware.accelerators import Accelerator, load_accelerator
+from part1_capacity.calculator.readers.loader import load_model
 
 
 def test_mla_attention_flops_differ_between_prefill_and_decode():

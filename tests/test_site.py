@@ -320,8 +320,8 @@ CONFIGS_SMOKE = [REPO / "tests" / "data" / "configs" / name / "config.json"
 def test_live_calculator_plans_every_published_config_as_the_cli_does(live, paths):
     """Each verbatim published config pasted into the page: the whole `capacity plan --json` for the types the
     page reads (every field; the model id is the pasted file's, "config"), the CLI's way named for the others."""
-    from part1_capacity.calculator import configs
-    from part1_capacity.calculator.loader import load_model
+    from part1_capacity.calculator.model import configs
+    from part1_capacity.calculator.readers.loader import load_model
     from tests.in_process import capacity
 
     page, errors = live
@@ -377,8 +377,8 @@ def test_live_calculator_python_is_the_package_and_needs_no_numpy(built_site):
     import ast
 
     files = json.loads((built_site / "assets" / "calculator" / "python.json").read_text())
-    for needed in ("part1_capacity/calculator/plan.py", "part0_foundations/l03_kv_cache/laws.py",
-                   "part1_capacity/calculator/configs.py", "part1_capacity/calculator/data/config_defaults.json"):
+    for needed in ("part1_capacity/calculator/plan/plan.py", "part0_foundations/l03_kv_cache/laws.py",
+                   "part1_capacity/calculator/model/configs.py", "part1_capacity/calculator/data/config_defaults.json"):
         assert needed in files
     for path, text in files.items():
         assert text == (REPO / path).read_text(), f"{path}: the site's copy differs from the package"

@@ -9,10 +9,10 @@ from typing import Callable
 
 import pytest
 
-from part1_capacity.calculator import weights
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.tiers import tiers_for
+from part1_capacity.calculator.model import weights
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.hardware.tiers import tiers_for
 
 GB = 1e9
 

@@ -3,12 +3,12 @@ import json
 
 import pytest
 
-from part1_capacity.calculator import speed
+from part1_capacity.calculator.plan import speed
 from part1_capacity.experiments.engine import kernels
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.plan import Workload, make_plan
-from part1_capacity.calculator.profiles import profile_from_dict
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.hardware.accelerators import kernels_from_dict, load_accelerator
+from part1_capacity.calculator.plan.plan import Workload, make_plan
+from part1_capacity.calculator.model.profiles import profile_from_dict
 
 PS = 1e-12
 
@@ -22,7 +22,7 @@ def _kernels(**over):
                       "prefill_s_per_weight_token": 40 * PS},
              "q6_K": {"decode_s_per_weight": 60 * PS, "compute_s_per_weight": 25 * PS,
                       "prefill_s_per_weight_token": 45 * PS}}
-    return speed.kernels_from_dict({"threads": 2, "op_overhead_s": 1e-6, "types": types, "source": "test", **over})
+    return kernels_from_dict({"threads": 2, "op_overhead_s": 1e-6, "types": types, "source": "test", **over})
 
 
 def test_decode_and_prefill_matmuls_sum_weights_times_their_type_cost():
@@ -63,13 +63,13 @@ def test_q4_k_m_mix_reproduces_its_average_bits():
 
 def test_kernel_constants_are_validated():
     with pytest.raises(InputError, match="decode_s_per_weight"):
-        speed.kernels_from_dict({"threads": 1, "op_overhead_s": 0, "types": {"f16": {
+        kernels_from_dict({"threads": 1, "op_overhead_s": 0, "types": {"f16": {
             "decode_s_per_weight": -1.0, "prefill_s_per_weight_token": 1e-11}}})
     with pytest.raises(InputError, match="prefill_s_per_weight_token"):
-        speed.kernels_from_dict({"threads": 1, "op_overhead_s": 0, "types": {"f16": {
+        kernels_from_dict({"threads": 1, "op_overhead_s": 0, "types": {"f16": {
             "decode_s_per_weight": 1e-10, "prefill_s_per_weight_token": float("nan")}}})
     with pytest.raises(InputError):
-        speed.kernels_from_dict({"types": {}})
+        kernels_from_dict({"types": {}})
 
 
 def test_constants_from_runs_take_the_node_overhead_off():
@@ -127,7 +127,7 @@ def test_plan_output_says_where_its_times_come_from():
 # --- every branch of the cost model, worked by hand with the kernels above --------------------------------------
 from types import SimpleNamespace as _NS
 
-from part1_capacity.calculator.roofline import Pass
+from part1_capacity.calculator.sizing.roofline import Pass
 
 
 def test_a_decode_step_of_several_sequences_pays_the_extra_tokens_arithmetic():

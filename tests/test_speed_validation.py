@@ -7,7 +7,7 @@ import pytest
 from part1_capacity.experiments.engine import kernels
 from part1_capacity.experiments.engine import quant_ladder as ql
 from part1_capacity.experiments.engine.common import load_result
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base.errors import InputError
 
 
 def _level(kind, pp, pp_pred, tg, tg_pred):

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from part1_capacity.calculator import validate
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.base.errors import InputError
 
 
 @pytest.mark.parametrize("v, kw, fragment", [

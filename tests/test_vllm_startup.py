@@ -1,4 +1,4 @@
-"""What vLLM logs at start-up (part1_capacity/calculator/engine_rules/vllm_memory.py): its KV budget, blocks,
+"""What vLLM logs at start-up (part1_capacity/calculator/engines/vllm_memory.py): its KV budget, blocks,
 tokens and concurrency, against published start-up logs (each point with its source in
 part1_capacity/experiments/engine/data/vllm_startup_logs.json) and hand-worked examples from vLLM's source."""
 import json
@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from part1_capacity.calculator.engine_rules import vllm_memory as vm
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.engines import vllm_memory as vm
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.readers.loader import load_model
 from part1_capacity.experiments.engine import vllm_startup
 from tests.in_process import capacity
 
@@ -140,7 +140,7 @@ def test_datasheet_times_are_labelled_lower_bounds_in_text_and_json():
 
 
 def test_accelerators_carry_the_memory_the_engine_sees_with_its_source():
-    from part1_capacity.calculator.hardware import bundled_accelerators
+    from part1_capacity.calculator.hardware.accelerators import bundled_accelerators
 
     accs = bundled_accelerators()
     new = ("rtx-3090", "rtx-4090", "rtx-5090", "rtx-pro-6000", "l40s", "h20", "b300", "mi355x", "m1-max", "m1-ultra",
@@ -169,7 +169,7 @@ def test_start_up_uses_the_engine_visible_memory_not_the_datasheet():
 
 def test_eight_bit_column_says_when_a_type_runs_at_the_16_bit_rate():
     # the A100 has INT8 tensor cores (624 TOPS dense) and no FP8 ones: FP8 weights multiply at its BF16 rate
-    from part1_capacity.calculator.hardware import eight_bit_cell
+    from part1_capacity.calculator.hardware.accelerators import eight_bit_cell
 
     a100, h100 = load_accelerator("a100"), load_accelerator("h100")
     assert eight_bit_cell(a100) == "16-bit rate / 624" and a100.peak_flops("fp8") == a100.flops_16
@@ -203,7 +203,7 @@ def test_the_activation_term_reads_the_widths_from_the_profile():
 def test_bundled_widths_are_in_the_data_file_with_their_source():
     """The widths moved out of the engine rule into data/models.json: each bundled model that carries them names the
     config field they come from in its source."""
-    from part1_capacity.calculator.profiles import bundled_models
+    from part1_capacity.calculator.model.profiles import bundled_models
 
     carried = {i: m for i, m in bundled_models().items() if m.vocab_size}
     assert {"llama-3.1-8b", "gemma-3-27b", "deepseek-v2-lite", "gpt-oss-120b"} <= set(carried)

@@ -1,9 +1,9 @@
 """Weight bytes: per-tensor-group sums and what a server loads, each figure against its primary source."""
 import pytest
 
-from part1_capacity.calculator import weights
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.plan import make_plan
+from part1_capacity.calculator.model import weights
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.plan.plan import make_plan
 
 GiB = 2 ** 30
 
@@ -50,7 +50,7 @@ def test_a_model_without_mtp_shows_one_case():
 
 
 def test_weight_groups_in_a_data_file_are_validated():
-    from part1_capacity.calculator.errors import InputError
+    from part1_capacity.calculator.base.errors import InputError
     with pytest.raises(InputError, match=r"weight_groups\[0\].params: must be a finite number"):
         weights.groups_from_list([{"name": "x", "params": float("nan"), "dtype": "bf16"}], "model 'm'")
     with pytest.raises(InputError, match="unknown dtype 'fp3'"):

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from part1_capacity.archetypes.ledger import DATA, QUANTITY, Ledger, load_ledger
-from part1_capacity.calculator import validate
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.base.errors import InputError
 
 DEFAULT_ARCHETYPES = DATA / "archetypes.toml"
 WHEN = ("any", "kv_cache", "weights")

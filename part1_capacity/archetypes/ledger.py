@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from part1_capacity.calculator import validate
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.base.errors import InputError
 
 DATA = Path(__file__).resolve().parent / "data"
 DEFAULT_LEDGER = DATA / "claims.toml"

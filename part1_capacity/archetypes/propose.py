@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from part1_capacity.archetypes.catalog import Archetype
 from part1_capacity.archetypes.ledger import Ledger
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_ratio
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.plan import Workload, make_plan
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.base.fmt import fmt_bytes, fmt_count, fmt_ratio
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.plan.plan import Workload, make_plan
 
 # The next lower weight precision to try when the weights are the bottleneck (None: nothing lower here).
 LOWER_PRECISION = {"fp32": "bf16", "bf16": "fp8", "fp16": "fp8", "fp8": "int4", "int8": "int4",

@@ -10,8 +10,8 @@ from course import i18n, tables
 from part1_capacity.archetypes.catalog import load_archetypes
 from part1_capacity.archetypes.ledger import STUDY_QUARANTINED, load_ledger, parse_ledger
 from part1_capacity.archetypes.propose import propose
-from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_ratio
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base.fmt import fmt_bytes, fmt_count, fmt_ratio
+from part1_capacity.calculator.base.errors import InputError
 
 NAME = "archetypes"
 SAME_MODEL = "gpt-oss-120b"

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import argparse
 
-from part1_capacity.calculator import validate
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.base.errors import InputError
 from course.units import GIB
-from part1_capacity.calculator.plan import DEFAULT_OVERHEAD_BYTES, DEFAULT_USABLE_FRACTION, Workload
+from part1_capacity.calculator.plan.plan import DEFAULT_OVERHEAD_BYTES, DEFAULT_USABLE_FRACTION, Workload
 
 MAX_INT = 2 ** 53         # every count stays exact as a float (the search is vectorized in float64)
 MAX_CONTEXT = 2 ** 30     # a billion tokens per sequence: beyond any published model's maximum
@@ -86,7 +86,7 @@ def add_workload_flags(p: argparse.ArgumentParser, context_default=None, batch_d
 
 
 def add_extras_flags(p: argparse.ArgumentParser):
-    """LoRA adapters and a speculative-decoding draft model (their memory: calculator/adapters.py)."""
+    """LoRA adapters and a speculative-decoding draft model (their memory: calculator/sizing/adapters.py)."""
     g = p.add_argument_group("LoRA adapters and speculative decoding")
     g.add_argument("--lora-rank", type=lambda t: positive_int(t, 4096), default=None, metavar="R",
                    help="serve LoRA adapters of rank R (vLLM: --enable-lora --max-lora-rank; llama.cpp: --lora)")
@@ -104,7 +104,7 @@ def add_extras_flags(p: argparse.ArgumentParser):
 
 def extras_from_args(a) -> dict:
     """The Workload fields of the LoRA and draft flags (only those given)."""
-    from part1_capacity.calculator import adapters
+    from part1_capacity.calculator.sizing import adapters
 
     out = {}
     if getattr(a, "lora_rank", None) is not None or getattr(a, "lora_targets", None) is not None or \
@@ -136,7 +136,7 @@ def workload_from_args(a, **over) -> Workload:
 
 def size_bytes(text: str) -> float:
     """argparse type of a memory size: ``12.22GiB``, ``512MiB``, ``13e9``, ``13GB`` or bytes."""
-    from part1_capacity.calculator.engine_rules.vllm_memory import parse_size
+    from part1_capacity.calculator.engines.vllm_memory import parse_size
 
     try:
         return parse_size(text, "value")
@@ -146,7 +146,7 @@ def size_bytes(text: str) -> float:
 
 def add_vllm_startup_flags(p: argparse.ArgumentParser):
     """vLLM's start-up flags (``vllm serve``'s own names), used with ``--engine vllm``; unset, vLLM's defaults for
-    the accelerator (part1_capacity/calculator/engine_rules/vllm_memory.py)."""
+    the accelerator (part1_capacity/calculator/engines/vllm_memory.py)."""
     g = p.add_argument_group("vLLM start-up (with --engine vllm)")
     g.add_argument("--kv-cache-memory", type=size_bytes, default=None, metavar="SIZE",
                    help="vLLM's --kv-cache-memory-bytes: the KV memory per worker (12.22GiB, 13e9, bytes); "
@@ -167,7 +167,7 @@ VLLM_STARTUP_FLAGS = ("kv_cache_memory", "gpu_memory_utilization", "max_num_seqs
 
 def startup_flags_from_args(a):
     """The ``StartupFlags`` of the parsed vLLM start-up flags; refused (exit 2) without ``--engine vllm``."""
-    from part1_capacity.calculator.engine_rules.vllm_memory import StartupFlags
+    from part1_capacity.calculator.engines.vllm_memory import StartupFlags
 
     given = [n for n in VLLM_STARTUP_FLAGS if getattr(a, n, None) is not None]
     if given and getattr(a, "engine", "law") != "vllm":
@@ -181,8 +181,8 @@ def startup_flags_from_args(a):
 def accelerator_arg(name):
     """--accelerator: a bundled id, a JSON file, or ``local`` (this machine, detected: ``local_machine.detect``).
     Returns (Accelerator, the detected Machine or None)."""
-    from part1_capacity.calculator.hardware import load_accelerator
-    from part1_capacity.calculator import local_machine
+    from part1_capacity.calculator.hardware.accelerators import load_accelerator
+    from part1_capacity.calculator.hardware import local_machine
 
     if str(name).strip().lower() == local_machine.LOCAL:
         m = local_machine.detect()

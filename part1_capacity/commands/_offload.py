@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 
 from course.units import GB, GIB
-from part1_capacity.calculator import offload, validate
-from part1_capacity.calculator.engine_rules import llama_cpp as rules
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.fmt import fmt_bytes, fmt_time, table
+from part1_capacity.calculator.plan import offload
+from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.engines import llama_cpp as rules
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.base.fmt import fmt_bytes, fmt_time, table
 
 FLAGS = ("gpu_layers", "cpu_moe", "host_memory", "host_bandwidth")
 
@@ -32,8 +33,8 @@ def add_offload_flags(p: argparse.ArgumentParser):
     g = p.add_argument_group("llama.cpp on one accelerator and the host's RAM (with --engine llama.cpp; "
                              "default: the largest split that fits)")
     g.add_argument("--gpu-layers", type=count, default=None, metavar="N",
-                   help="llama.cpp's -ngl: the last N layers on the accelerator, the rest in host RAM (more than "
-                        "the model's layers: the output layer too)")
+                   help="llama.cpp's -ngl: the output layer and the last N-1 layers on the accelerator, the rest "
+                        "and the token embedding in host RAM (llama.cpp's order since December 2025)")
     g.add_argument("--cpu-moe", type=count, default=None, metavar="N",
                    help="llama.cpp's --n-cpu-moe: the routed experts of the first N layers stay in host RAM")
     g.add_argument("--no-kv-offload", action="store_true",

@@ -6,7 +6,7 @@ inputs; an archetype without quantitative evidence lists none (and no numbers at
 from __future__ import annotations
 
 
-from part1_capacity.calculator import validate
+from part1_capacity.calculator.base import validate
 from part1_capacity.archetypes.catalog import get_archetype, load_archetypes
 from part1_capacity.archetypes.ledger import load_ledger
 

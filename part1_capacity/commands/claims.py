@@ -7,7 +7,7 @@ lists the quarantine for editors: claims whose source could not be checked, with
 from __future__ import annotations
 
 
-from part1_capacity.calculator import validate
+from part1_capacity.calculator.base import validate
 from part1_capacity.archetypes import catalog
 from part1_capacity.archetypes.ledger import load_ledger
 

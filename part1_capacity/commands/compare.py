@@ -8,11 +8,12 @@ for each.
 from __future__ import annotations
 
 
-from part1_capacity.calculator import validate
+from part1_capacity.calculator.base import validate
 from part1_capacity.commands._common import add_workload_flags, workload_from_args
-from part1_capacity.calculator.compare import DEFAULT_ACCELERATOR, DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_MODELS, compare
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, table
+from part1_capacity.calculator.uses.compare import (DEFAULT_ACCELERATOR, DEFAULT_BATCH, DEFAULT_CONTEXT,
+                                                    DEFAULT_MODELS, compare)
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.base.fmt import fmt_bytes, fmt_count, table
 
 
 def register(sub):
@@ -56,7 +57,7 @@ def run(a) -> int:
 
 
 def run_engines(names, a) -> int:
-    from part1_capacity.calculator.compare import compare_engines
+    from part1_capacity.calculator.uses.compare import compare_engines
 
     out = compare_engines(names, a.accelerator, workload_from_args(a))
     if a.json:

@@ -2,12 +2,13 @@
 accelerators one has (one by default)."""
 from __future__ import annotations
 
-from part1_capacity.calculator import validate
-from part1_capacity.calculator.fit import fit
-from part1_capacity.calculator.fmt import fmt_bytes
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.plan import for_plan, make_plan
-from part1_capacity.commands._common import (accelerator_arg, add_extras_flags, add_revision_flag, machine_fields, add_workload_flags, batch_int, context_int,
+from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.uses.fit import fit
+from part1_capacity.calculator.base.fmt import fmt_bytes
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.plan.plan import for_plan, make_plan
+from part1_capacity.commands._common import (accelerator_arg, add_extras_flags, add_revision_flag, add_workload_flags,
+                                             batch_int, context_int, machine_fields,
                                              model_name, positive_int, workload_from_args)
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sys
 
-from part1_capacity.calculator import validate
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.fmt import fmt_bytes
+from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.base.fmt import fmt_bytes
 
 
 def register(sub) -> None:
@@ -36,7 +36,7 @@ def register(sub) -> None:
 
 
 def main(args) -> int:
-    from part1_capacity.calculator.index_memory import DEFAULT_HNSW_M, plan_index
+    from part1_capacity.calculator.sizing.index_memory import DEFAULT_HNSW_M, plan_index
 
     # a flag of another index type would be silently ignored: the reader would believe it was used
     for flag, value, kind in (("--nlist", args.nlist, "ivf"), ("--hnsw-m", args.hnsw_m, "hnsw")):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from part1_capacity.calculator import validate
+from part1_capacity.calculator.base import validate
 
 DEFAULT_PARAMS = 500_000_000
 
@@ -96,7 +96,7 @@ def structures_main(args) -> int:
 
 
 def render_structures(result) -> str:
-    from part1_capacity.calculator.fmt import fmt_bytes, table
+    from part1_capacity.calculator.base.fmt import fmt_bytes, table
 
     rows = []
     for r in result["structures"]:

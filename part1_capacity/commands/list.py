@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 
-from part1_capacity.calculator import validate
-from part1_capacity.calculator.fmt import fmt_bytes, table
-from part1_capacity.calculator.hardware import bundled_accelerators, eight_bit_cell
-from part1_capacity.calculator.profiles import bundled_models
-from part1_capacity.calculator.tiers import tier_table
+from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.base.fmt import fmt_bytes, table
+from part1_capacity.calculator.hardware.accelerators import bundled_accelerators, eight_bit_cell
+from part1_capacity.calculator.model.profiles import bundled_models
+from part1_capacity.calculator.hardware.tiers import tier_table
 
 
 def register(sub):

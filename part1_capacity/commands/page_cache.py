@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from part1_capacity.calculator import validate
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.base.errors import InputError
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 

@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 
-from part1_capacity.calculator import validate
-from part1_capacity.commands._common import (accelerator_arg, add_extras_flags, add_revision_flag, machine_fields, add_vllm_startup_flags, add_workload_flags,
+from part1_capacity.calculator.base import validate
+from part1_capacity.commands._common import (accelerator_arg, add_extras_flags, add_revision_flag, add_vllm_startup_flags,
+                                             add_workload_flags, machine_fields,
                                              model_name, positive_int, startup_flags_from_args, workload_from_args)
-from part1_capacity.calculator import adapters, emit
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time, table
-from part1_capacity.calculator.plan import Plan, for_plan, make_plan, plan_report
-from part1_capacity.calculator.tiers import load_tiers
+from part1_capacity.calculator.sizing import adapters
+from part1_capacity.calculator.uses import emit
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.base.fmt import fmt_bytes, fmt_count, fmt_time, table
+from part1_capacity.calculator.plan.plan import Plan, for_plan, make_plan, plan_report
+from part1_capacity.calculator.hardware.tiers import load_tiers
 from part1_capacity.commands._offload import add_offload_flags, host_of, offload_for, render_offload
 
 
@@ -33,7 +35,7 @@ def register(sub):
                    help="the repository --emit vllm serves (default: the profile's, or the config's _name_or_path)")
     p.add_argument("--engine", default="law", metavar="ENGINE",
                    help="whose allocation to report beside the plan: law (the textbook law, default), llama.cpp or "
-                        "vllm (block rounding, head replication, window and hybrid rules; part1_capacity/calculator/engine_rules)")
+                        "vllm (block rounding, head replication, window and hybrid rules; part1_capacity/calculator/engines)")
     p.add_argument("--disable-hybrid-kv-cache-manager", action="store_true",
                    help="with --engine vllm: every sliding-window layer at full length, as vLLM's flag of that name")
     add_vllm_startup_flags(p)

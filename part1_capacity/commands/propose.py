@@ -7,7 +7,7 @@ support it. Unverified claims never appear; an archetype without quantitative ev
 from __future__ import annotations
 
 
-from part1_capacity.calculator import validate
+from part1_capacity.calculator.base import validate
 from part1_capacity.archetypes.catalog import get_archetype, load_archetypes
 from part1_capacity.archetypes.ledger import load_ledger
 from part1_capacity.archetypes.propose import propose, render

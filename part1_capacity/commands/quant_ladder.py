@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from part1_capacity.calculator import validate
+from part1_capacity.calculator.base import validate
 
 MAX_REPEATS = 100
 
@@ -73,7 +73,7 @@ def register(sub):
 
 
 def main(args) -> int:
-    from part1_capacity.calculator.errors import InputError
+    from part1_capacity.calculator.base.errors import InputError
 
     if not 2 <= args.repeats <= MAX_REPEATS:  # checked before the engine is even imported
         raise InputError(f"--repeats: between 2 (a spread needs two runs) and {MAX_REPEATS} (each run takes "

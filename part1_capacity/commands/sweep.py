@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import math
 
-from part1_capacity.calculator import validate
+from part1_capacity.calculator.base import validate
 from part1_capacity.commands._common import (add_revision_flag, add_workload_flags, model_name, positive_int,
                                              workload_from_args)
-from part1_capacity.calculator.fmt import fmt_k, table
-from part1_capacity.calculator.errors import InputError
-from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.base.fmt import fmt_k, table
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.readers.loader import load_model
 
 
 MAX_GRID = 128      # values per axis: 128 × 128 cells stay a table a reader can scan, and quick to compute
@@ -39,7 +39,7 @@ def register(sub):
 
 def run(a) -> int:
     # the sweep (numpy arrays, matplotlib) is loaded when a sweep runs: `capacity plan` and `compare` need neither
-    from part1_capacity.calculator.sweep import heatmaps, pow2_grid, sweep
+    from part1_capacity.calculator.uses.sweep import heatmaps, pow2_grid, sweep
 
     model = load_model(model_name(a))
     contexts = a.contexts or pow2_grid(min(1024, model.max_context), model.max_context).tolist()

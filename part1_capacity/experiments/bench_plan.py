@@ -15,7 +15,7 @@ import pstats
 import statistics
 import time
 
-from part1_capacity.calculator.plan import Workload, make_plan, plan_report
+from part1_capacity.calculator.plan.plan import Workload, make_plan, plan_report
 
 CASES = (
     ("llama-3.1-70b", "h100", dict(context=32768, batch=17)),

@@ -16,8 +16,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from part1_capacity.calculator.loader import load_model  # noqa: E402
-from part1_capacity.calculator.sweep import sweep  # noqa: E402
+from part1_capacity.calculator.readers.loader import load_model  # noqa: E402
+from part1_capacity.calculator.uses.sweep import sweep  # noqa: E402
 
 MODELS = ("llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "deepseek-v3", "gpt-oss-120b",
           "nemotron-3-nano-30b-a3b")

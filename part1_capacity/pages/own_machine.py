@@ -7,12 +7,13 @@ from pathlib import Path
 
 from course import i18n, tables
 from course.units import GB, GIB
-from part1_capacity.calculator import emit, offload
-from part1_capacity.calculator.fit import fit
-from part1_capacity.calculator.fmt import fmt_bytes, fmt_time
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.plan import Workload, make_plan
+from part1_capacity.calculator.uses import emit
+from part1_capacity.calculator.plan import offload
+from part1_capacity.calculator.uses.fit import fit
+from part1_capacity.calculator.base.fmt import fmt_bytes, fmt_time
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.plan.plan import Workload, make_plan
 
 EN = i18n.translator("en")
 CARD = "rtx-4090"                      # a 24 GB card
@@ -56,8 +57,8 @@ def split_table(mid: str, dtype, tr=EN) -> str:
         what = tr("every layer on the card, the routed experts of the first {k} of {L} layers in host RAM",
                   k=off["n_cpu_moe"], L=off["n_layers"])
     else:
-        what = tr("the last {n} of {L} layers on the card, the rest, the embedding and the output layer in host RAM",
-                  n=off["gpu_layers"], L=off["n_layers"])
+        what = tr("the output layer and the last {n} of {L} layers on the card, the other layers and the embedding in "
+                  "host RAM", n=off["gpu_layers"], L=off["n_layers"])
     out = [tr("**{model}** ({dtype}), {T} tokens: {what}.", model=m.name, dtype=plan.workload.weights_dtype,
               T=f"{CONTEXT:,}", what=what), "",
            tables.table(head, rows, "l" + "r" * 5), "",

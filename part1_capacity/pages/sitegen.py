@@ -13,17 +13,18 @@ import numpy as np
 from course import tables
 from course import i18n
 
-from part1_capacity.calculator.fmt import fmt_bytes, fmt_count, fmt_time
-from part1_capacity.calculator.compare import DEFAULT_ACCELERATOR, DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_MODELS
-from part1_capacity.calculator.dtypes import get_dtype
+from part1_capacity.calculator.base.fmt import fmt_bytes, fmt_count, fmt_time
+from part1_capacity.calculator.uses.compare import DEFAULT_ACCELERATOR, DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_MODELS
+from part1_capacity.calculator.base.dtypes import get_dtype
 from part1_capacity.experiments.engine.sitegen import e1_confirmations
-from part1_capacity.calculator import resolve, weights
-from part1_capacity.calculator.hardware import bundled_accelerators, eight_bit_cell
-from part1_capacity.calculator.plan import IMPLICATIONS, Workload, implication_key, make_plan
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.profiles import bundled_models
-from part1_capacity.calculator.sweep import heatmaps, pow2_grid, sweep
-from part1_capacity.calculator.tiers import tier_table
+from part1_capacity.calculator.plan import resolve
+from part1_capacity.calculator.model import weights
+from part1_capacity.calculator.hardware.accelerators import bundled_accelerators, eight_bit_cell
+from part1_capacity.calculator.plan.plan import IMPLICATIONS, Workload, implication_key, make_plan
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.model.profiles import bundled_models
+from part1_capacity.calculator.uses.sweep import heatmaps, pow2_grid, sweep
+from part1_capacity.calculator.hardware.tiers import tier_table
 from part1_capacity.pages import own_machine
 from course.units import GIB
 
@@ -82,7 +83,7 @@ def structures_table(plans, confirmed: dict | None = None, tr=EN) -> str:
 def engines_table(tr=EN) -> str:
     """The comparison's workload as the law, llama.cpp and vLLM allocate it (``capacity compare --engines``), with
     the rules that moved each engine's figure."""
-    from part1_capacity.calculator.compare import compare_engines
+    from part1_capacity.calculator.uses.compare import compare_engines
 
     rows = compare_engines(DEFAULT_MODELS, DEFAULT_ACCELERATOR, Workload(context=DEFAULT_CONTEXT, batch=DEFAULT_BATCH))
     out = tables.head(tr("| structure | model | tensor-parallel ranks | law | llama.cpp | vLLM |"), "llrrrr")
@@ -308,7 +309,7 @@ def overflow_table(plan: dict, tr=EN) -> str:
 
 def counted_types(tr=EN) -> str:
     """The model types the page counts from their config's fields alone (configs.COUNTED), for the live page."""
-    from part1_capacity.calculator.configs import COUNTED
+    from part1_capacity.calculator.model.configs import COUNTED
 
     return tr("The page counts these {n} model types from their fields: {types}.", n=len(COUNTED),
               types=", ".join(f"`{t}`" for t in COUNTED)) + "\n"
@@ -317,8 +318,8 @@ def counted_types(tr=EN) -> str:
 def families_table(tr=EN) -> str:
     """The config.json families the calculator reads (configs.FAMILIES), each with the published file its tests
     read, and the GGUF architectures (checkpoints.GGUF_ARCHITECTURES)."""
-    from part1_capacity.calculator.checkpoints import GGUF_ARCHITECTURES
-    from part1_capacity.calculator.configs import FAMILIES
+    from part1_capacity.calculator.readers.checkpoints import GGUF_ARCHITECTURES
+    from part1_capacity.calculator.model.configs import FAMILIES
 
     rows = tables.head(tr("| `model_type` | what decides its cache | published config.json the tests read |"))
     rows += [tables.row(f"`{mt}`", _cell(tr(what)), f"`{_cell(repo)}`") for mt, (what, repo) in FAMILIES.items()]

@@ -2,7 +2,7 @@
 tests/autograder/test_kv_from_config.py and by the reference tests. Each takes the learner's function and raises
 CheckFailed with a message for the learner.
 
-The expected figure for each published ``config.json`` is the calculator's own (``part1_capacity.calculator.configs`` reads the
+The expected figure for each published ``config.json`` is the calculator's own (``part1_capacity.calculator.model.configs`` reads the
 file the way ``transformers`` does, then lesson 03's law), never the reference solution of this exercise.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from course.grading import Check, Lesson, call, expect
 from part0_foundations.l03_kv_cache import laws
-from part1_capacity.calculator.profiles import bundled_models
+from part1_capacity.calculator.model.profiles import bundled_models
 
 # Published config.json files, copied verbatim with their sources (tests/data/configs/README.md), and the bundled
 # calculator profile of the same model (its figures sourced in part1_capacity/calculator/data/models.json).

@@ -11,7 +11,7 @@ import math
 
 from course.grading import Check, Lesson, call, expect
 from part1_capacity.exercises.one_more_accelerator.reference import added_by_kv
-from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.readers.loader import load_model
 
 # (model, accelerator, batch, KV dtype): deployments whose cache starts adding accelerators at some context.
 DEPLOYMENTS = (("llama-3.1-70b", "h100", 8, "bf16"), ("llama-3.1-8b", "l4", 4, "fp8"), ("qwen3-8b", "h100", 32, "bf16"))

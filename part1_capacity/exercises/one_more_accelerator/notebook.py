@@ -21,8 +21,8 @@ You will find that context with the calculator itself, asking it as few question
 """),
     code("""
 from part1_capacity.exercises.one_more_accelerator import checks
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.plan import Workload, make_plan
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.plan.plan import Workload, make_plan
 """),
     md(r"""
 ## 1. One question: how many accelerators does the cache add?

@@ -6,7 +6,7 @@ falls when ``T`` grows: a longer sequence's cache is never smaller). Units: toke
 """
 from __future__ import annotations
 
-from part1_capacity.calculator.plan import Workload, make_plan
+from part1_capacity.calculator.plan.plan import Workload, make_plan
 
 
 def added_by_kv(model: str, accelerator: str, batch: int, kv_dtype: str = "bf16"):

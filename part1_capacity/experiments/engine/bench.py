@@ -18,7 +18,7 @@ from pathlib import Path
 
 from part1_capacity.experiments.engine import llama
 from part1_capacity.experiments.engine.common import REPO
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base.errors import InputError
 
 BUILT = REPO / "build" / "llama.cpp" / "bin" / "llama-bench"
 METHODS = ("auto", "llama-bench", "python")

@@ -1,6 +1,6 @@
 """E1's other buffers: what llama.cpp reports beside the cache when it loads a model and opens a context — the
 model buffer of each backend, the output (logits) buffer and the compute buffer — read from its log and set beside
-the rules in ``calculator/engine_rules/llama_cpp.py`` (each names the llama.cpp file it comes from).
+the rules in ``calculator/engines/llama_cpp.py`` (each names the llama.cpp file it comes from).
 
 Model and output buffers are predicted exactly (the log prints MiB with two decimals: ±0.005 MiB); the compute
 buffer is an estimate of the largest set of tensors a micro-batch's graph keeps alive, checked within
@@ -12,7 +12,7 @@ import re
 
 from course import tables
 from course.units import MIB
-from part1_capacity.calculator.engine_rules import llama_cpp as rules
+from part1_capacity.calculator.engines import llama_cpp as rules
 
 PRINT_HALF_STEP_BYTES = 0.005 * MIB
 COMPUTE_TOLERANCE = 0.10

@@ -10,19 +10,19 @@ from pathlib import Path
 
 from course import records
 from part1_capacity.experiments.engine.gguf_model import GGUFShape
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base.errors import InputError
 
 REPO = Path(__file__).resolve().parents[3]
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 
-# llama.cpp's names for storage types → the calculator's dtype names (part1_capacity/calculator/dtypes.py).
+# llama.cpp's names for storage types → the calculator's dtype names (part1_capacity/calculator/base/dtypes.py).
 CALCULATOR_DTYPE = {"f32": "fp32", "f16": "fp16", "q8_0": "q8_0", "q5_0": "q5_0", "q4_k_m": "q4_k_m"}
 
 
 def calculator_profile(shape: GGUFShape):
     """The calculator's ``ModelProfile`` for the model in a GGUF, built from its metadata through the calculator's
     own validation (``profile_from_dict``): the cache formula then comes from the lesson-03 laws, as everywhere."""
-    from part1_capacity.calculator.profiles import profile_from_dict
+    from part1_capacity.calculator.model.profiles import profile_from_dict
 
     if shape.head_dim_k != shape.head_dim_v:
         raise InputError(f"--gguf: key_length {shape.head_dim_k} differs from value_length {shape.head_dim_v}; "

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from part1_capacity.calculator import gguf_header, validate
-from part1_capacity.calculator.checkpoints import gguf_field
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.readers import gguf_header
+from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.readers.checkpoints import gguf_field
+from part1_capacity.calculator.base.errors import InputError
 
 
 @dataclass(frozen=True)

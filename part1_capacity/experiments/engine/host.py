@@ -116,7 +116,7 @@ def main(argv=None):
 
 
 def host_accelerator(measured: dict, desc: dict, kernel_constants: dict | None = None) -> dict:
-    """This host as an entry of the calculator's accelerator table (``hardware.accelerator_from_dict`` format).
+    """This host as an entry of the calculator's accelerator table (``accelerators.accelerator_from_dict`` format).
     The 16-bit peak is the fp32 GEMM rate: a CPU without 16-bit matrix units runs 16-bit weights at it.
     ``kernel_constants``: the measured kernel costs at this thread count (``engine/kernels.py``), which make
     ``capacity plan`` take this host's phase times from the per-type speed model."""

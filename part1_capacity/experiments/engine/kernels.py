@@ -33,7 +33,7 @@ import subprocess
 from pathlib import Path
 
 from part1_capacity.experiments.engine.common import REPO, load_result, save_result
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base.errors import InputError
 
 BUILT = REPO / "build" / "matmul-bench"       # make matmul-bench: a link into the llama.cpp cache
 RESULT = "e2_kernels"

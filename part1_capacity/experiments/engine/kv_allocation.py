@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from part1_capacity.calculator import dtypes
+from part1_capacity.calculator.base import dtypes
 from part1_capacity.experiments.engine import llama
 from part1_capacity.experiments.engine.common import CALCULATOR_DTYPE, calculator_profile
 from part1_capacity.experiments.engine.gguf_model import read_shape

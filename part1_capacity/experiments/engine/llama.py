@@ -16,7 +16,7 @@ from pathlib import Path
 
 import llama_cpp
 
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base.errors import InputError
 from course.units import MIB
 
 

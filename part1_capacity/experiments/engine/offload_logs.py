@@ -1,5 +1,5 @@
 """Published llama.cpp logs of runs split between a GPU and the host (``data/llama_cpp_offload_logs.json``),
-predicted with the calculator's placement rules (``engine_rules/llama_cpp.py``: ``place_weights``,
+predicted with the calculator's placement rules (``engines/llama_cpp.py``: ``place_weights``,
 ``place_cache``). Each point names its source; the prediction starts from the model's shape and the GGUF types
 the point states, never from the buffer being predicted. Units: bytes; the log's MiB are 2^20 bytes."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from part1_capacity.calculator.engine_rules import llama_cpp as rules
+from part1_capacity.calculator.engines import llama_cpp as rules
 
 DATA = Path(__file__).resolve().parent / "data" / "llama_cpp_offload_logs.json"
 MIB = 2 ** 20
@@ -41,13 +41,14 @@ def layer_cache(p: dict) -> tuple:
 def predict(p: dict) -> dict:
     """What the rules say each device holds for the point's flags, in the log's keys (MiB)."""
     f = p["flags"]
-    w = rules.place_weights(tensors(p), f["n_gpu_layers"], f["n_cpu_moe"])
+    first = f.get("output_first", True)          # builds before the change offloaded the output layer last
+    w = rules.place_weights(tensors(p), f["n_gpu_layers"], f["n_cpu_moe"], first)
     out = {"accelerator_weights_mib": w["accelerator"]["total"] / MIB, "host_weights_mib": w["host"]["total"] / MIB}
     if "context" in p:
-        kv = rules.place_cache(layer_cache(p), f["n_gpu_layers"], f["kv_offload"])
+        kv = rules.place_cache(layer_cache(p), f["n_gpu_layers"], f["kv_offload"], first)
         out.update(accelerator_kv_mib=kv["accelerator"] / MIB, host_kv_mib=kv["host"] / MIB)
     if not f["kv_offload"] or "context" not in p:
-        kv = rules.place_cache((1.0,) * p["shape"]["n_layer"], f["n_gpu_layers"], f["kv_offload"])
+        kv = rules.place_cache((1.0,) * p["shape"]["n_layer"], f["n_gpu_layers"], f["kv_offload"], first)
         out["kv_layers_on"] = "host" if kv["accelerator"] == 0 else "accelerator" if kv["host"] == 0 else "both"
     return out
 

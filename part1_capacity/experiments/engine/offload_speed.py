@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 from course.units import GB, GIB
-from part1_capacity.calculator import offload
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.loader import load_model
-from part1_capacity.calculator.resolve import Workload, resolve
+from part1_capacity.calculator.plan import offload
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.readers.loader import load_model
+from part1_capacity.calculator.plan.resolve import Workload, resolve
 
 DATA = Path(__file__).resolve().parent / "data" / "llama_cpp_offload_speeds.json"
 

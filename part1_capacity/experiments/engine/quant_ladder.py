@@ -1,7 +1,7 @@
 """E2 — the quantization ladder: one F32 model → F32, F16, Q8_0, Q5_0, Q4_K_M (llama.cpp's quantize API), prefill
 (pp512) and decode (tg128) measured separately for each, at one or more thread counts, next to two predictions:
 
-- ``predicted_pp512_tps`` / ``predicted_tg128_tps``: the per-weight-type speed model (``part1_capacity/calculator/speed.py``)
+- ``predicted_pp512_tps`` / ``predicted_tg128_tps``: the per-weight-type speed model (``part1_capacity/calculator/plan/speed.py``)
   with this host's kernel constants (``results/e2_kernels.json``, measured by ``engine/kernels.py`` on llama.cpp's
   own matmul kernels — never fitted to this ladder), applied to the weight types each file actually holds (read
   from the GGUF: Q4_K_M is Q4_K plus Q6_K); ``prediction_error`` = predicted ÷ measured − 1 for each;
@@ -25,14 +25,15 @@ from dataclasses import asdict
 import statistics
 
 from course import records
-from part1_capacity.calculator import speed
+from part1_capacity.calculator.hardware.accelerators import Kernels, kernels_from_dict
+from part1_capacity.calculator.plan import speed
 # bench and llama load llama_cpp: imported where the ladder runs, so reading a saved ladder (the site build,
 # `make run`) needs no llama.cpp.
 from part1_capacity.experiments.engine import host, kernels
 from part1_capacity.experiments.engine.host import host_accelerator
 from part1_capacity.experiments.engine.common import CALCULATOR_DTYPE, calculator_profile
 from part1_capacity.experiments.engine.gguf_model import read_shape, shape_for_params, weight_types, write_llama_gguf
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base.errors import InputError
 
 LEVELS = ("F32", "F16", "Q8_0", "Q5_0", "Q4_K_M")
 N_PROMPT, N_GEN = 512, 128
@@ -44,7 +45,7 @@ def roofline_predict(profile, accelerator, level: str) -> dict:
     model: one prefill speed for every type)."""
     from dataclasses import replace
 
-    from part1_capacity.calculator.plan import Workload, make_plan
+    from part1_capacity.calculator.plan.plan import Workload, make_plan
 
     acc = replace(accelerator, kernels=None)
     dt = CALCULATOR_DTYPE[level.lower()]
@@ -55,10 +56,10 @@ def roofline_predict(profile, accelerator, level: str) -> dict:
             "predicted_pp512_bound": pre.bound, "predicted_tg128_bound": dec.bound, "calculator_dtype": dt}
 
 
-def speed_predict(types: dict, profile, k: speed.Kernels) -> dict:
+def speed_predict(types: dict, profile, k: Kernels) -> dict:
     """The speed model's pp512 and tg128 for a file holding ``types`` (``gguf_model.weight_types``) on a host
     with kernel constants ``k``: the same functions ``capacity plan`` uses, with the file's exact weight types."""
-    from part1_capacity.calculator import roofline
+    from part1_capacity.calculator.sizing import roofline
 
     mix, out = types["matmul"], types["output"]
     attn_pre = float(roofline.prefill_attention_flops(profile, N_PROMPT))
@@ -75,7 +76,7 @@ def speed_predict(types: dict, profile, k: speed.Kernels) -> dict:
                                             "overhead": dec.overhead}}}
 
 
-def measure_level(path, level, profile, accelerator, method, repeats, threads, k: speed.Kernels | None) -> dict:
+def measure_level(path, level, profile, accelerator, method, repeats, threads, k: Kernels | None) -> dict:
     from part1_capacity.experiments.engine import bench, llama
 
     with llama.Model(path) as m:
@@ -109,13 +110,13 @@ def measure_level(path, level, profile, accelerator, method, repeats, threads, k
     return row
 
 
-def kernels_for(threads: int) -> speed.Kernels | None:
+def kernels_for(threads: int) -> Kernels | None:
     """The saved kernel constants at ``threads`` threads (``results/e2_kernels.json``), or None."""
     c = kernels.load_constants() or {}
     th = c.get(str(threads))
     if not th:
         return None
-    return speed.kernels_from_dict({"threads": threads, **th, "source": "results/e2_kernels.json"})
+    return kernels_from_dict({"threads": threads, **th, "source": "results/e2_kernels.json"})
 
 
 SESSION_ROUNDS = (3, 2)   # kernel rounds measured before and after the ladder with ``calibrate``
@@ -176,7 +177,7 @@ def run(workdir, gguf=None, params=500_000_000, levels=LEVELS, method="auto", re
     minutes by more than the goal, and constants measured around the ladder share its drift; they are still
     measured on matmul-bench, never on the ladder."""
     from part1_capacity.experiments.engine import llama
-    from part1_capacity.calculator.hardware import accelerator_from_dict, load_accelerator
+    from part1_capacity.calculator.hardware.accelerators import accelerator_from_dict, load_accelerator
 
     all_threads = tuple(threads) if isinstance(threads, (tuple, list)) else (threads or host.engine_threads(),)
     threads = all_threads[0]
@@ -286,7 +287,7 @@ def repredict(result: dict, constants: dict | None = None, source: str = "the gi
             r = dict(r)
             near = use_beside and c and bool(_beside_runs(r, beside, pages))
             basis = f"{where}, {BESIDE}" if near else where
-            k = speed.kernels_from_dict({"threads": int(th), **(beside_constants(c, r, beside, pages) if near else c),
+            k = kernels_from_dict({"threads": int(th), **(beside_constants(c, r, beside, pages) if near else c),
                                          "source": basis}) if c else None
             if k is not None and r.get("weight_types"):
                 r.update(speed_predict(r["weight_types"], profile, k))

@@ -42,7 +42,7 @@ def e1_anchor(row) -> str:
 
 
 def _fmt(n) -> str:
-    from part1_capacity.calculator.fmt import fmt_bytes
+    from part1_capacity.calculator.base.fmt import fmt_bytes
 
     return fmt_bytes(n)
 
@@ -758,7 +758,7 @@ RUNGS = ("F16", "Q8_0", "Q5_0", "Q4_K_M")
 
 def e1_study(r, tr=EN) -> str:
     """E1's slope against the study's 48.0 KiB: the same law, a different model — which part of it differs."""
-    from part1_capacity.calculator.loader import load_model
+    from part1_capacity.calculator.readers.loader import load_model
 
     m = r["model"]
     here = r["slope_bytes_per_token"] / 1024

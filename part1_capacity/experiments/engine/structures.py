@@ -4,7 +4,7 @@ For each tiny model (``tiny_models``: llama GQA and MQA, deepseek2, gemma2, gemm
 qwen3next) open contexts of several sizes for 1 and several sequences, read every buffer llama.cpp logs — K and V
 of the full layers, K and V of the sliding-window cache, the recurrent R (convolution) and S (SSM / delta-net)
 states — and compare each with the calculator's prediction for the same shape: the profile read from the GGUF's
-metadata (``gguf_profile``), the lesson-03 laws, and llama.cpp's allocation rules (``engine_rules.llama_cpp``).
+metadata (``gguf_profile``), the lesson-03 laws, and llama.cpp's allocation rules (``engines.llama_cpp``).
 The law alone (no engine rule) is recorded beside them: that is the gap the rules explain.
 
 The log prints MiB with two decimals, so a component matches when it is within 0.005 MiB of the prediction and
@@ -21,7 +21,7 @@ import re
 
 from part1_capacity.experiments.engine import buffers, llama
 from part1_capacity.experiments.engine.gguf_profile import calculator_profile
-from part1_capacity.calculator.engine_rules import llama_cpp as rules
+from part1_capacity.calculator.engines import llama_cpp as rules
 
 CONTEXTS = (1000, 4096, 16384)     # 1000: not a multiple of 256, so the padding shows
 N_SEQ = (1, 4)
@@ -56,7 +56,7 @@ def parse_buffers(lines) -> tuple[dict, dict]:
 
 
 def predicted_cells(profile, n_ctx, n_seq, swa_full=False) -> dict:
-    """Cells per stream llama.cpp logs for each component (engine_rules.llama_cpp rules)."""
+    """Cells per stream llama.cpp logs for each component (engines.llama_cpp rules)."""
     ctx = rules.context(n_ctx, n_seq)
     out = {"K": ctx.n_ctx_seq, "V": ctx.n_ctx_seq}
     if profile.n_window_layers:
@@ -150,5 +150,5 @@ def run(selector="all", contexts=CONTEXTS, n_seqs=N_SEQ, threads=2, progress=Non
     return {"selector": selector, "structures": rows, "match": all(r["match"] for r in rows),
             "buffers_match": all(r["buffers_match"] for r in rows),
             "compute_tolerance": buffers.COMPUTE_TOLERANCE,
-            "rules": "part1_capacity/calculator/engine_rules/llama_cpp.py", "kv_type": "f16",
+            "rules": "part1_capacity/calculator/engines/llama_cpp.py", "kv_type": "f16",
             "print_precision_bytes": PRINT_HALF_STEP_BYTES}

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from part1_capacity.experiments.engine.gguf_model import add_tokenizer
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base.errors import InputError
 
 D = 256          # n_embd
 VOCAB = 512

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course import tables
-from part1_capacity.calculator import weights
-from part1_capacity.calculator.dtypes import get_dtype
-from part1_capacity.calculator.engine_rules import vllm_memory as vm
-from part1_capacity.calculator.hardware import load_accelerator
-from part1_capacity.calculator.loader import load_model
+from part1_capacity.calculator.model import weights
+from part1_capacity.calculator.base.dtypes import get_dtype
+from part1_capacity.calculator.engines import vllm_memory as vm
+from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.readers.loader import load_model
 
 DATA = Path(__file__).resolve().parent / "data" / "vllm_startup_logs.json"
 ROOT = Path(__file__).resolve().parents[3]             # the repository: where a point's ``config`` path starts

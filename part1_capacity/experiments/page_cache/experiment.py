@@ -26,7 +26,7 @@ from part1_capacity.experiments.page_cache import index as flat_index
 from part1_capacity.experiments.page_cache.hog import HogEnded, HogProcess
 from part1_capacity.experiments.page_cache.knee import find_knee, trailing_baseline
 from part1_capacity.experiments.page_cache.searcher import Searcher, faiss_query_ms
-from part1_capacity.calculator.errors import InputError
+from part1_capacity.calculator.base.errors import InputError
 from course.units import GIB
 
 TMP_PREFIX = "capacity-e3-"

@@ -1,7 +1,7 @@
 """Figures and tables for site/part1/e3_page_cache.md, from the saved runs in part1_capacity/results/e3_*.json.
 
 Nothing is measured here (the site builds in seconds): every number on the page comes from a saved run, from the
-original study's figures in study_reference.json, or from the calculator (``part1_capacity.calculator.index_memory``, the law
+original study's figures in study_reference.json, or from the calculator (``part1_capacity.calculator.sizing.index_memory``, the law
 applied to each run's index). Runs that found a p99 knee are plotted; when none did, the largest saved run is.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from course import tables
 from course import i18n, records
-from part1_capacity.calculator import index_memory
+from part1_capacity.calculator.sizing import index_memory
 from part1_capacity.experiments.page_cache import experiment
 from part1_capacity.experiments.page_cache.knee import trailing_baseline
 

@@ -1,7 +1,7 @@
 // The calculator in the browser. Every number on this page comes from the course's own Python calculator
 // (part1_capacity: plan, profiles, the cache laws, the config reader), run here by Pyodide, a CPython compiled to
 // WebAssembly. Pyodide and the calculator's Python files are served by this site: nothing is fetched from
-// elsewhere. This script only wires the inputs to part1_capacity.calculator.browser.plan() and shows what it
+// elsewhere. This script only wires the inputs to part1_capacity.calculator.uses.browser.plan() and shows what it
 // returns; the inputs live in the page's address (#model=…&context=128K…), so a link reproduces a plan.
 (function () {
   "use strict";
@@ -220,7 +220,7 @@
         py.FS.mkdirTree("/calculator/" + path.split("/").slice(0, -1).join("/"));
         py.FS.writeFile("/calculator/" + path, text);
       }
-      py.runPython("import json, sys\nsys.path.insert(0, '/calculator')\nfrom part1_capacity.calculator import browser");
+      py.runPython("import json, sys\nsys.path.insert(0, '/calculator')\nfrom part1_capacity.calculator.uses import browser");
       choices = JSON.parse(py.runPython("browser.choices()"));
       performance.mark("lc-calculator-imported");
     } catch (err) {

@@ -1,0 +1,81 @@
+"""Data types: name → bits (and bytes) per element, and which compute peak a weight type runs at.
+
+Block-quantized types store a scale beside each block, so their bits per element are not whole numbers:
+
+- ``q8_0``: 32 int8 values + one fp16 scale = 34 bytes per 32 → 8.5 bits (llama.cpp ``ggml-common.h``, block_q8_0).
+- ``q5_0``: 32 values × 5 bits + fp16 scale = 22 bytes per 32 → 5.5 bits (block_q5_0).
+- ``q4_k_m``: a *mix* — most tensors Q4_K (144 bytes per 256 = 4.5 bits), half of ``attn_v``/``ffn_down`` and the
+  output in Q6_K (210 bytes per 256 = 6.5625 bits). The effective average depends on the model: 4.9 is the
+  figure for Llama-3-8B printed by ``llama-quantize --help`` ("Q4_K_M : 4.58G" for 8.03B weights, G = GiB:
+  4.58 × 2³⁰ × 8 / 8.03e9 = 4.90; the same table's "Q8_0 : 7.96G" gives 8.5, the exact Q8_0 rate). Small models
+  come out lower (this repository's engine checks saw 4.8). Labelled an average, not an exact figure.
+- ``mxfp4``: OCP Microscaling FP4, 32 FP4 values share one 8-bit exponent scale → 4.25 bits (OCP MX spec v1.0);
+  gpt-oss ships its MoE experts in it.
+
+Compute class (``DType.compute``, read by ``accelerators.Accelerator.peak_flops``): fp8 and int8 weights run matrix
+products at the accelerator's fp8 or int8 peak (W8A8); 4-bit and GGUF
+types are *weight-only* quantization — dequantized and multiplied at 16-bit — so they use the 16-bit peak.
+fp32 is counted at the 16-bit peak too (an optimistic simplification: engines run fp32 checkpoints in bf16).
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from part1_capacity.calculator.base.errors import InputError
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    bits: float          # bits per element, including block scales
+    compute: str         # "16", "fp8" or "int8": which peak FLOP/s a matmul with these weights runs at
+    note: str = ""
+
+    @property
+    def bytes(self) -> float:
+        """Bytes per element (may be fractional for block-quantized types)."""
+        return self.bits / 8
+
+
+DTYPES = {d.name: d for d in (
+    DType("fp32", 32, "16", "IEEE single"),
+    DType("bf16", 16, "16", "bfloat16"),
+    DType("fp16", 16, "16", "IEEE half"),
+    DType("fp8", 8, "fp8", "e4m3/e5m2"),
+    DType("int8", 8, "int8", "per-channel int8 (W8A8)"),
+    DType("int4", 4, "16", "weight-only int4 (a config's group scales are a weight group of their own)"),
+    DType("mxfp4", 4.25, "16", "OCP MX FP4: 32 values share an 8-bit scale"),
+    DType("q8_0", 34 * 8 / 32, "16", "GGUF: 34 bytes per 32 values"),
+    DType("q5_0", 22 * 8 / 32, "16", "GGUF: 22 bytes per 32 values"),
+    DType("q4_k_m", 4.9, "16", "GGUF mix of Q4_K (4.5) and Q6_K (6.5625); Llama-3-8B average"),
+)}
+
+# KV caches are written element by element: the block-quantized weight formats are not KV formats here
+# (llama.cpp's q8_0 KV cache is the exception and is allowed).
+KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "q8_0")
+
+
+def closest(name: str, allowed) -> str:
+    """``" (did you mean X?)"`` for the closest allowed name, or ``""``."""
+    match = difflib.get_close_matches(str(name).lower(), list(allowed), n=1, cutoff=0.5)
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def get_dtype(name: str, field: str = "dtype", allowed=None) -> DType:
+    """Look up a dtype by name (case-insensitive); raise ``InputError`` naming ``field`` and the allowed values."""
+    allowed = tuple(allowed or DTYPES)
+    key = str(name).strip().lower()
+    if key not in allowed:
+        raise InputError(f"{field}: unknown dtype '{name}'{closest(key, allowed)}; allowed: {', '.join(allowed)}")
+    return DTYPES[key]
+
+
+def bytes_per_element(name: str, field: str = "dtype") -> float:
+    """Bytes per element of dtype ``name``."""
+    return get_dtype(name, field).bytes
+
+
+def bits_per_element(name: str, field: str = "dtype") -> float:
+    """Bits per element of dtype ``name``."""
+    return get_dtype(name, field).bits

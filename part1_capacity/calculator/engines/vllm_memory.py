@@ -1,0 +1,323 @@
+"""What vLLM prints at start-up: its KV-cache budget per worker, the blocks and tokens it derives, and the
+concurrency it logs — read in vLLM's own source, term by term.
+
+The budget (``vllm/v1/worker/gpu_worker.py``, ``Worker.determine_available_memory``)::
+
+    available = gpu_memory_utilization × total memory        (requested_memory, taken at init_device)
+              − weights as loaded                             (model_runner.model_memory_usage)
+              − torch peak increase of the profile run        (profile_result.torch_peak_increase)
+              − non-torch increase during the profile run     (profile_result.non_torch_increase)
+              − CUDA-graph estimate, only when VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (default 0,
+                vllm/envs.py): by default the graphs are captured after the cache is allocated, from the
+                memory beyond the utilization share
+
+``--kv-cache-memory-bytes`` skips all of it: the worker returns that figure (``determine_available_memory``'s
+first branch). "total memory" is what the CUDA runtime reports (``torch.cuda.mem_get_info``; an "80 GB" H100
+reports 79.19 GiB), not the datasheet's figure: each accelerator carries it in ``data/accelerators.json``.
+
+Then (``vllm/v1/core/kv_cache_utils.py``): blocks = ⌊available / (page × layers sharing a block)⌋ on each
+worker, the minimum over workers (pipeline stages included) — ``get_kv_cache_configs``; the token count
+``_report_kv_cache_config`` logs ("GPU KV cache size") = ⌊blocks / groups⌋ × block size; the concurrency it logs
+= blocks ÷ one request's blocks (``get_max_concurrency_for_kv_cache_config``); and the error
+``check_enough_kv_cache_memory`` raises when one request of ``max_model_len`` does not fit.
+
+The two terms the source cannot give in closed form are modelled and labelled so: the profile run's activation
+peak (``ACTIVATION`` below: the shapes ``gpu_model_runner.py`` ``profile_run`` allocates) and the non-torch
+increase (``NON_TORCH``: measured on published runs). Units: bytes, tokens.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from course.units import GB, GIB, KB, KIB, MB, MIB, ceil_div
+from part1_capacity.calculator.engines import vllm
+from part1_capacity.calculator.base.errors import InputError
+
+GiB = GIB                                # vLLM logs GiB (vllm/utils GiB_bytes)
+VERSION = "vLLM v0.19"
+# vllm/config/cache.py, CacheConfig.gpu_memory_utilization: 0.9 in v0.19 (its start-up log without the flag:
+# "Requested memory: 0.900000 (util)"); later releases raise it to 0.92 (vllm-project/vllm PR #38284)
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+ACTIVATION_BYTES = 2                     # bf16/fp16 activations of the dummy forward pass
+# The profile run's sampler pass (gpu_model_runner.py _dummy_sampler_run, vllm/v1/sample/sampler.py) on
+# min(max_num_seqs, max_num_batched_tokens) rows of the vocabulary: logits in the model dtype (2 B), their
+# float32 copy (4 B), the softmax probabilities (4 B) and the exponential noise of random sampling
+# (vllm/v1/sample/ops/topk_topp_sampler.py random_sample, 4 B). Top-k/top-p are skipped in the dummy pass.
+SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 4
+FUSED_MOE_CHUNK = 32768                  # vllm/envs.py VLLM_FUSED_MOE_CHUNK_SIZE: the fused-MoE tokens per chunk
+# Non-torch memory the profile run adds (CUDA/NCCL buffers outside PyTorch's allocator): not derivable from the
+# source; the means llm-d measured with vLLM v0.19.0 on H100 (accuracy/results/v0.19.0/accuracy_report.md):
+# 0.27 GiB alone, 2.08–2.17 GiB with tensor parallelism (NCCL and the symmetric-memory all-reduce buffers,
+# vllm/distributed/device_communicators/), 0.07 GiB with pipeline stages only.
+NON_TORCH = {"single": 0.25 * GiB, "tensor": 2.1 * GiB, "pipeline": 0.07 * GiB}
+ERROR_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
+
+# The activation term reads the model's vocabulary and MLP widths from its profile (profiles.SHAPE_FIELDS: from
+# data/models.json for a bundled id, from the config.json otherwise). A profile without them (a GGUF file) is sized
+# with these stand-ins, and the note says so.
+FALLBACK_VOCAB = 128256
+
+
+max_num_batched_tokens = vllm.max_num_batched_tokens     # the default per accelerator lives in vllm.py
+
+
+def max_num_seqs(engine_memory: float, name: str = "") -> int:
+    """``vllm serve``'s default (arg_utils.py, ``get_batch_defaults``): 1024 on GPUs with ≥ 70 GiB other than the
+    A100, else 256."""
+    return 1024 if engine_memory >= 70 * GiB and "a100" not in name.lower() else 256
+
+
+BLACKWELL = ("b200", "b300", "gb200", "gb300", "rtx-5090", "rtx-pro-6000", "dgx-spark")
+
+
+def block_size(profile, acc_id: str = "") -> tuple[int, str]:
+    """The block size vLLM picks when ``--block-size`` is not given (vllm/platforms/cuda.py
+    ``check_and_update_config``): 16 tokens, except MLA backends — FlashMLA (Hopper) needs 64, CUTLASS MLA
+    (datacenter Blackwell) 128."""
+    if profile.is_mla:
+        if any(acc_id.startswith(b) for b in ("b200", "b300", "gb200", "gb300")):
+            return 128, "MLA on Blackwell: CUTLASS MLA backend, block size 128 (vllm/platforms/cuda.py)"
+        if acc_id.startswith(("h100", "h200", "h20")):
+            return 64, "MLA on Hopper: FlashMLA backend, block size 64 (vllm/platforms/cuda.py)"
+    return vllm.BLOCK_SIZE, "block size 16 (vllm/config/cache.py default on CUDA)"
+
+
+def engine_memory(acc) -> tuple[float, str]:
+    """Total memory of one device as the engine reads it, and where the figure comes from."""
+    seen = getattr(acc, "engine_memory_bytes", 0.0)
+    if seen:
+        return seen, getattr(acc, "engine_memory_source", "") or "accelerators.json"
+    return acc.memory_bytes, "datasheet figure (no runtime-reported total recorded for this accelerator)"
+
+
+def pp_layers(n_layers: int, pp: int) -> list[int]:
+    """Layers per pipeline stage (vllm/distributed/utils.py ``get_pp_indices``): an even share, the remainder
+    one each to the stages before the last, counting back from the second-to-last."""
+    parts = [n_layers // pp] * pp
+    for i in range(2, n_layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
+def shapes(profile) -> tuple[dict, list]:
+    """The widths the activation term uses (vocabulary, MLP, and for experts one expert's width and top-k), and a
+    note when the profile lacks them and stand-ins were used (FALLBACK_VOCAB, 4 × hidden)."""
+    vocab, inter = profile.vocab_size, profile.intermediate_size
+    s = {"vocab": vocab or FALLBACK_VOCAB, "intermediate": inter or 4 * profile.hidden_size}
+    if profile.moe_intermediate_size and profile.experts_per_token:
+        s.update(moe_intermediate=profile.moe_intermediate_size, top_k=profile.experts_per_token)
+    if vocab and inter:
+        return s, []
+    missing = [f"{what} ({s[key]:,})" for what, key, v in (("vocabulary", "vocab", vocab),
+                                                          ("MLP width", "intermediate", inter)) if not v]
+    return s, [f"activation term approximate: {' and '.join(missing)} not in the profile"]
+
+
+def activation_bytes(profile, batched: int, seqs: int, tp: int, last_stage: bool = True) -> float:
+    """The torch peak increase of ``profile_run`` (gpu_model_runner.py) on one rank: the larger of
+    - the dummy forward pass over ``batched`` tokens, one layer's transient at a time: hidden state, residual and
+      layer input (3 × hidden) + the MLP's gate/up output and its activation (3 × intermediate / tp), or for MoE the
+      fused-MoE caches per routed token (vllm/model_executor/layers/fused_moe/fused_moe.py intermediate_cache1..3:
+      top_k × (3 × moe_intermediate / tp + hidden)), chunked at ``FUSED_MOE_CHUNK`` tokens;
+    - the sampler pass on ``min(seqs, batched)`` rows of the (tensor-parallel gathered) vocabulary
+      (``SAMPLER_BYTES_PER_LOGIT``) while the forward pass's hidden states are still held — on the last
+      pipeline stage only (``profile_run`` samples where ``get_pp_group().is_last_rank``)."""
+    s, _ = shapes(profile)
+    h = profile.hidden_size
+    mlp = 3 * s["intermediate"] / tp
+    forward = batched * (3 * h + mlp) * ACTIVATION_BYTES
+    if "moe_intermediate" in s:
+        routed = min(batched, FUSED_MOE_CHUNK) * s["top_k"] * (3 * s["moe_intermediate"] / tp + h)
+        forward = max(forward, (batched * 3 * h + routed) * ACTIVATION_BYTES)
+    if not last_stage:
+        return float(forward)
+    rows = min(seqs, batched)
+    sampler = rows * s["vocab"] * SAMPLER_BYTES_PER_LOGIT + batched * h * ACTIVATION_BYTES
+    return float(max(forward, sampler))
+
+
+def non_torch_bytes(tp: int, pp: int) -> float:
+    if tp > 1:
+        return NON_TORCH["tensor"]
+    return NON_TORCH["pipeline"] if pp > 1 else NON_TORCH["single"]
+
+
+@dataclass
+class StartupFlags:
+    """The ``vllm serve`` flags that decide the start-up budget (None: vLLM's default for the accelerator)."""
+    gpu_memory_utilization: float | None = None
+    kv_cache_memory_bytes: float | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+
+
+@dataclass
+class Startup:
+    """What one vLLM instance logs at start-up, per worker (rank)."""
+    kv_cache_memory_bytes: float           # "Available KV cache memory" (per rank; the smallest stage's)
+    kv_cache_tokens: int                   # "GPU KV cache size: N tokens"
+    max_concurrency: float                 # "Maximum concurrency for L tokens per request: C×"
+    num_blocks: int
+    block_size: int
+    budget: dict                           # total_bytes, utilization, weights_bytes, activation_bytes, ...
+    flags: dict                            # the flag values used (defaults resolved)
+    error: str | None = None               # vLLM's own error when one request of max_model_len does not fit
+    notes: list = field(default_factory=list)
+    given: dict = field(default_factory=dict)   # the flags set explicitly (what ``--emit vllm`` passes on)
+
+    def to_fields(self) -> dict:
+        return {"engine_kv_cache_memory_bytes": self.kv_cache_memory_bytes,
+                "engine_kv_cache_tokens": self.kv_cache_tokens,
+                "engine_max_concurrency": self.max_concurrency,
+                "engine_memory_budget": dict(self.budget),
+                "engine_num_blocks": self.num_blocks, "engine_block_size": self.block_size,
+                "engine_startup_flags": dict(self.flags), "engine_startup_error": self.error,
+                "engine_startup_notes": list(self.notes), "engine_startup_source": VERSION}
+
+
+def _reservation(profile, T, tp, kvb, conv, ssm, batched, hybrid, block):
+    return vllm.reservation(profile, T, tp, kvb, conv, ssm, batched, hybrid, block_size=block)
+
+
+def estimate_max_model_len(profile, available: float, tp, kvb, conv, ssm, batched, hybrid, block, hi: int) -> int:
+    """The largest max_model_len one request of which fits in ``available`` (kv_cache_utils.py
+    ``estimate_max_model_len``: a binary search over the same per-request reservation)."""
+    lo, best = 1, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if _reservation(profile, mid, tp, kvb, conv, ssm, batched, hybrid, block).bytes_per_request <= available:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def _not_enough(max_model_len: int, need: float, available: float, fit: int) -> str:
+    """vLLM's own error (kv_cache_utils.py ``check_enough_kv_cache_memory``), word for word."""
+    if available <= 0:
+        return ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                f"when initializing the engine. See {ERROR_URL} for more details.")
+    est = f"Based on the available memory, the estimated maximum model length is {fit}. " if fit > 0 else ""
+    return (f"ValueError: To serve at least one request with the models's max seq len ({max_model_len}), "
+            f"({need / GiB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({available / GiB:.2f} GiB). {est}Try increasing `gpu_memory_utilization` or decreasing "
+            f"`max_model_len` when initializing the engine. See {ERROR_URL} for more details.")
+
+
+def _stages(profile, layers, r, per_block_all, budget, given, stage_weights, act, max_model_len, fit):
+    """Every worker holds its pipeline stage's layers; the fewest blocks over the workers decide
+    (kv_cache_utils.py ``get_kv_cache_configs``) and each worker checks that one request of its layers fits
+    (``check_enough_kv_cache_memory``). ``stage_weights``: all layers' weights on one rank; ``act(last)``: the
+    profile run's peak on a stage (the sampler runs on the last). Updates ``budget`` with the deciding stage's
+    terms; returns (blocks, that stage's KV memory, vLLM's error or None)."""
+    blocks, stage_avail, error = None, 0.0, None
+    requested = budget["total_bytes"] * budget["utilization"]
+    for i, n in enumerate(layers):
+        share = n / profile.n_layers
+        act_i = act(i == len(layers) - 1)
+        avail = given if given is not None else requested - stage_weights * share - act_i - budget["non_torch_bytes"]
+        b = int(max(avail, 0.0) // (per_block_all * share))
+        if blocks is None or b < blocks:
+            blocks, stage_avail = b, avail
+            budget.update(weights_bytes=stage_weights * share, activation_bytes=act_i)
+        need = r.bytes_per_request * share
+        if error is None and (avail <= 0 or need > avail):
+            error = _not_enough(max_model_len, need, avail, fit(avail / share) if avail > 0 else 0)
+    return blocks, float(stage_avail), error
+
+
+def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1, pp: int = 1,
+            kv_bytes: float = 2, conv_bytes: float = 2, ssm_bytes: float = 4, hybrid_manager: bool = True,
+            flags: StartupFlags | None = None, weights_per_rank: float | None = None) -> Startup:
+    """vLLM's start-up figures for ``profile`` served with ``max_model_len`` on ``tp × pp`` ranks of ``acc``,
+    ``weights_bytes`` being the whole model's weights as loaded; ``weights_per_rank`` (the deployment's, e.g. with
+    expert parallelism spreading the experts) replaces ``weights_bytes / (tp × pp)`` when given."""
+    f = flags or StartupFlags()
+    total, total_src = engine_memory(acc)
+    name, aid = getattr(acc, "name", ""), getattr(acc, "id", "")
+    util = DEFAULT_GPU_MEMORY_UTILIZATION if f.gpu_memory_utilization is None else f.gpu_memory_utilization
+    batched = f.max_num_batched_tokens or max_num_batched_tokens(total, name, aid)
+    seqs = f.max_num_seqs or max_num_seqs(total, name)
+    block, block_note = (f.block_size, f"--block-size {f.block_size}") if f.block_size else block_size(profile, aid)
+    notes = [f"total memory {total / GiB:.2f} GiB as the engine sees it ({total_src})", block_note]
+    if getattr(acc, "unified_memory", False):
+        notes.append("unified memory: CPU and GPU share it, so the weights are loaded into it once and the budget "
+                     "above is all there is (no separate host copy to add)")
+    layers = pp_layers(profile.n_layers, pp)
+    r = _reservation(profile, max_model_len, tp, kv_bytes, conv_bytes, ssm_bytes, batched, hybrid_manager, block)
+    block = r.block_size                  # raised for Mamba hybrids (page-size unification)
+    notes += r.notes
+    n_groups = sum(r.groups.values())
+    # one block on one rank for all its layers: vLLM allocates group_size tensors, each shared by one layer of every
+    # group (kv_cache_utils.py get_kv_cache_config_from_groups), so a block costs page × group_size
+    per_block_all = r.page_bytes * r.group_size
+    if weights_per_rank is not None:
+        weights_bytes = weights_per_rank * tp * pp      # the stages' shares below are then this rank's
+    weights_rank = weights_bytes / (tp * pp)
+    act = activation_bytes(profile, batched, seqs, tp)
+    notes += shapes(profile)[1]
+    given_kv = None if f.kv_cache_memory_bytes is None else float(f.kv_cache_memory_bytes)
+    nt = non_torch_bytes(tp, pp)
+    budget = {"total_bytes": total, "utilization": util, "weights_bytes": weights_rank, "activation_bytes": act,
+              "non_torch_bytes": nt, "cuda_graph_bytes": 0.0}
+    if f.kv_cache_memory_bytes is not None:
+        notes.append("--kv-cache-memory given: vLLM skips the memory profiling and uses it as is "
+                     "(gpu_worker.py determine_available_memory)")
+    else:
+        notes.append("CUDA graphs: captured after the cache is allocated, outside this budget "
+                     "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0, the default, vllm/envs.py); they take memory "
+                     "beyond the utilization share")
+    def fit(available):
+        return estimate_max_model_len(profile, available, tp, kv_bytes, conv_bytes, ssm_bytes, batched,
+                                      hybrid_manager, block, max_model_len)
+
+    def stage_act(last):
+        return activation_bytes(profile, batched, seqs, tp, last)
+
+    blocks, stage_avail, error = _stages(profile, layers, r, per_block_all, budget, given_kv, weights_bytes / tp,
+                                         stage_act, max_model_len, fit)
+    per_request_blocks = max(1, ceil_div(int(round(r.bytes_per_request)), int(per_block_all)))
+    if pp > 1:
+        notes.append(f"pipeline stages of {', '.join(map(str, layers))} layers (vllm/distributed/utils.py "
+                     "get_pp_indices), weights counted in proportion to layers: the stage with the fewest blocks "
+                     "decides")
+    tokens = blocks // n_groups * block
+    conc = blocks / per_request_blocks
+    if n_groups > 1 and int(conc * max_model_len) != tokens:
+        notes.append(f"'GPU KV cache size' is {tokens:,} tokens as vLLM v0.19 logs it (blocks ÷ {n_groups} KV cache "
+                     f"groups × block size, kv_cache_utils.py _report_kv_cache_config); later releases log "
+                     f"concurrency × max_model_len = {int(conc * max_model_len):,} instead")
+    if "sliding" in r.groups or "chunked" in r.groups:
+        kind = "sliding" if "sliding" in r.groups else "chunked"
+        start = "window − 1" if kind == "sliding" else "the chunk"
+        held = "the window + the block being filled" if kind == "sliding" else "the current chunk"
+        notes.append(f"the concurrency above counts each request at its start-up worst case ({start} + a full "
+                     f"{batched:,}-token prefill chunk per {kind} layer); a running server holds only {held} per "
+                     f"{kind} layer, so steady state fits more requests than logged")
+    flags_used = {"gpu_memory_utilization": util, "max_num_batched_tokens": batched, "max_num_seqs": seqs,
+                  "block_size": block, "kv_cache_memory_bytes": f.kv_cache_memory_bytes,
+                  "max_model_len": max_model_len}
+    given = {k: v for k, v in vars(f).items() if v is not None}
+    return Startup(float(stage_avail), int(tokens), float(conc), int(blocks), int(block), budget, flags_used, error,
+                   notes, given)
+
+
+def parse_size(text: str, field_name: str = "kv_cache_memory") -> float:
+    """``12.22GiB``, ``512MiB``, ``13e9``, ``13GB`` or plain bytes → bytes (GiB/MiB/KiB binary, GB/MB/KB decimal)."""
+    s = str(text).strip()
+    units = {"gib": GIB, "mib": MIB, "kib": KIB, "gb": GB, "mb": MB, "kb": KB, "b": 1}
+    low = s.lower()
+    mult = 1
+    for u in ("gib", "mib", "kib", "gb", "mb", "kb", "b"):
+        if low.endswith(u):
+            mult, low = units[u], low[: -len(u)].strip()
+            break
+    try:
+        v = float(low) * mult
+    except ValueError:
+        raise InputError(f"{field_name}: expected a size such as 12.22GiB, 512MiB, 13e9 or bytes, got '{text}'") \
+            from None
+    if not (v > 0) or v > 2 ** 60:
+        raise InputError(f"{field_name}: must be a positive size up to 1 EiB, got '{text}'")
+    return v

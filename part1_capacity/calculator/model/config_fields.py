@@ -1,0 +1,301 @@
+"""A ``config.json``'s fields read the way ``transformers`` reads them: the text model's fields with their defaults,
+the kind of every layer, the recurrent state's shape and the experts. Pure Python (any Python, the browser's too).
+
+``configs`` builds a profile's cache from these, ``param_count`` its parameters; neither repeats how a field is read.
+"""
+from __future__ import annotations
+
+from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.base.errors import InputError
+
+# the canonical name first, then the names families publish it under (transformers' attribute_map)
+ALIASES = {
+    "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "num_attention_heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
+    "hidden_size": ("hidden_size", "n_embd", "d_model", "dim"),
+    # every name vLLM reads a context length under (vllm/config/model.py, _get_and_verify_max_len's possible_keys)
+    "max_position_embeddings": ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
+                                "max_seq_len", "model_max_length", "max_seq_length", "seq_len"),  # MPT; Baichuan2
+    "intermediate_size": ("intermediate_size", "n_inner", "ffn_hidden_size", "ff_intermediate_size"),  # Phi-3-small
+    "vocab_size": ("vocab_size", "padded_vocab_size"),          # ChatGLM: the embedding's padded row count
+}
+SHAPE_FIELDS = ("num_hidden_layers", "num_attention_heads", "hidden_size")   # a file must state these itself
+
+
+class Fields:
+    """The text model's fields: the file's value, else the default's. ``where`` names the file in messages."""
+
+    def __init__(self, config: dict, defaults: dict | None, where: str):
+        defaults = defaults or {}
+        nested = isinstance(config.get("text_config"), dict)
+        self.file = config["text_config"] if nested else config
+        self.defaults = (defaults.get("text_config") if nested else defaults) or {}
+        if not nested and isinstance(defaults.get("text_config"), dict) and defaults["text_config"] is not None:
+            # a text-only file of a type whose class nests its text part (rare): read the nested defaults
+            self.defaults = {**defaults["text_config"], **{k: v for k, v in defaults.items() if k != "text_config"}}
+        self.top = config
+        self.where = f"{where}: text_config" if nested else where
+
+    def raw(self, name):
+        for key in ALIASES.get(name, (name,)):
+            if key in self.file:            # a field the file states, null included ("sliding_window": null)
+                return self.file[key]
+        for key in ALIASES.get(name, (name,)):
+            if self.defaults.get(key) is not None:
+                return self.defaults[key]
+        return None
+
+    def first(self, *names):
+        """The value of the first of ``names`` the file states, else the first the defaults give (a default's
+        alias never shadows the name the file uses: qwen3_moe's ``num_experts`` is its ``num_local_experts``)."""
+        for src in (self.file, self.defaults):
+            for name in names:
+                for key in ALIASES.get(name, (name,)):
+                    if src.get(key) is not None:
+                        return src[key]
+        return None
+
+    def stated(self, name) -> bool:
+        return any(self.file.get(k) is not None for k in ALIASES.get(name, (name,)))
+
+    def int(self, name, default=None, lo=0, hi=None):
+        v = self.raw(name)
+        if v is None:
+            if default is None:
+                raise InputError(f"{self.where}: missing field '{name}'")
+            return default
+        if isinstance(v, list):
+            raise InputError(f"{self.where}: field '{name}' is a list of {len(v)} values: one per layer is not "
+                             "modelled (every layer must have the same value)")
+        return validate.number(v, f"{self.where}: field '{name}'", lo=lo, hi=hi, integer=True)
+
+    def flag(self, name, default=False) -> bool:
+        v = self.raw(name)
+        return default if v is None else bool(v)
+
+
+# layer_types names → the calculator's layer kinds. "full": K/V of every token; "window": the last W tokens;
+# "chunked": the tokens of the current chunk; "linear": a recurrent state (delta-net, lightning, Mamba);
+# "both": attention and SSM side by side (Falcon-H1); "none": an MLP-only block.
+KINDS = {"full_attention": "full", "attention": "full", "global": "full", "full": "full", "global_attention": "full",
+         "indexed_attention": "full", "sliding_attention": "window", "sliding": "window", "local": "window",
+         "local_attention": "window", "chunked_attention": "chunked", "linear_attention": "linear",
+         "mamba": "linear", "mamba2": "linear", "ssm": "linear", "hybrid": "both", "mlp": "none", "moe": "none",
+         "-": "none", "E": "none", "M": "linear", "*": "full"}
+# fields that mean the cache holds something the calculator does not model, and what that is
+NOT_MODELLED = {
+    "cross_attention_layers": "cross-attention layers cache the image encoder's K/V beside the text's",
+    "is_encoder_decoder": "an encoder-decoder's cross-attention caches the encoder output per sequence",
+    "global_head_dim": "K/V head dims that differ by layer type",
+    "num_global_key_value_heads": "K/V head counts that differ by layer type",
+    # MiMo-V2-Flash: its sliding-window layers' own K/V heads and head dims beside the full layers'
+    "swa_num_key_value_heads": "K/V head counts that differ by layer type",
+    "swa_head_dim": "K/V head dims that differ by layer type",
+    # MiniMax-M3: block-sparse layers whose indexer caches keys of its own beside the K/V
+    "sparse_attention_config": "block-sparse attention with its own index keys per token",
+    "kv_lora_rank_per_layer": "per-layer MLA latent widths",
+    "use_cla": "cross-layer attention: adjacent layers share one K/V (Hunyuan's CLA)",
+    # DeciLM / Nemotron-NAS (Llama-3.3-Nemotron-Super-49B): each layer's own K/V head count, or no attention at all,
+    # and its own FFN width; the file's top-level sizes (num_key_value_heads, intermediate_size) are null
+    "block_configs": "per-layer blocks whose attention (K/V heads, or none) and FFN width differ by layer",
+}
+
+
+def _periodic(n: int, period: int, last_is_global=True) -> list[bool]:
+    """Layer i is local unless (i + 1) is a multiple of ``period``: the convention of every published period
+    (Gemma 2/3, Cohere 2, Qwen3-Next, Llama 4)."""
+    return [(i + 1) % period != 0 for i in range(n)]
+
+
+def layer_kinds(f: Fields) -> list[str]:
+    """Per layer: 'full', 'window', 'chunked', 'linear', 'both' or 'none', from every way a config marks it.
+
+    What the file states comes first (its ``layer_types``, then a pattern it states), then the defaults' own
+    ``layer_types`` (a class's default size: repeated by its period to the file's layer count), then a pattern
+    the defaults state; a ``sliding_window`` with no pattern windows every layer (Mistral-7B) when it is shorter
+    than the longest context."""
+    for key, what in NOT_MODELLED.items():
+        v = f.raw(key)
+        if v not in (None, False, [], 0):
+            raise InputError(f"{f.where}: {what} ('{key}'): not modelled")
+    n = f.int("num_hidden_layers", lo=1, hi=512)
+    kinds = _stated_kinds(f, f.file, n)
+    if kinds is None:
+        types = f.defaults.get("layer_types") or f.defaults.get("layers_block_type")
+        if isinstance(types, list) and types and len(types) != n:
+            period = next(p for p in range(1, len(types) + 1)
+                          if all(types[i] == types[i % p] for i in range(len(types))))
+            types = [types[i % period] for i in range(n)]
+        kinds = named_kinds(f, types, n) if types else _stated_kinds(f, f.defaults, n)
+    if kinds is not None:
+        return kinds
+    if attention_free(f):
+        return ["linear"] * n
+    window, longest = f.raw("sliding_window"), f.raw("max_position_embeddings")
+    if window and f.raw("use_sliding_window") is not False and not (
+            isinstance(window, int) and isinstance(longest, int) and window >= longest):
+        return ["window"] * n
+    # no window, or one no shorter than the longest context (Phi-4-mini: 262,144 for 131,072 positions): every
+    # token stays in the cache, as in full attention
+    return ["full"] * n
+
+
+MAMBA_BLOCK = ("state_size", "conv_kernel", "expand")   # transformers' MambaConfig / Mamba2Config fields
+
+
+def attention_free(f: Fields) -> bool:
+    """A stack of Mamba blocks and nothing else (Mamba, Mamba-2, FalconMamba): the block's state fields
+    (``state_size``, ``conv_kernel``, ``expand``) and no field that places attention layers. Every layer is
+    recurrent; the cache holds no K/V, only one state per sequence and layer."""
+    if any(f.raw(k) is None for k in MAMBA_BLOCK):
+        return False
+    return not any(f.raw(k) for k in ("layer_types", "layers_block_type", "hybrid_override_pattern",
+                                      "attn_layer_period", "attn_layer_indices", "attn_type_list"))
+
+
+def named_kinds(f: Fields, types, n: int) -> list[str]:
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        raise InputError(f"{f.where}: field 'layer_types' must be a list of names, got {validate.show(types)}")
+    bad = [t for t in types if t not in KINDS]
+    if bad:
+        raise InputError(f"{f.where}: layer type {validate.show(bad[0])} is a layer the calculator does not "
+                         f"model; known: {', '.join(k for k in KINDS if len(k) > 1)}")
+    if len(types) != n:
+        raise InputError(f"{f.where}: layer_types has {len(types)} entries for num_hidden_layers={n}")
+    return [KINDS[t] for t in types]
+
+
+def _stated_kinds(f: Fields, src: dict, n: int) -> list[str] | None:
+    """The layer kinds a pattern in ``src`` (the file's fields, or the defaults') states; None when it states none.
+    Sizes a pattern needs are read from the file, else the defaults (``f``)."""
+    types = src.get("layer_types") or src.get("layers_block_type")
+    if types is not None and src is f.file:
+        return named_kinds(f, types, n)
+    pattern = src.get("hybrid_override_pattern")
+    if isinstance(pattern, str):                           # Nemotron-H: M (Mamba-2) * (attention) - (MLP) E (MoE)
+        if len(pattern) != n:
+            raise InputError(f"{f.where}: hybrid_override_pattern has {len(pattern)} entries for "
+                             f"num_hidden_layers={n}")
+        return [KINDS[c] for c in pattern]
+    attn_types = src.get("attn_type_list")                 # MiniMax: 1 softmax attention, 0 lightning attention
+    if attn_types is not None:
+        if not isinstance(attn_types, list) or len(attn_types) != n or set(attn_types) - {0, 1}:
+            raise InputError(f"{f.where}: field 'attn_type_list' must be {n} values of 0 (lightning) or 1 (softmax)")
+        return ["full" if t else "linear" for t in attn_types]
+    if src.get("attn_layer_period"):                       # Jamba: attention every period-th layer from the offset
+        period, offset = f.int("attn_layer_period", lo=1, hi=512), f.int("attn_layer_offset", 0, hi=511)
+        return ["full" if i % period == offset else "linear" for i in range(n)]
+    if src.get("attention_chunk_size"):                    # Llama 4: RoPE layers chunked, NoPE layers global
+        nope = f.raw("no_rope_layers")
+        if isinstance(nope, list) and len(nope) == n:
+            return ["chunked" if x else "full" for x in nope]
+        every = f.int("no_rope_layer_interval", 4, lo=1, hi=512)
+        return ["chunked" if local else "full" for local in _periodic(n, every)]
+    if src.get("full_attention_interval") and (f.raw("linear_num_key_heads") or f.raw("linear_key_head_dim")):
+        return ["linear" if local else "full" for local in _periodic(n, f.int("full_attention_interval", lo=1))]
+    p = src.get("sliding_window_pattern") or src.get("_sliding_window_pattern")
+    if p and f.raw("sliding_window") and f.raw("use_sliding_window") is not False:
+        if isinstance(p, str):
+            # letters (EXAONE 4: "LLLG"), repeated from layer 0, and the last layer global whatever its letter
+            # (Exaone4Config's sliding_window_pattern); a file that lists its layer_types is read by those first
+            return ["window" if p[i % len(p)] == "L" and i < n - 1 else "full" for i in range(n)]
+        p = validate.number(p, f"{f.where}: field 'sliding_window_pattern'", lo=1, hi=512, integer=True)
+        return ["window" if local else "full" for local in _periodic(n, p)]
+    return None
+
+
+def ssm_fields(f: Fields, n_layers: int) -> dict:
+    """The recurrent layers' state shape, by the fields that describe it (the state size itself comes from the
+    lesson-03 laws in ``profiles.ssm_from_dict``)."""
+    g = f.int
+    if f.raw("linear_num_key_heads") is not None or f.raw("linear_key_head_dim") is not None:
+        out = {"kind": "gated_deltanet", "n_layers": n_layers, "n_k_heads": g("linear_num_key_heads", lo=1),
+               "n_v_heads": g("linear_num_value_heads", lo=1), "k_head_dim": g("linear_key_head_dim", lo=1),
+               "v_head_dim": g("linear_value_head_dim", lo=1), "d_conv": g("linear_conv_kernel_dim", lo=1)}
+        if f.raw("mamba_ssm_dtype") or f.raw("mamba_ssm_cache_dtype"):
+            # the checkpoint names the state's dtype (Qwen3.5: "mamba_ssm_dtype": "float32"), which vLLM follows
+            out["state_dtype"] = DTYPE_NAMES.get(str(f.raw("mamba_ssm_cache_dtype") or f.raw("mamba_ssm_dtype")),
+                                                 "fp32")
+        return out
+    heads = f.first("mamba_n_heads", "mamba_num_heads", "n_mamba_heads")
+    if heads is not None:
+        def pick(*names):          # the name the file uses, else the first the defaults give
+            return next((n for n in names if n in f.file), None) or next(
+                (n for n in names if f.raw(n) is not None), names[0])
+        # Bamba / Granite / Falcon-H1 names, Nemotron-H's, Zamba2's (n_mamba_heads, mamba_headdim, mamba_ngroups)
+        hn = pick("mamba_n_heads", "mamba_num_heads", "n_mamba_heads")
+        hd = pick("mamba_d_head", "mamba_head_dim", "mamba_headdim")
+        ds = pick("mamba_d_state", "ssm_state_size")
+        dc = pick("mamba_d_conv", "conv_kernel")
+        ng = pick("mamba_n_groups", "n_groups", "mamba_ngroups")
+        if f.raw(hd) in (None, "auto") and f.raw("mamba_d_ssm"):
+            head_dim = g("mamba_d_ssm", lo=1) // g(hn, lo=1)
+        else:
+            head_dim = g(hd, lo=1)
+        out = {"kind": "mamba2", "n_layers": n_layers, "n_heads": g(hn, lo=1), "head_dim": head_dim,
+               "d_state": g(ds, lo=1), "d_conv": g(dc, lo=1), "n_groups": g(ng, lo=1)}
+        cache = f.raw("mamba_ssm_cache_dtype")
+        if any(a == "NemotronHForCausalLM" for a in (f.top.get("architectures") or [])) or cache:
+            # vLLM keeps Nemotron-H's SSM state in the checkpoint's mamba_ssm_cache_dtype, float32 by default
+            # (vllm/model_executor/models/config.py, NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE)
+            out["state_dtype"] = DTYPE_NAMES.get(str(cache or "float32"), "fp32")
+        return out
+    if f.raw("mamba_expand") is not None and f.raw("mamba_d_state") is not None:
+        return {"kind": "mamba1", "n_layers": n_layers, "d_inner": g("mamba_expand", lo=1) * g("hidden_size", lo=1),
+                "d_state": g("mamba_d_state", lo=1), "d_conv": g("mamba_d_conv", lo=1)}
+    if attention_free(f):
+        # Mamba-2 (Mamba2Config: num_heads × head_dim = expand × hidden, n_groups B/C groups), else Mamba-1
+        # (MambaConfig: intermediate_size = expand × hidden channels, each with a state_size state)
+        if f.file.get("n_groups") is not None or f.defaults.get("n_groups") is not None:
+            return {"kind": "mamba2", "n_layers": n_layers, "n_heads": g("num_heads", lo=1),
+                    "head_dim": g("head_dim", lo=1), "d_state": g("state_size", lo=1),
+                    "d_conv": g("conv_kernel", lo=1), "n_groups": g("n_groups", lo=1)}
+        d_inner = g("intermediate_size", g("expand", lo=1) * g("hidden_size", lo=1), lo=1)
+        return {"kind": "mamba1", "n_layers": n_layers, "d_inner": d_inner, "d_state": g("state_size", lo=1),
+                "d_conv": g("conv_kernel", lo=1)}
+    if f.raw("block_size") is not None or f.raw("attn_type_list") is not None or f.raw("linear_attn_alpha_factor"):
+        # lightning attention (MiniMax): per head a head_dim × head_dim matrix, no convolution
+        heads = g("num_attention_heads", lo=1)
+        return {"kind": "lightning", "n_layers": n_layers, "n_heads": heads, "head_dim": head_dim_of(f, heads)}
+    raise InputError(f"{f.where}: recurrent (linear-attention) layers whose state shape the config does not give "
+                     "(no Mamba, gated DeltaNet or lightning-attention fields): not modelled")
+
+
+DTYPE_NAMES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "torch.bfloat16": "bf16",
+               "torch.float16": "fp16", "torch.float32": "fp32"}
+
+
+def kv_heads(f: Fields, heads: int) -> int:
+    """K/V heads, by every way a config states them: ``num_key_value_heads``; multi-query attention with K/V
+    groups (ChatGLM's ``multi_query_attention`` + ``multi_query_group_num``, Falcon's ``num_kv_heads`` under its
+    ``new_decoder_architecture``) or with one shared head (``multi_query``: GPT-BigCode, Falcon-7B); else one
+    per query head (MHA)."""
+    if f.raw("num_key_value_heads") is not None:
+        return f.int("num_key_value_heads", lo=1, hi=1024)
+    if f.flag("multi_query_attention") and f.raw("multi_query_group_num") is not None:
+        return f.int("multi_query_group_num", lo=1, hi=1024)
+    if f.raw("num_kv_heads") is not None and (f.flag("new_decoder_architecture") or not f.flag("multi_query")):
+        return f.int("num_kv_heads", lo=1, hi=1024)
+    return 1 if f.flag("multi_query") or f.flag("multi_query_attention") else heads
+
+
+def head_dim_of(f: Fields, heads: int) -> int:
+    hd = f.raw("head_dim")
+    if hd is not None:
+        return f.int("head_dim", lo=1, hi=4096)
+    return f.int("hidden_size", lo=1) // heads
+
+
+def experts(f: Fields) -> tuple[int, int]:
+    """(routed experts per MoE layer, experts each token uses): 0, 0 for a dense model."""
+    e = f.first("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts") or 0
+    if isinstance(e, list) or not e or e == 1:
+        return 0, 0
+    k = f.first("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token")
+    if isinstance(k, list):
+        k = k[0] if len(set(k)) == 1 else None
+    if k is None:
+        raise InputError(f"{f.where}: {e} experts but no experts-per-token field (num_experts_per_tok)")
+    e = validate.number(e, f"{f.where}: experts", lo=2, hi=4096, integer=True)
+    k = validate.number(k, f"{f.where}: field 'num_experts_per_tok'", lo=1, hi=e, integer=True)
+    return e, k

@@ -1,0 +1,523 @@
+"""A model's parameters, counted from its ``config.json`` fields alone: pure Python, no ``transformers``, no torch.
+
+``count_parameters`` lists the text model's (name, shape) pairs: embeddings, attention (GQA with its biases, norms,
+sinks and gates; MLA with DeepSeek-V3.2's indexer), dense and expert MLPs (routed, shared, dense-first layers) and
+recurrent blocks (Mamba-1, Mamba-2, gated DeltaNet, lightning attention). ``count_model_parameters`` adds the vision
+tower a multimodal checkpoint loads with it (SigLIP for Gemma 3, the Qwen3-VL tower, Llama 4's), named as
+``transformers`` names them so ``MULTIMODAL`` tells them apart.
+
+What the fields do not say — how many norms a layer has, whether a family's q/k/v carry biases whatever its
+``attention_bias``, whether its experts are gated — is each family's modelling code in ``transformers`` (5.24, the
+pinned version): ``LAYOUTS`` below, one row per family, each checked against ``transformers``' own model built on
+PyTorch's meta device for a published config (tests/test_families.py): the totals are equal to the parameter.
+Names follow ``transformers``' modules where a rule reads them (``.experts.`` for the routed experts, ``gate`` and
+``router`` for routers a quantized checkpoint keeps in bf16); a fused matrix may stand for two of theirs.
+"""
+from __future__ import annotations
+
+import re
+
+from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.model.config_fields import (Fields, attention_free, experts, head_dim_of, kv_heads,
+                                                     layer_kinds, ssm_fields)
+from part1_capacity.calculator.base.errors import InputError
+
+# a parameter of a vision or audio tower (or its projector): loaded by a server, not run for a text token
+MULTIMODAL = re.compile(r"(^|\.)(vision_tower|vision_model|visual|multi_modal_projector|audio_tower|"
+                        r"embed_vision|embed_audio|audio_model|vision_embed)\.")
+
+
+def numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def is_routed_expert(name: str) -> bool:
+    return ".experts." in name
+
+
+# --- what each family's modelling code builds beyond its fields (transformers 5.24, models/<type>/modeling_*.py) ---
+# norms: the per-layer norms of hidden_size; qkv_bias: q/k/v biases whatever attention_bias says (Qwen2);
+# qk_norm: "head" (q_norm/k_norm of head_dim), "full" (of heads × head_dim: OLMo 2); gated_query: q_proj doubled for
+# an output gate per head (Qwen3-Next, Qwen3.5); sinks: a learned sink logit per head (gpt-oss);
+# expert_bias: router and expert biases (gpt-oss); plain: un-gated MLPs and experts, up and down only
+# (Nemotron-H's squared ReLU); expert_width: the field of the routed experts' width; shared: the field of the
+# always-on shared expert's width; shared_gate: a sigmoid gate of one output on it (Qwen2-MoE family);
+# always_moe: every layer routes, one expert or many (Hunyuan); mamba_norm: the field that switches the gated norm
+# of a Mamba-2 mixer (always there unless named); o_bias: False when attention_bias biases q/k/v alone and never
+# the output projection (GLM-4.5: Glm4MoeAttention builds o_proj with bias=False).
+_QWEN_NEXT = {"qk_norm": "head", "gated_query": True, "shared_gate": True,
+              "shared": "shared_expert_intermediate_size"}
+_GEMMA = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
+LAYOUTS = {
+    "qwen2": {"qkv_bias": True},
+    "qwen2_moe": {"shared_gate": True, "shared": "shared_expert_intermediate_size"},
+    "qwen3": {"qk_norm": "head"}, "qwen3_moe": {"qk_norm": "head"},
+    "qwen3_vl_moe_text": {"qk_norm": "head"},
+    "qwen3_next": _QWEN_NEXT, "qwen3_5_moe_text": _QWEN_NEXT,
+    "gemma2": {"norms": _GEMMA}, "gemma3_text": {"norms": _GEMMA, "qk_norm": "head"},
+    "olmo2": {"norms": ("post_attention_layernorm", "post_feedforward_layernorm"), "qk_norm": "full"},
+    "gpt_oss": {"sinks": True, "expert_bias": True, "expert_width": "intermediate_size"},
+    "hunyuan_v1_moe": {"qk_norm": "head", "always_moe": True, "expert_width": "intermediate_size",
+                       "shared": "intermediate_size"},
+    "granitemoehybrid": {"expert_width": "intermediate_size", "shared": "shared_intermediate_size"},
+    "nemotron_h": {"norms": ("norm",), "plain": True, "shared": "moe_shared_expert_intermediate_size"},
+    "falcon_h1": {"norms": ("input_layernorm", "pre_ff_layernorm"), "mamba_norm": "mamba_rms_norm"},
+    "llama4_text": {"shared": "intermediate_size"},
+    "glm4_moe": {"o_bias": False},
+    "mpt": {"plain": True},                       # MptMLP: up, GELU, down
+    # EXAONE 4's reordered norms: after attention and after the MLP, none before; q/k RMS norms per head
+    "exaone4": {"norms": ("post_attention_layernorm", "post_feedforward_layernorm"), "qk_norm": "head"},
+}
+
+
+def _layout(f: Fields) -> tuple[str, dict]:
+    """The family whose modelling code builds this text model: the class's own type (the defaults'), else the file's
+    (a repository with its own code, or a type transformers lacks: MiniMax-M1)."""
+    mt = f.defaults.get("model_type") or f.file.get("model_type") or f.top.get("model_type")
+    return mt, LAYOUTS.get(mt, {})
+
+
+def count_parameters(config: dict, defaults: dict | None = None, where: str = "config.json"):
+    """(name, shape) of the text model's parameters, from its fields alone (no vision or audio tower)."""
+    f = Fields(config, defaults, where)
+    mt, lay = _layout(f)
+    if mt == "gpt2":
+        return _gpt2(f)
+    if attention_free(f):
+        return _mamba_stack(f)
+    kinds = layer_kinds(f)
+    D = f.int("hidden_size", lo=1)
+    V = f.int("vocab_size", lo=1)
+    H = f.int("num_attention_heads", lo=1)
+    KV = kv_heads(f, H)
+    hd = head_dim_of(f, H)
+    I, dense_I, e, k, moe_I = _widths(f, lay, D)
+    out = [("model.embed_tokens.weight", (V, D))]
+    if not _tied(f, defaults):
+        out.append(("lm_head.weight", (V, D)))
+    dense_first = f.int("first_k_dense_replace", 0) if e else 0
+    mlp_only = set(f.raw("mlp_only_layers") or [])
+    # every step-th layer routes: Qwen-MoE's decoder_sparse_step, Llama 4's interleave_moe_layer_step (Maverick: 2,
+    # Llama4TextConfig's moe_layers = range(step - 1, layers, step)), unless the file lists its moe_layers itself
+    step = f.int("interleave_moe_layer_step" if f.raw("interleave_moe_layer_step") else "decoder_sparse_step", 1,
+                 lo=1, hi=512) if e else 1
+    mlp_types = f.raw("mlp_layer_types")
+    if isinstance(f.raw("moe_layer_freq"), list):          # one 0/1 per layer (MiMo-V2-Flash)
+        mlp_types = ["moe" if x else "dense" for x in f.raw("moe_layer_freq")]
+    moe_listed = f.file.get("moe_layers")
+    if isinstance(moe_listed, list):
+        mlp_types = ["moe" if i in moe_listed else "dense" for i in range(len(kinds))]
+    ssm = ssm_fields(f, 1) if any(x in ("linear", "both") for x in kinds) else None
+    pattern = f.raw("hybrid_override_pattern")
+    one_op_per_block = isinstance(pattern, str) and len(pattern) == len(kinds)
+    norms = lay.get("norms", ("input_layernorm", "post_attention_layernorm"))
+    for i, kind in enumerate(kinds):
+        p = f"model.layers.{i}"
+        out += [(f"{p}.{n}.weight", (D,)) for n in norms]
+        if kind in ("full", "window", "chunked", "both"):
+            out += _attention(f, lay, p, D, H, KV, hd)
+        if kind in ("linear", "both"):
+            out += _recurrent(f, lay, p, D, ssm)
+        moe = bool(e) and i >= dense_first and i not in mlp_only and (i + 1) % step == 0
+        if isinstance(mlp_types, list) and i < len(mlp_types):
+            moe = bool(e) and mlp_types[i] in ("sparse", "moe")
+        if f.raw("expert_layer_period"):          # Jamba: experts every period-th layer from the offset
+            moe = bool(e) and i % f.int("expert_layer_period", lo=1) == f.int("expert_layer_offset", 0)
+        if lay.get("always_moe"):
+            moe = True
+        if one_op_per_block:                      # Nemotron-H: a block is a mixer or an MLP, never both
+            if kind != "none":
+                continue
+            moe = bool(e) and pattern[i] == "E"
+        out += _moe(f, lay, p, D, e, moe_I, I) if moe else _mlp(f, lay, f"{p}.mlp", D, dense_I)
+    out.append(("model.norm.weight", (D,)))
+    return out
+
+
+def _widths(f: Fields, lay: dict, D: int) -> tuple[int, int, int, int, int]:
+    """(intermediate_size, the dense layers' MLP width, routed experts, experts per token, one expert's width)."""
+    inter = f.raw("intermediate_size")
+    inter = inter[0] if isinstance(inter, list) else inter
+    # no width stated: MPT states its MLP as expansion_ratio × hidden (4 by default, GPT-2's 4 × hidden alike)
+    I = validate.number(inter or f.int("expansion_ratio", 4, lo=1, hi=64) * D, f"{f.where}: field 'intermediate_size'",
+                        lo=1, integer=True)
+    dense_I = f.int("intermediate_size_mlp", I, lo=1)          # Llama 4: its dense layers are wider than its experts
+    e, k = experts(f)
+    if lay.get("always_moe") and not e:
+        e = f.int("num_experts", 1, lo=1)
+    width = lay.get("expert_width", "moe_intermediate_size")
+    moe_I = (I if width == "intermediate_size" else _one_width(f, width, I)) if e else 0
+    return I, dense_I, e, k, moe_I
+
+
+def mlp_shapes(config: dict, defaults: dict | None = None, where: str = "config.json") -> dict:
+    """What an engine's start-up rule reads beyond the cache (``profiles.SHAPE_FIELDS``): the vocabulary, the dense
+    MLP's inner width and, for experts, one expert's width and the experts each token uses."""
+    f = Fields(config, defaults, where)
+    _, lay = _layout(f)
+    _, dense_I, e, k, moe_I = _widths(f, lay, f.int("hidden_size", lo=1))
+    out = {"vocab_size": f.int("vocab_size", lo=1), "intermediate_size": dense_I}
+    if e and k:
+        out.update(moe_intermediate_size=moe_I, experts_per_token=k)
+    return out
+
+
+def _tied(f: Fields, defaults: dict | None) -> bool:
+    """Whether the output head is the token embedding. A multimodal file that states ``tie_word_embeddings`` at
+    its top level decides there (Qwen3-VL states false while its text class defaults to true: the head is its
+    own); otherwise its text config decides, stated or by its class default (the rule ``hf_config.build`` gives
+    transformers' composite configs)."""
+    if f.top is not f.file and f.top.get("tie_word_embeddings") is not None:
+        return bool(f.top["tie_word_embeddings"])
+    return f.flag("tie_word_embeddings")
+
+
+def _one_width(f: Fields, name: str, default: int) -> int:
+    """A width stated once, or once per layer with one value (Hunyuan's moe_intermediate_size)."""
+    v = f.raw(name)
+    if isinstance(v, list):
+        if len(set(v)) != 1:
+            raise InputError(f"{f.where}: field '{name}' gives different widths by layer ({validate.show(v)}): "
+                             "experts whose width differs by layer are not modelled")
+        v = v[0]
+    return default if v is None else validate.number(v, f"{f.where}: field '{name}'", lo=1, integer=True)
+
+
+def _mlp(f: Fields, lay: dict, p: str, D: int, I: int):
+    """A dense MLP: gate, up and down (one fused gate_up matrix here), or up and down alone (plain)."""
+    up = I if lay.get("plain") else 2 * I
+    m = [(f"{p}.gate_up_proj.weight", (up, D)), (f"{p}.down_proj.weight", (D, I))]
+    if f.flag("mlp_bias"):
+        m += [(f"{p}.gate_up_proj.bias", (up,)), (f"{p}.down_proj.bias", (D,))]
+    return m
+
+
+def _attention(f: Fields, lay: dict, p: str, D: int, H: int, KV: int, hd: int):
+    if f.raw("kv_lora_rank"):
+        return _mla(f, p, D, H)
+    q_out = 2 * H * hd if lay.get("gated_query") else H * hd
+    a = [(f"{p}.self_attn.q_proj.weight", (q_out, D)), (f"{p}.self_attn.k_proj.weight", (KV * hd, D)),
+         (f"{p}.self_attn.v_proj.weight", (KV * hd, D)), (f"{p}.self_attn.o_proj.weight", (D, H * hd))]
+    if lay.get("qkv_bias") or f.flag("attention_bias") or f.flag("qkv_bias"):
+        a += [(f"{p}.self_attn.q_proj.bias", (q_out,)), (f"{p}.self_attn.k_proj.bias", (KV * hd,)),
+              (f"{p}.self_attn.v_proj.bias", (KV * hd,))]
+        if f.flag("attention_bias") and lay.get("o_bias", True):
+            a.append((f"{p}.self_attn.o_proj.bias", (D,)))
+    norm = lay.get("qk_norm")
+    weightless = f.raw("attn_temperature_tuning") is not None      # Llama 4's QK norm is an L2 norm, no weights
+    if norm is None and f.flag("use_qk_norm") and not weightless:
+        norm = "head"
+    if norm == "head":
+        a += [(f"{p}.self_attn.q_norm.weight", (hd,)), (f"{p}.self_attn.k_norm.weight", (hd,))]
+    elif norm == "full":
+        a += [(f"{p}.self_attn.q_norm.weight", (H * hd,)), (f"{p}.self_attn.k_norm.weight", (KV * hd,))]
+    if lay.get("sinks"):
+        a.append((f"{p}.self_attn.sinks", (H,)))
+    return a
+
+
+def _mla(f: Fields, p: str, D: int, H: int):
+    r, q = f.int("kv_lora_rank", lo=1), f.raw("q_lora_rank")
+    rope, nope, v = f.int("qk_rope_head_dim", lo=1), f.int("qk_nope_head_dim", lo=1), f.int("v_head_dim", lo=1)
+    a = [(f"{p}.self_attn.kv_a_proj_with_mqa.weight", (r + rope, D)), (f"{p}.self_attn.kv_a_layernorm.weight", (r,)),
+         (f"{p}.self_attn.kv_b_proj.weight", (H * (nope + v), r)), (f"{p}.self_attn.o_proj.weight", (D, H * v))]
+    if q:
+        q = f.int("q_lora_rank", lo=1)
+        a += [(f"{p}.self_attn.q_a_proj.weight", (q, D)), (f"{p}.self_attn.q_a_layernorm.weight", (q,)),
+              (f"{p}.self_attn.q_b_proj.weight", (H * (nope + rope), q))]
+    else:
+        a.append((f"{p}.self_attn.q_proj.weight", (H * (nope + rope), D)))
+    if f.raw("index_head_dim") and f.raw("index_n_heads"):
+        ih, ihd = f.int("index_n_heads", lo=1), f.int("index_head_dim", lo=1)
+        a += [(f"{p}.self_attn.indexer.wq_b.weight", (ih * ihd, q or D)),
+              (f"{p}.self_attn.indexer.wk.weight", (ihd, D)), (f"{p}.self_attn.indexer.k_norm.weight", (ihd,)),
+              (f"{p}.self_attn.indexer.k_norm.bias", (ihd,)),
+              (f"{p}.self_attn.indexer.weights_proj.weight", (ih, D))]
+    return a
+
+
+def _moe(f: Fields, lay: dict, p: str, D: int, e: int, I: int, inter: int):
+    """Router, routed experts (gated: gate and up fused; plain: up only), and the always-on shared expert.
+
+    A ``moe_latent_size`` (Nemotron 3 Super) routes in a narrower space: the token is projected down to it once
+    (``fc1_latent_proj``), every routed expert reads and writes that width, and one projection brings it back
+    (``fc2_latent_proj``); the router and the shared expert still see the hidden size
+    (models/nemotron_h/modeling_nemotron_h.py NemotronHMoE, NemotronHExperts)."""
+    up = I if lay.get("plain") else 2 * I
+    latent = f.int("moe_latent_size", lo=1) if f.raw("moe_latent_size") else None
+    width = latent or D                               # what the routed experts read and write
+    m = [(f"{p}.mlp.gate.weight", (e, D)), (f"{p}.mlp.experts.gate_up_proj", (e, up, width)),
+         (f"{p}.mlp.experts.down_proj", (e, width, I))]
+    if latent:
+        m += _linear(f"{p}.mlp.fc1_latent_proj", latent, D, f.flag("mlp_bias")) + \
+            _linear(f"{p}.mlp.fc2_latent_proj", D, latent, f.flag("mlp_bias"))
+    if lay.get("expert_bias"):                    # gpt-oss: biased router and experts
+        m += [(f"{p}.mlp.gate.bias", (e,)), (f"{p}.mlp.experts.gate_up_proj_bias", (e, up)),
+              (f"{p}.mlp.experts.down_proj_bias", (e, D))]
+    field = lay.get("shared")
+    if field == "intermediate_size":
+        shared = inter
+    elif field:
+        shared = f.int(field, 0)
+    else:                                         # DeepSeek: n_shared_experts experts of the routed width
+        shared = f.int("n_shared_experts", 0) * I
+    if shared:
+        m += _mlp(f, lay, f"{p}.mlp.shared_experts", D, shared)
+    if shared and lay.get("shared_gate"):
+        m.append((f"{p}.mlp.shared_expert_gate.weight", (1, D)))
+    return m
+
+
+def _recurrent(f: Fields, lay: dict, p: str, D: int, s: dict):
+    kind = s["kind"]
+    if kind == "gated_deltanet":
+        kd, vd = s["n_k_heads"] * s["k_head_dim"], s["n_v_heads"] * s["v_head_dim"]
+        conv = 2 * kd + vd
+        return [(f"{p}.linear_attn.in_proj_qkvz.weight", (2 * kd + 2 * vd, D)),
+                (f"{p}.linear_attn.in_proj_ba.weight", (2 * s["n_v_heads"], D)),
+                (f"{p}.linear_attn.conv1d.weight", (conv, 1, s["d_conv"])),
+                (f"{p}.linear_attn.dt_bias", (s["n_v_heads"],)), (f"{p}.linear_attn.A_log", (s["n_v_heads"],)),
+                (f"{p}.linear_attn.norm.weight", (s["v_head_dim"],)), (f"{p}.linear_attn.out_proj.weight", (D, vd))]
+    if kind == "mamba2":
+        d_in = s["n_heads"] * s["head_dim"]
+        conv = d_in + 2 * s["n_groups"] * s["d_state"]
+        proj = d_in + conv + s["n_heads"]
+        m = [(f"{p}.mamba.in_proj.weight", (proj, D)), (f"{p}.mamba.conv1d.weight", (conv, 1, s["d_conv"])),
+             (f"{p}.mamba.dt_bias", (s["n_heads"],)), (f"{p}.mamba.A_log", (s["n_heads"],)),
+             (f"{p}.mamba.D", (s["n_heads"],)), (f"{p}.mamba.out_proj.weight", (D, d_in))]
+        if f.flag("mamba_conv_bias", True) and f.flag("use_conv_bias", True):
+            m.append((f"{p}.mamba.conv1d.bias", (conv,)))
+        if f.flag("mamba_proj_bias") or f.flag("use_bias"):
+            m += [(f"{p}.mamba.in_proj.bias", (proj,)), (f"{p}.mamba.out_proj.bias", (D,))]
+        elif f.flag("projectors_bias"):           # Falcon-H1: the output projection alone
+            m.append((f"{p}.mamba.out_proj.bias", (D,)))
+        if "mamba_norm" not in lay or f.flag(lay["mamba_norm"]):
+            m.append((f"{p}.mamba.norm.weight", (d_in,)))
+        return m
+    if kind == "mamba1":
+        d_in, ds = s["d_inner"], s["d_state"]
+        rank = f.int("mamba_dt_rank", -(-D // 16), lo=1)
+        return [(f"{p}.mamba.in_proj.weight", (2 * d_in, D)), (f"{p}.mamba.conv1d.weight", (d_in, 1, s["d_conv"])),
+                (f"{p}.mamba.conv1d.bias", (d_in,)), (f"{p}.mamba.x_proj.weight", (rank + 2 * ds, d_in)),
+                (f"{p}.mamba.dt_proj.weight", (d_in, rank)), (f"{p}.mamba.dt_proj.bias", (d_in,)),
+                (f"{p}.mamba.A_log", (d_in, ds)), (f"{p}.mamba.D", (d_in,)), (f"{p}.mamba.out_proj.weight", (D, d_in)),
+                # Jamba's Mamba-1 mixer normalises its time step, B and C
+                (f"{p}.mamba.dt_layernorm.weight", (rank,)), (f"{p}.mamba.b_layernorm.weight", (ds,)),
+                (f"{p}.mamba.c_layernorm.weight", (ds,))]
+    # lightning attention: q, k, v, output gate and output projections, a norm
+    inner = s["n_heads"] * s["head_dim"]
+    return [(f"{p}.self_attn.qkv_proj.weight", (3 * inner, D)), (f"{p}.self_attn.output_gate.weight", (inner, D)),
+            (f"{p}.self_attn.out_proj.weight", (D, inner)), (f"{p}.self_attn.norm.weight", (inner,))]
+
+
+def _mamba_stack(f: Fields):
+    """Mamba, Mamba-2, FalconMamba: norm + mixer per block, no attention and no MLP, the output head tied unless
+    the file says otherwise (models/mamba/modeling_mamba.py MambaMixer, models/mamba2/modeling_mamba2.py
+    Mamba2Mixer: in_proj → x, z (and B, C, dt for Mamba-2), a depthwise conv1d, A_log, D, out_proj)."""
+    D, V = f.int("hidden_size", lo=1), f.int("vocab_size", lo=1)
+    s = ssm_fields(f, f.int("num_hidden_layers", lo=1))
+    bias, conv_bias = f.flag("use_bias"), f.flag("use_conv_bias", True)
+    out = [("backbone.embeddings.weight", (V, D))]
+    for i in range(s["n_layers"]):
+        p = f"backbone.layers.{i}"
+        if s["kind"] == "mamba2":
+            d_in, nh = s["n_heads"] * s["head_dim"], s["n_heads"]
+            conv = d_in + 2 * s["n_groups"] * s["d_state"]
+            m = [("in_proj.weight", (d_in + conv + nh, D)), ("conv1d.weight", (conv, 1, s["d_conv"])),
+                 ("dt_bias", (nh,)), ("A_log", (nh,)), ("D", (nh,)), ("norm.weight", (d_in,)),
+                 ("out_proj.weight", (D, d_in))]
+            m += [("conv1d.bias", (conv,))] * conv_bias + [("in_proj.bias", (d_in + conv + nh,)),
+                                                           ("out_proj.bias", (D,))] * bias
+        else:
+            d_in, ds = s["d_inner"], s["d_state"]
+            rank = f.raw("time_step_rank")
+            rank = -(-D // 16) if rank in (None, "auto") else f.int("time_step_rank", lo=1)
+            m = [("in_proj.weight", (2 * d_in, D)), ("conv1d.weight", (d_in, 1, s["d_conv"])),
+                 ("x_proj.weight", (rank + 2 * ds, d_in)), ("dt_proj.weight", (d_in, rank)), ("dt_proj.bias", (d_in,)),
+                 ("A_log", (d_in, ds)), ("D", (d_in,)), ("out_proj.weight", (D, d_in))]
+            m += [("conv1d.bias", (d_in,))] * conv_bias + [("in_proj.bias", (2 * d_in,)),
+                                                           ("out_proj.bias", (D,))] * bias
+        out += [(f"{p}.norm.weight", (D,))] + [(f"{p}.mixer.{n}", shape) for n, shape in m]
+    out.append(("backbone.norm_f.weight", (D,)))
+    if not f.flag("tie_word_embeddings", True):
+        out.append(("lm_head.weight", (V, D)))
+    return out
+
+
+def _gpt2(f: Fields):
+    """GPT-2: learned positions, one fused q/k/v matrix, biases and LayerNorms everywhere, a 4 × wide plain MLP,
+    the output head tied to the token embedding (models/gpt2/modeling_gpt2.py)."""
+    D, V, L = f.int("hidden_size", lo=1), f.int("vocab_size", lo=1), f.int("num_hidden_layers", lo=1)
+    I = f.int("n_inner", 4 * D, lo=1) if f.raw("n_inner") is not None else 4 * D
+    out = [("transformer.wte.weight", (V, D)), ("transformer.wpe.weight", (f.int("max_position_embeddings", lo=1), D))]
+    for i in range(L):
+        p = f"transformer.h.{i}"
+        out += [(f"{p}.ln_1.weight", (D,)), (f"{p}.ln_1.bias", (D,)), (f"{p}.attn.c_attn.weight", (D, 3 * D)),
+                (f"{p}.attn.c_attn.bias", (3 * D,)), (f"{p}.attn.c_proj.weight", (D, D)), (f"{p}.attn.c_proj.bias", (D,)),
+                (f"{p}.ln_2.weight", (D,)), (f"{p}.ln_2.bias", (D,)), (f"{p}.mlp.c_fc.weight", (D, I)),
+                (f"{p}.mlp.c_fc.bias", (I,)), (f"{p}.mlp.c_proj.weight", (I, D)), (f"{p}.mlp.c_proj.bias", (D,))]
+    out += [("transformer.ln_f.weight", (D,)), ("transformer.ln_f.bias", (D,))]
+    if not f.flag("tie_word_embeddings", True):
+        out.append(("lm_head.weight", (V, D)))
+    return out
+
+
+# --- the vision towers a multimodal checkpoint loads beside its language model --------------------------------------
+class _Sub:
+    """A sub-config's fields (``vision_config``): the file's value, else the class default's."""
+
+    def __init__(self, config: dict, defaults: dict | None, key: str, where: str):
+        self.file = config.get(key) if isinstance(config.get(key), dict) else {}
+        d = (defaults or {}).get(key)
+        self.defaults = d if isinstance(d, dict) else {}
+        self.where = f"{where}: {key}"
+
+    def int(self, name, default=None, lo=0):
+        v = self.file.get(name, self.defaults.get(name))
+        if v is None:
+            if default is None:
+                raise InputError(f"{self.where}: missing field '{name}'")
+            return default
+        return validate.number(v, f"{self.where}: field '{name}'", lo=lo, hi=2 ** 31, integer=True)
+
+    def raw(self, name):
+        return self.file.get(name, self.defaults.get(name))
+
+
+def _linear(name: str, out_f: int, in_f: int, bias=True):
+    return [(f"{name}.weight", (out_f, in_f))] + ([(f"{name}.bias", (out_f,))] if bias else [])
+
+
+def _layernorm(name: str, n: int):
+    return [(f"{name}.weight", (n,)), (f"{name}.bias", (n,))]
+
+
+def _siglip(v: _Sub, p: str):
+    """SigLIP's vision transformer (models/siglip/modeling_siglip.py): a patch convolution, learned positions,
+    pre-norm layers with biased attention and a GELU MLP, a final LayerNorm and, when asked, a pooling head."""
+    h, I, C, P = v.int("hidden_size", lo=1), v.int("intermediate_size", lo=1), v.int("num_channels", 3, lo=1), \
+        v.int("patch_size", lo=1)
+    out = [(f"{p}.embeddings.patch_embedding.weight", (h, C, P, P)), (f"{p}.embeddings.patch_embedding.bias", (h,)),
+           (f"{p}.embeddings.position_embedding.weight", ((v.int("image_size", lo=1) // P) ** 2, h))]
+    for i in range(v.int("num_hidden_layers", lo=1)):
+        q = f"{p}.encoder.layers.{i}"
+        out += _layernorm(f"{q}.layer_norm1", h) + _layernorm(f"{q}.layer_norm2", h)
+        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            out += _linear(f"{q}.self_attn.{proj}", h, h)
+        out += _linear(f"{q}.mlp.fc1", I, h) + _linear(f"{q}.mlp.fc2", h, I)
+    out += _layernorm(f"{p}.post_layernorm", h)
+    if v.raw("vision_use_head") in (None, True):  # SiglipMultiheadAttentionPoolingHead
+        out += [(f"{p}.head.probe", (1, 1, h)), (f"{p}.head.attention.in_proj_weight", (3 * h, h)),
+                (f"{p}.head.attention.in_proj_bias", (3 * h,))] + _linear(f"{p}.head.attention.out_proj", h, h)
+        out += _layernorm(f"{p}.head.layernorm", h) + _linear(f"{p}.head.mlp.fc1", I, h) + \
+            _linear(f"{p}.head.mlp.fc2", h, I)
+    return out
+
+
+def _gemma3_vision(config: dict, defaults: dict | None, where: str, text_hidden: int):
+    """Gemma 3: SigLIP, then a projector of one matrix and an RMS norm (models/gemma3/modeling_gemma3.py)."""
+    v = _Sub(config, defaults, "vision_config", where)
+    h = v.int("hidden_size", lo=1)
+    return _siglip(v, "model.vision_tower") + [("model.multi_modal_projector.mm_input_projection_weight", (h, text_hidden)),
+                                               ("model.multi_modal_projector.mm_soft_emb_norm.weight", (h,))]
+
+
+def _qwen3_vl_vision(config: dict, defaults: dict | None, where: str, text_hidden: int):
+    """The Qwen3-VL vision tower (models/qwen3_vl_moe, qwen3_5_moe): a 3-D patch convolution, learned positions,
+    pre-norm blocks with one fused q/k/v matrix, a merger of spatial_merge_size² patches, and one more merger per
+    deepstack layer (their norm after the merge)."""
+    v = _Sub(config, defaults, "vision_config", where)
+    h, I = v.int("hidden_size", lo=1), v.int("intermediate_size", lo=1)
+    C, P, T = v.int("in_channels", 3, lo=1), v.int("patch_size", lo=1), v.int("temporal_patch_size", lo=1)
+    merged = h * v.int("spatial_merge_size", lo=1) ** 2
+    out_h = v.int("out_hidden_size", lo=1)
+    out = [("model.visual.patch_embed.proj.weight", (h, C, T, P, P)), ("model.visual.patch_embed.proj.bias", (h,)),
+           ("model.visual.pos_embed.weight", (v.int("num_position_embeddings", lo=1), h))]
+    for i in range(v.int("depth", lo=1)):
+        q = f"model.visual.blocks.{i}"
+        out += _layernorm(f"{q}.norm1", h) + _layernorm(f"{q}.norm2", h)
+        out += _linear(f"{q}.attn.qkv", 3 * h, h) + _linear(f"{q}.attn.proj", h, h)
+        out += _linear(f"{q}.mlp.linear_fc1", I, h) + _linear(f"{q}.mlp.linear_fc2", h, I)
+
+    def merger(q, norm_width):
+        return _layernorm(f"{q}.norm", norm_width) + _linear(f"{q}.linear_fc1", merged, merged) + \
+            _linear(f"{q}.linear_fc2", out_h, merged)
+    out += merger("model.visual.merger", h)
+    for j in range(len(v.raw("deepstack_visual_indexes") or [])):
+        out += merger(f"model.visual.deepstack_merger_list.{j}", merged)
+    return out
+
+
+def _llama4_vision(config: dict, defaults: dict | None, where: str, text_hidden: int):
+    """Llama 4's vision encoder (models/llama4/modeling_llama4.py): patches unfolded into one matrix, a class token
+    and learned positions, pre-norm layers with biased attention and MLP, a pixel-shuffle adapter, and the
+    projector into the text model."""
+    v = _Sub(config, defaults, "vision_config", where)
+    h, I, C, P = v.int("hidden_size", lo=1), v.int("intermediate_size", lo=1), v.int("num_channels", 3, lo=1), \
+        v.int("patch_size", lo=1)
+    p = "vision_model"
+    out = [(f"{p}.class_embedding", (h,)),
+           (f"{p}.positional_embedding_vlm", ((v.int("image_size", lo=1) // P) ** 2 + 1, h)),
+           (f"{p}.patch_embedding.linear.weight", (h, C * P * P))]
+    out += _layernorm(f"{p}.layernorm_pre", h) + _layernorm(f"{p}.layernorm_post", h)
+    for i in range(v.int("num_hidden_layers", lo=1)):
+        q = f"{p}.model.layers.{i}"
+        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            out += _linear(f"{q}.self_attn.{proj}", h, h)
+        out += _linear(f"{q}.mlp.fc1", I, h) + _linear(f"{q}.mlp.fc2", h, I)
+        out += _layernorm(f"{q}.input_layernorm", h) + _layernorm(f"{q}.post_attention_layernorm", h)
+    pin, pout = v.int("projector_input_dim", lo=1), v.int("projector_output_dim", lo=1)
+    out += _linear(f"{p}.vision_adapter.mlp.fc1", pin, I, bias=False) + \
+        _linear(f"{p}.vision_adapter.mlp.fc2", pout, pout, bias=False)
+    out += _linear("multi_modal_projector.linear_1", text_hidden, v.int("vision_output_dim", lo=1), bias=False)
+    return out
+
+
+def _pixtral_vision(config: dict, defaults: dict | None, where: str, text_hidden: int):
+    """Mistral 3's Pixtral tower (models/pixtral/modeling_pixtral.py): a patch convolution without bias, an RMS
+    norm, pre-norm layers of unbiased attention and a gated MLP; then the projector (models/mistral3): an RMS norm,
+    a patch merger of spatial_merge_size² patches and two matrices into the text model."""
+    v = _Sub(config, defaults, "vision_config", where)
+    h, I, C, P = v.int("hidden_size", lo=1), v.int("intermediate_size", lo=1), v.int("num_channels", 3, lo=1), \
+        v.int("patch_size", lo=1)
+    p = "model.vision_tower"
+    out = [(f"{p}.patch_conv.weight", (h, C, P, P)), (f"{p}.ln_pre.weight", (h,))]
+    for i in range(v.int("num_hidden_layers", lo=1)):
+        q = f"{p}.transformer.layers.{i}"
+        out += [(f"{q}.attention_norm.weight", (h,)), (f"{q}.ffn_norm.weight", (h,))]
+        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            out += _linear(f"{q}.attention.{proj}", h, h, bias=False)
+        out += _linear(f"{q}.feed_forward.gate_proj", I, h, bias=False) + \
+            _linear(f"{q}.feed_forward.up_proj", I, h, bias=False) + _linear(f"{q}.feed_forward.down_proj", h, I, bias=False)
+    top = {**(defaults or {}), **config}          # the projector's fields sit at the top level
+    merge = validate.number(top.get("spatial_merge_size", 2), f"{where}: field 'spatial_merge_size'", lo=1, hi=64,
+                            integer=True)
+    bias, layers = bool(top.get("multimodal_projector_bias")), top.get("vision_feature_layer")
+    n_feat = len(layers) if isinstance(layers, list) else 1
+    q = "model.multi_modal_projector"
+    return out + [(f"{q}.norm.weight", (h * n_feat,))] + \
+        _linear(f"{q}.patch_merger.merging_layer", h * n_feat, h * n_feat * merge ** 2, bias=False) + \
+        _linear(f"{q}.linear_1", text_hidden, h * n_feat, bias=bias) + _linear(f"{q}.linear_2", text_hidden, text_hidden,
+                                                                             bias=bias)
+
+
+# top-level model_type → its vision tower and projector
+TOWERS = {"gemma3": _gemma3_vision, "qwen3_vl_moe": _qwen3_vl_vision, "qwen3_5_moe": _qwen3_vl_vision,
+          "llama4": _llama4_vision, "mistral3": _pixtral_vision}
+
+
+def count_model_parameters(config: dict, defaults: dict | None = None, where: str = "config.json"):
+    """(name, shape) of everything a server loads: the text model and, for a multimodal checkpoint of a family in
+    ``TOWERS``, its vision tower and projector (named so ``MULTIMODAL`` matches them). Another family's tower is
+    left out: its type is not one the pure path plans (``configs.COUNTED``)."""
+    text = count_parameters(config, defaults, where)
+    mt = (defaults or {}).get("model_type") or config.get("model_type")
+    tower = TOWERS.get(mt)
+    if tower is None or not (isinstance(config.get("vision_config"), dict)
+                             or isinstance((defaults or {}).get("vision_config"), dict)):
+        return text
+    f = Fields(config, defaults, where)
+    return text + tower(config, defaults, where, f.int("hidden_size", lo=1))
