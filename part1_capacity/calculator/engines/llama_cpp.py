@@ -235,8 +235,9 @@ def compute_buffer_bytes(shape: GraphShape, n_kv: int, n_kv_swa: int = 0, n_ubat
 
 
 # --- where each tensor and buffer lives: -ngl, --n-cpu-moe, --no-kv-offload ----------------------------------------
-# Read in llama.cpp's source (src/llama-model.cpp ``load_tensors``, src/llama-kv-cache.cpp, common/arg.cpp,
-# common/common.h); the same in every release since the buffer-type overrides arrived (ggml-org/llama.cpp PR #11397).
+# Read in the vendored llama.cpp (``SOURCE``): src/llama-model.cpp ``load_tensors``, src/llama-kv-cache.cpp,
+# common/arg.cpp (``--n-cpu-moe``), common/common.h (``LLM_FFN_EXPS_REGEX``); held against published logs of older
+# builds too (tests/test_llama_cpp_offload.py), which differ only in the order of the output layer (``gpu_layers``).
 ALL_LAYERS = 999          # ``-ngl 999``: every repeating layer and the output layer (anything above n_layer)
 
 
@@ -294,7 +295,8 @@ def place_weights(t: ModelTensors, n_gpu_layers: int, n_cpu_moe: int = 0, output
     """Weight bytes per device for ``-ngl n_gpu_layers --n-cpu-moe n_cpu_moe`` (``gpu_layers``: which layers):
     ``{"accelerator": …, "host": …}``
     with their parts. ``--n-cpu-moe N`` (common/arg.cpp) adds one buffer-type override per layer ``i < N``, the
-    pattern ``blk\\.i\\.ffn_(up|down|gate|gate_up)_(ch|)exps`` (common/common.h ``llm_ffn_exps_block_regex``) bound
+    pattern ``blk\\.i\\.ffn_(up|down|gate|gate_up)_(ch|)exps`` (common/common.h ``llm_ffn_block_regex`` with
+    ``LLM_FFN_EXPS_REGEX``) bound
     to the CPU: the routed experts of the FIRST N layers stay in host memory whatever ``-ngl`` says; shared experts,
     the router and attention follow their layer. A tied output head on the host shares the embedding's mapped bytes
     (nothing more is read from the file); on the GPU its duplicate is a real copy."""
