@@ -42,7 +42,9 @@ def test_most_sequences_by_hand():
 @pytest.mark.parametrize("engine", ["law", "llama.cpp", "vllm"])
 @pytest.mark.parametrize("model,acc,dtype,batch", [("llama-3.1-8b", "rtx-4090", "q4_k_m", 2),
                                                    ("gemma-2-9b", "rtx-3090", "q8_0", 12),   # sliding window
-                                                   ("qwen3-8b", "m1-max", "bf16", 8)])
+                                                   ("qwen3-8b", "m1-max", "bf16", 8),
+                                                   ("deepseek-v2-lite", "rtx-4090", "q8_0", 16),    # MLA, MoE
+                                                   ("nemotron-h-8b", "rtx-3090", "bf16", 24)])     # hybrid
 def test_context_boundary_is_exact(engine, model, acc, dtype, batch):
     m, a = load_model(model), load_accelerator(acc)
     kv = "fp16" if engine != "law" else "bf16"

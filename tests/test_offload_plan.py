@@ -126,3 +126,24 @@ def test_the_live_page_shows_fit_and_the_split_as_the_cli_computes_them():
     f = fit(load_model("llama-3.1-8b"), load_accelerator("rtx-4090"), Workload(context=4096), "batch")
     assert d["text"]["fit_max_batch"] == f"{f.value:,} sequences at this context (memory)"
     assert d["text"]["llama_cpp_split"] == "choose the llama.cpp engine"
+
+
+@pytest.mark.parametrize("model,acc", [("deepseek-v2-lite", "rtx-4090"),        # MLA, MoE with dense-first layers
+                                       ("jamba-1.5-mini", "rtx-4090"),          # hybrid: Mamba + attention, MoE
+                                       ("nemotron-h-8b", "rtx-3090"),           # hybrid, dense
+                                       ("gemma-2-9b", "rtx-3090")])             # sliding window
+def test_every_structure_places_all_its_bytes_once(model, acc):
+    # whatever the split, the devices together hold the weights once (the embedding on the host, an untied head
+    # once) and the engine's whole cache; -ngl 0 leaves the accelerator empty, -ngl 999 leaves the host the embedding
+    r = _r(model, acc=acc, kv_dtype="fp16")
+    from part1_capacity.calculator import engines
+    cache = engines.allocate(r.model, r.workload, 1, "llama.cpp").kv_bytes_total
+    t = offload.model_tensors(r)
+    for ngl in (0, 1, r.model.n_layers // 2, rules.ALL_LAYERS):
+        p = offload.placement(r, ngl)
+        acc_d, host = p["devices"]
+        dup = t.output if t.tied and p["output_on_accelerator"] else 0.0
+        assert acc_d["weights_bytes"] + host["weights_bytes"] == pytest.approx(r.weights_bytes + dup)
+        assert acc_d["kv_bytes"] + host["kv_bytes"] == pytest.approx(cache)
+    assert offload.placement(r, 0)["devices"][0]["weights_bytes"] == 0
+    assert offload.placement(r, rules.ALL_LAYERS)["devices"][1]["weights_bytes"] == pytest.approx(t.token_embd)
