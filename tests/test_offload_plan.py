@@ -147,3 +147,21 @@ def test_every_structure_places_all_its_bytes_once(model, acc):
         assert acc_d["kv_bytes"] + host["kv_bytes"] == pytest.approx(cache)
     assert offload.placement(r, 0)["devices"][0]["weights_bytes"] == 0
     assert offload.placement(r, rules.ALL_LAYERS)["devices"][1]["weights_bytes"] == pytest.approx(t.token_embd)
+
+
+def test_a_tied_output_head_is_copied_to_the_gpu(tmp_path):
+    # Gemma-2-9B ties its head to the embedding (256,000 × 3,584): all on the GPU, the GPU holds the duplicate and
+    # every layer — the whole weights — and the host keeps the embedding
+    r = _r("gemma-2-9b", acc="rtx-3090")
+    t = offload.model_tensors(r)
+    assert t.tied and not offload.model_tensors(_r("llama-3.1-8b")).tied
+    acc, host = offload.placement(r, rules.ALL_LAYERS)["devices"]
+    assert acc["weights_bytes"] == pytest.approx(r.weights_bytes) and host["weights_bytes"] == pytest.approx(t.token_embd)
+    # a config.json says it too
+    cfg = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "hidden_size": 64, "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 4096}
+    for tie in (True, False):
+        p = tmp_path / f"tie{tie}" / "config.json"
+        p.parent.mkdir()
+        p.write_text(json.dumps({**cfg, "tie_word_embeddings": tie}))
+        assert offload.tied_embeddings(load_model(str(p))) is tie

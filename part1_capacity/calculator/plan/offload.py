@@ -62,8 +62,8 @@ def link_bandwidth(acc, host: Host) -> float:
 
 
 def tied_embeddings(model) -> bool:
-    """Whether the output head is the token embedding: a profile says so in ``_tie_word_embeddings``; unknown is
-    taken as untied (an output head of its own is counted: the larger answer)."""
+    """Whether the output head is the token embedding: a profile says so in ``_tie_word_embeddings`` (the bundled
+    table; a config.json's ``tie_word_embeddings`` through ``param_count.mlp_shapes``); unknown is taken as untied."""
     return bool(model.extra.get("_tie_word_embeddings", False))
 
 
