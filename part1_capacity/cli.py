@@ -2,6 +2,9 @@
 exposes ``register(subparsers)``, which adds its parser and sets ``func(args) -> int``.
 
 Bad input raises ``InputError`` anywhere below; it is printed as one line and the exit status is 2.
+Everything the commands print passes through ``validate.printable`` (``_Escaped``): text that came from a file or a
+server (a model_type, an accelerator's name) never reaches the terminal as an escape sequence or a character the
+terminal's encoding cannot take.
 """
 from __future__ import annotations
 
@@ -22,7 +25,31 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):  # argparse's own errors: one line, exit 2
-        self.exit(2, f"capacity: error: {message}\n")
+        from part1_capacity.calculator.base.validate import printable
+
+        self.exit(2, f"capacity: error: {printable(message, limit=None)}\n")
+
+
+class _Escaped:
+    """A text stream whose writes go through ``validate.printable`` (line ends kept): the one escaping of
+    every printer, whatever a command prints."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        from part1_capacity.calculator.base.validate import printable
+
+        return self._stream.write(printable(text, limit=None, keep="\n"))
+
+    @property
+    def unescaped(self):
+        """The stream itself, for the few control sequences the CLI writes on purpose (a progress bar's carriage
+        return and clear-line on a terminal), never for text."""
+        return self._stream
+
+    def __getattr__(self, name):          # flush, fileno, isatty, encoding, buffer: the stream's own
+        return getattr(self._stream, name)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,12 +66,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    from part1_capacity.calculator.readers import hub_http
+
+    hub_http.start_command()              # the Hub's deadline for all the requests of this command starts now
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Escaped(out), _Escaped(err)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv=None) -> int:
+    from part1_capacity.calculator.base.validate import printable
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except InputError as exc:
-        print(f"capacity: error: {exc}", file=sys.stderr)
+        # one line whatever the message quotes (a file's text with a newline in it)
+        print(f"capacity: error: {printable(str(exc), limit=None)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # `capacity ... | head`: the reader left; exit quietly as Unix tools do.

@@ -179,7 +179,8 @@ def test_emit_vllm_multi_node_data_parallel_every_node_joins_the_head(capsys):
     out = vllm_serve(capsys, "--model", "deepseek-v3", "--accelerator", "h200", "--context", "128K", "--batch", "32")
     head = check_vllm(out)
     local = int(head["--data-parallel-size-local"])
-    assert head["--data-parallel-address"] == "$HEAD_IP" and int(head["--data-parallel-rpc-port"]) > 0
+    # double-quoted: one word whatever the operator's HEAD_IP holds, still expanded by the shell
+    assert head["--data-parallel-address"] == '"$HEAD_IP"' and int(head["--data-parallel-rpc-port"]) > 0
     assert "set HEAD_IP to the head node's address" in out
     nodes = [line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("# node ")]
     assert nodes, out

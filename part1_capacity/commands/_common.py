@@ -52,8 +52,13 @@ def non_negative(text: str) -> float:
 
 
 def add_revision_flag(p: argparse.ArgumentParser):
+    from part1_capacity.calculator.readers.hub_http import COMMAND_SECONDS, REQUEST_SECONDS
+
     p.add_argument("--revision", default=None, metavar="REV",
-                   help="with a Hub repository id as --model: the branch, tag or commit to read (default main)")
+                   help="with a Hub repository id as --model: the branch, tag or commit to read (default main). "
+                        f"Hub reads are bounded: each request by a deadline of {REQUEST_SECONDS:g} s "
+                        f"(CAPACITY_HUB_REQUEST_DEADLINE), all of a command's by {COMMAND_SECONDS:g} s "
+                        "(CAPACITY_HUB_DEADLINE), each answer by a size cap")
 
 
 def model_name(a, attr: str = "model"):
@@ -63,7 +68,9 @@ def model_name(a, attr: str = "model"):
         return name
     if "/" not in str(name) or "@" in str(name):
         raise InputError(f"--revision: only with a Hub repository id as --model (org/name), got {name!r}")
-    return f"{name}@{rev}"
+    from part1_capacity.calculator.readers.hub import check_revision
+
+    return f"{name}@{check_revision(rev, '--revision')}"
 
 
 def add_workload_flags(p: argparse.ArgumentParser, context_default=None, batch_default=1, dtype_flags=True,

@@ -36,7 +36,9 @@ class ProgressBar:
         n = 0 if fraction is None else round(self.width * fraction)
         line = f"e3 [{'#' * n}{'.' * (self.width - n)}] {text}"
         if self.tty:
-            self.stream.write("\r\x1b[K" + line)
+            # return and clear-line are the bar's own controls; the text goes through the CLI's escaping
+            getattr(self.stream, "unescaped", self.stream).write("\r\x1b[K")
+            self.stream.write(line)
         else:
             now = time.monotonic()
             if not (text.startswith("cycle") or now - self._last > 5):
@@ -95,8 +97,8 @@ def check_out(out: Path) -> None:
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK):
         raise InputError(f"out: cannot create {out} ({parent} is not a writable directory)")
-    if out.exists() and not out.is_file():      # a device: /dev/full opens, then refuses every byte
-        validate.writable_path(out, "out")
+    # the name itself (empty, too long), a symbolic link, a FIFO, a device that takes no bytes (/dev/full)
+    validate.output_path(out, "out", create_folders=True)
 
 
 def _run(args) -> int:
@@ -122,7 +124,9 @@ def _run(args) -> int:
         madvise_random=args.madvise_random,
         settle_seconds=args.settle_s, max_cycles=args.max_cycles, workdir=args.dir, seed=args.seed,
     )
-    out = None if args.no_save else Path(args.out) if args.out else default_out(args.index_gb)
+    if args.out is not None:
+        validate.output_path(args.out, "out", create_folders=True)     # '' refused by name, not the default
+    out = None if args.no_save else Path(args.out) if args.out is not None else default_out(args.index_gb)
     if out is not None:
         check_out(out)
     bar = ProgressBar() if not args.quiet else (lambda fraction, text: None)
@@ -138,7 +142,8 @@ def _run(args) -> int:
     interrupted = result["stop_reason"] == "interrupted"
     if out and not interrupted:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=1) + "\n")
+        with validate.open_for_write(out, "out") as fh:
+            fh.write((json.dumps(result, indent=1) + "\n").encode())
     if args.json:
         print(validate.dumps_json(result, indent=1))
     else:

@@ -33,7 +33,11 @@ def register(sub):
     p.add_argument("--batches", type=_int_list, default=None, help="comma-separated batches (default 1..256, ×2)")
     add_workload_flags(p, grid=True)
     p.add_argument("--json", action="store_true")
-    p.add_argument("--heatmap", metavar="PNG", help="write the two heatmaps to this PNG file")
+    p.add_argument("--heatmap", metavar="PNG", help="write the two heatmaps to this PNG file (a new name or a "
+                                                    "regular file; a symbolic link is not followed unless "
+                                                    "--follow-symlinks)")
+    p.add_argument("--follow-symlinks", action="store_true",
+                   help="with --heatmap: write through a symbolic link at that path to its target")
     p.set_defaults(func=run)
 
 
@@ -47,14 +51,17 @@ def run(a) -> int:
     if max(contexts) > model.max_context:
         raise InputError(f"contexts: {max(contexts)} exceeds {model.id}'s maximum context of "
                          f"{model.max_context} tokens")
-    if a.heatmap:   # checked before the computation: a sweep is not thrown away for a missing folder
+    if a.follow_symlinks and a.heatmap is None:
+        raise InputError("--follow-symlinks: only with --heatmap (the one file a sweep writes)")
+    if a.heatmap is not None:   # checked before the computation: a sweep is not thrown away for a missing folder
+        validate.output_path(a.heatmap, "heatmap", a.follow_symlinks)
         if not a.heatmap.endswith(".png"):
             raise InputError(f"heatmap: expected a .png path, got {validate.show(a.heatmap)}")
-        validate.writable_path(a.heatmap, "heatmap")
     s = sweep(model, a.accelerator, contexts, batches, workload_from_args(a, context=max(contexts),
                                                                          batch=max(batches)))
-    if a.heatmap:
-        heatmaps(s, a.heatmap)
+    if a.heatmap is not None:
+        with validate.open_for_write(a.heatmap, "heatmap", a.follow_symlinks) as fh:
+            heatmaps(s, fh)
     if a.json:
         print(validate.dumps_json(s.to_dict(), indent=2))
         return 0
@@ -69,6 +76,6 @@ def run(a) -> int:
             cells.append("×" if not math.isfinite(float(n)) else f"{int(n)} ({int(k)})")
         rows.append([fmt_k(int(c))] + cells)
     print(table(rows, header))
-    if a.heatmap:
+    if a.heatmap is not None:
         print(f"heatmaps written to {a.heatmap}")
     return 0

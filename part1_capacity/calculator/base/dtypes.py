@@ -56,6 +56,32 @@ DTYPES = {d.name: d for d in (
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "q8_0")
 
 
+# A config.json's dtype names (``torch_dtype``, ``dtype``, ``mamba_ssm_dtype``...) → the calculator's: the one table
+# every reader of a config's dtype uses. transformers reads these fields as torch attribute names
+# (``PretrainedConfig``: ``getattr(torch, name)`` for a string; ``torch.`` prefixed names as its older files wrote).
+CONFIG_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
+# torch's other dtype names: real, but not a precision a checkpoint's weights are sized in here (float64, the
+# integer and float8 types, which a checkpoint states through its quantization_config instead)
+OTHER_TORCH_DTYPES = ("float64", "double", "complex32", "complex64", "complex128", "cfloat", "cdouble", "chalf",
+                      "uint8", "int8", "int16", "short", "int32", "int", "int64", "long", "uint16", "uint32",
+                      "uint64", "bool", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                      "float8_e8m0fnu", "float4_e2m1fn_x2", "quint8", "qint8", "qint32", "quint4x2", "auto")
+
+
+def config_dtype(value, field: str) -> str:
+    """The calculator's dtype for a config's dtype name (``"bfloat16"``, ``"torch.float16"``); anything else — a
+    torch dtype the calculator cannot size (``"float64"``), a name torch does not have (``"int4"``), a list or a
+    number — refused by ``field`` with the allowed names."""
+    allowed = ", ".join(CONFIG_DTYPES)
+    if not isinstance(value, str):
+        raise InputError(f"{field}: must be a dtype name, got {value!r:.40}; allowed: {allowed}")
+    key = value.removeprefix("torch.")
+    if key in CONFIG_DTYPES:
+        return CONFIG_DTYPES[key]
+    what = "a dtype the calculator does not size weights in" if key in OTHER_TORCH_DTYPES else "not a dtype name"
+    raise InputError(f"{field}: {value!r:.40} is {what}; allowed: {allowed}")
+
+
 def closest(name: str, allowed) -> str:
     """``" (did you mean X?)"`` for the closest allowed name, or ``""``."""
     match = difflib.get_close_matches(str(name).lower(), list(allowed), n=1, cutoff=0.5)

@@ -38,34 +38,105 @@ def show(v, limit: int = 40) -> str:
     return r if len(r) <= limit else f"{r[:limit - 5]}…({len(r)} chars)"
 
 
-def writable_path(path, field: str) -> Path:
-    """``path`` as a file this process can create or overwrite — checked before a long run starts, not after.
+NAME_MAX, PATH_MAX = 255, 4096     # Linux: bytes of one file name, of a whole path with its final NUL
 
-    Its folder must exist and be writable; an existing path must be a regular file or a device that takes writes
-    (``/dev/full`` accepts ``open`` but no byte: refused here by a one-byte write)."""
-    p = Path(path)
+
+def output_path(path, field: str, follow_symlinks: bool = False, create_folders: bool = False) -> Path:
+    """``path`` as a file this process may write — checked like a path it reads, before a long run starts.
+
+    Refused, each in one line naming ``field``: an empty name (it would mean the current folder), a NUL, a name
+    longer than the system takes (``NAME_MAX`` bytes a component, ``PATH_MAX`` a path), a symbolic link unless
+    ``follow_symlinks`` (writing through it would overwrite whatever it points to), a folder, a FIFO or socket
+    (opening one for writing waits for a reader forever), a device that takes no bytes (``/dev/full``: refused by a
+    one-byte write), a missing folder (unless ``create_folders``: then the nearest existing one must be writable),
+    a file or folder without write permission."""
+    s = os.fspath(path) if path is not None else ""
+    if s == "":
+        raise InputError(f"{field}: an empty name is not a file name; give the path of a file to write")
+    if "\0" in s:
+        raise InputError(f"{field}: {show(s)} holds a NUL character; not a file name")
+    raw = os.fsencode(s)
+    if len(raw) >= PATH_MAX or any(len(part) > NAME_MAX for part in raw.split(b"/")):
+        raise InputError(f"{field}: {show(s)} is longer than a path may be (at most {NAME_MAX} bytes a name, "
+                         f"{PATH_MAX - 1} a path)")
+    p = Path(s)
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:              # a component that is a file (ENOTDIR), a loop, no permission
+        raise InputError(f"{field}: cannot write {show(s)}: {exc.strerror or exc}") from None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        if not follow_symlinks:
+            raise InputError(f"{field}: {show(s)} is a symbolic link, not followed (it would overwrite its target); "
+                             f"give the target's path or a new name")
+        try:
+            st = os.stat(p)
+        except OSError:
+            st = None                   # a dangling link: writing creates its target
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(f"{field}: {show(s)} is a folder; give a file name")
+        if stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+            raise InputError(f"{field}: {show(s)} is {'a FIFO' if stat.S_ISFIFO(st.st_mode) else 'a socket'}; "
+                             f"expected a regular file or a new name")
+        if not stat.S_ISREG(st.st_mode):
+            try:
+                fd = os.open(p, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+                try:
+                    os.write(fd, b"\n")
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                raise InputError(f"{field}: {show(s)} takes no writes ({exc.strerror})") from None
+            return p
     folder = p.parent if str(p.parent) else Path(".")
+    if create_folders:
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
     if not folder.is_dir():
         raise InputError(f"{field}: folder {show(str(folder))} does not exist; create it first")
-    if p.exists() and p.is_dir():
-        raise InputError(f"{field}: {show(str(p))} is a folder; give a file name")
-    if p.exists() and not p.is_file():
-        try:
-            with open(p, "wb", buffering=0) as fh:
-                fh.write(b"\n")
-        except OSError as exc:
-            raise InputError(f"{field}: {show(str(p))} takes no writes ({exc.strerror})") from None
-        return p
-    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise InputError(f"{field}: {show(str(p))} is not writable")
+    if not os.access(folder, os.W_OK) or (st is not None and not os.access(p, os.W_OK)):
+        raise InputError(f"{field}: {show(s)} is not writable")
     return p
 
 
-def printable(s: str, limit: int = 200) -> str:
-    """A name read from a file, safe to print: control characters (terminal escape sequences, newlines) written as
-    ``\\x1b``-style escapes, cut to ``limit`` characters."""
-    out = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in s)
-    return out if len(out) <= limit else f"{out[:limit - 1]}…"
+def writable_path(path, field: str, follow_symlinks: bool = False) -> Path:
+    """``output_path`` with the folder required to exist (the name the callers have always used)."""
+    return output_path(path, field, follow_symlinks)
+
+
+def open_for_write(path, field: str, follow_symlinks: bool = False):
+    """A binary file object on ``path`` (checked by ``output_path`` first), opened without following a symbolic
+    link unless asked and without waiting on a FIFO that appeared since the check; truncated."""
+    p = output_path(path, field, follow_symlinks)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(p, flags, 0o666)
+    except OSError as exc:
+        raise InputError(f"{field}: cannot write {show(str(p))}: {exc.strerror or exc}") from None
+    st = os.fstat(fd)
+    if stat.S_ISREG(st.st_mode):
+        os.ftruncate(fd, 0)
+    elif not stat.S_ISCHR(st.st_mode):
+        os.close(fd)
+        raise InputError(f"{field}: {show(str(p))} is {_kind(st.st_mode)}; expected a regular file or a new name")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "wb")
+
+
+def printable(s: str, limit: int | None = 200, keep: str = "") -> str:
+    """Text read from a file or a server, safe to print: every character that is not printable — terminal escape
+    sequences, newlines (unless in ``keep``), bidirectional overrides, lone surrogates that no terminal encoding
+    takes — written as a ``\\x1b``/``\\ud800``-style escape; cut to ``limit`` characters (None: whole). The one
+    escaping every printer uses: the CLI passes all its output through it (``cli.main``)."""
+    s = str(s)
+    if not all(c.isprintable() or c in keep for c in s):
+        s = "".join(c if c.isprintable() or c in keep else c.encode("unicode_escape", "backslashreplace")
+                    .decode("ascii") for c in s)
+    return s if limit is None or len(s) <= limit else f"{s[:limit - 1]}…"
 
 
 # --- numbers ------------------------------------------------------------------------------------------------------

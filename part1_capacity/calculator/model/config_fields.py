@@ -6,6 +6,7 @@ the kind of every layer, the recurrent state's shape and the experts. Pure Pytho
 from __future__ import annotations
 
 from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.base.dtypes import config_dtype
 from part1_capacity.calculator.base.errors import InputError
 
 # the canonical name first, then the names families publish it under (transformers' attribute_map)
@@ -70,8 +71,37 @@ class Fields:
         return validate.number(v, f"{self.where}: field '{name}'", lo=lo, hi=hi, integer=True)
 
     def flag(self, name, default=False) -> bool:
+        """A true/false field: the file's must be a JSON boolean (``"false"``, a string, is refused by name, never
+        read as true); a default is the config class's own."""
+        for key in ALIASES.get(name, (name,)):
+            if self.file.get(key) is not None:
+                return boolean(self.file[key], f"{self.where}: field '{key}'")
         v = self.raw(name)
         return default if v is None else bool(v)
+
+    def dtype(self, *names, default=None):
+        """The calculator's dtype for the first of ``names`` the file (else the defaults) states; ``default`` when
+        none is stated. One table for every dtype a config names (``dtypes.config_dtype``)."""
+        for src, where in ((self.file, self.where), (self.top, self.where.removesuffix(": text_config")),
+                           (self.defaults, f"{self.where} (default)")):
+            for name in names:
+                if src.get(name) is not None:
+                    return config_dtype(src[name], f"{where}: field '{name}'")
+        return default
+
+
+def boolean(v, field: str) -> bool:
+    """A JSON ``true``/``false``; anything else refused by ``field``."""
+    if not isinstance(v, bool):
+        raise InputError(f"{field}: must be true or false, got {validate.show(v)}")
+    return v
+
+
+# true/false fields the calculator reads (the parameter count's biases and ties, the cache's attention kinds): a
+# string "false" or a 0 is refused before transformers sees the file (it would read "false" as true)
+BOOLEAN_FIELDS = ("tie_word_embeddings", "mlp_bias", "attention_bias", "qkv_bias", "use_qk_norm", "mamba_conv_bias",
+                  "use_conv_bias", "mamba_proj_bias", "use_bias", "projectors_bias", "multi_query_attention",
+                  "new_decoder_architecture", "multi_query", "use_sliding_window", "is_encoder_decoder", "use_cla")
 
 
 # layer_types names → the calculator's layer kinds. "full": K/V of every token; "window": the last W tokens;
@@ -212,10 +242,10 @@ def ssm_fields(f: Fields, n_layers: int) -> dict:
         out = {"kind": "gated_deltanet", "n_layers": n_layers, "n_k_heads": g("linear_num_key_heads", lo=1),
                "n_v_heads": g("linear_num_value_heads", lo=1), "k_head_dim": g("linear_key_head_dim", lo=1),
                "v_head_dim": g("linear_value_head_dim", lo=1), "d_conv": g("linear_conv_kernel_dim", lo=1)}
-        if f.raw("mamba_ssm_dtype") or f.raw("mamba_ssm_cache_dtype"):
+        state = f.dtype("mamba_ssm_cache_dtype", "mamba_ssm_dtype")
+        if state is not None:
             # the checkpoint names the state's dtype (Qwen3.5: "mamba_ssm_dtype": "float32"), which vLLM follows
-            out["state_dtype"] = DTYPE_NAMES.get(str(f.raw("mamba_ssm_cache_dtype") or f.raw("mamba_ssm_dtype")),
-                                                 "fp32")
+            out["state_dtype"] = state
         return out
     heads = f.first("mamba_n_heads", "mamba_num_heads", "n_mamba_heads")
     if heads is not None:
@@ -234,11 +264,12 @@ def ssm_fields(f: Fields, n_layers: int) -> dict:
             head_dim = g(hd, lo=1)
         out = {"kind": "mamba2", "n_layers": n_layers, "n_heads": g(hn, lo=1), "head_dim": head_dim,
                "d_state": g(ds, lo=1), "d_conv": g(dc, lo=1), "n_groups": g(ng, lo=1)}
-        cache = f.raw("mamba_ssm_cache_dtype")
-        if any(a == "NemotronHForCausalLM" for a in (f.top.get("architectures") or [])) or cache:
+        cache = f.dtype("mamba_ssm_cache_dtype")
+        archs = f.top.get("architectures")
+        if cache is not None or (isinstance(archs, list) and "NemotronHForCausalLM" in archs):
             # vLLM keeps Nemotron-H's SSM state in the checkpoint's mamba_ssm_cache_dtype, float32 by default
             # (vllm/model_executor/models/config.py, NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE)
-            out["state_dtype"] = DTYPE_NAMES.get(str(cache or "float32"), "fp32")
+            out["state_dtype"] = cache or "fp32"
         return out
     if f.raw("mamba_expand") is not None and f.raw("mamba_d_state") is not None:
         return {"kind": "mamba1", "n_layers": n_layers, "d_inner": g("mamba_expand", lo=1) * g("hidden_size", lo=1),
@@ -259,10 +290,6 @@ def ssm_fields(f: Fields, n_layers: int) -> dict:
         return {"kind": "lightning", "n_layers": n_layers, "n_heads": heads, "head_dim": head_dim_of(f, heads)}
     raise InputError(f"{f.where}: recurrent (linear-attention) layers whose state shape the config does not give "
                      "(no Mamba, gated DeltaNet or lightning-attention fields): not modelled")
-
-
-DTYPE_NAMES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "torch.bfloat16": "bf16",
-               "torch.float16": "fp16", "torch.float32": "fp32"}
 
 
 def kv_heads(f: Fields, heads: int) -> int:

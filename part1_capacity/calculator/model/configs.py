@@ -31,9 +31,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from part1_capacity.calculator.base import validate
-from part1_capacity.calculator.model.config_fields import (ALIASES, DTYPE_NAMES, NOT_MODELLED, SHAPE_FIELDS, Fields,
-                                                     attention_free, experts, head_dim_of, kv_heads, layer_kinds, named_kinds,
-                                                     ssm_fields)
+from part1_capacity.calculator.model.config_fields import (ALIASES, BOOLEAN_FIELDS, NOT_MODELLED, SHAPE_FIELDS,
+                                                           Fields, attention_free, boolean, experts, head_dim_of,
+                                                           kv_heads, layer_kinds, named_kinds, ssm_fields)
+from part1_capacity.calculator.base.dtypes import config_dtype
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.model.param_count import (MULTIMODAL, count_model_parameters, count_parameters,
                                                    is_routed_expert, mlp_shapes, numel)
@@ -164,6 +165,12 @@ def check_fields(d: dict, where: str) -> None:
                               or not all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in v)):
             raise InputError(f"{where}: field '{key}' must be a list of at most 512 names or indices, "
                              f"got {validate.show(v)}")
+    for key in BOOLEAN_FIELDS:
+        if d.get(key) is not None:
+            boolean(d[key], f"{where}: field '{key}'")
+    for key in ("dtype", "torch_dtype"):
+        if d.get(key) is not None:
+            config_dtype(d[key], f"{where}: field '{key}'")
     for key in ("quantization_config", "text_config", "rope_scaling", "rope_parameters"):
         if d.get(key) is not None and not isinstance(d[key], dict):
             raise InputError(f"{where}: field '{key}' must be a JSON object, got {validate.show(d[key])}")
@@ -297,8 +304,9 @@ def profile_from_fields(config: dict, defaults: dict | None = None, where: str =
         prof["params_routed"] = float(routed_params)
 
     quant = config.get("quantization_config") or (config.get("text_config") or {}).get("quantization_config") or {}
-    dt = f.raw("dtype") or f.raw("torch_dtype") or config.get("torch_dtype") or config.get("dtype")
-    native = DTYPE_NAMES.get(str(dt), "bf16")
+    # the weights' dtype as the file names it (transformers 5 writes "dtype", older files "torch_dtype"); a file
+    # that names none is sized in bf16, the precision checkpoints are published in
+    native = f.dtype("dtype", "torch_dtype", default="bf16")
     groups = weight_groups(parameters, native, quant)
     prof["native_dtype"] = groups[0].dtype
     prof["model_dtype"] = native
@@ -369,8 +377,13 @@ def quant_scheme(quant: dict | None, where: str = "quantization_config") -> dict
         bits = quant.get("bits", 4)
         group = validate.number(quant.get("group_size", 128), f"{where}.group_size", lo=-1, hi=2 ** 20,
                                 integer=True)
+        if group == 0:           # AwqConfig / GPTQConfig: -1 (one group per row) or a group of that many weights
+            raise InputError(f"{where}.group_size: 0 is no group; allowed: -1 (one group per row) or a positive "
+                             f"integer")
+        zeros = quant.get("zero_point")
+        zeros = True if zeros is None else boolean(zeros, f"{where}.zero_point")
         out = {"method": method, "dtype": "int8" if bits == 8 else "int4", "group": group,
-               "zeros": method == "gptq" or quant.get("zero_point", True) is not False}
+               "zeros": method == "gptq" or zeros}
     else:                                                   # compressed-tensors (check_fields allows no other)
         groups = quant.get("config_groups")
         if not isinstance(groups, dict) or not groups or not all(isinstance(g, dict) for g in groups.values()):
@@ -389,10 +402,12 @@ def quant_scheme(quant: dict | None, where: str = "quantization_config") -> dict
             raise InputError(f"{where}.config_groups.weights: {validate.show(bits)}-bit {validate.show(kind)} "
                              "weights are not a storage type the calculator sizes; allowed: 8-bit float, 8-bit "
                              "int, 4-bit int")
-        group = w.get("group_size") if w.get("strategy") == "group" else 0
-        group = validate.number(group or 0, f"{where}.config_groups.weights.group_size", lo=0, hi=2 ** 20,
-                                integer=True)
-        out = {"method": method, "dtype": dtype, "group": group, "zeros": w.get("symmetric", True) is False}
+        grouped = w.get("strategy") == "group"
+        group = validate.number(w.get("group_size") if grouped else 0, f"{where}.config_groups.weights.group_size",
+                                lo=1 if grouped else 0, hi=2 ** 20, integer=True)
+        symmetric = w.get("symmetric")
+        symmetric = True if symmetric is None else boolean(symmetric, f"{where}.config_groups.weights.symmetric")
+        out = {"method": method, "dtype": dtype, "group": group, "zeros": not symmetric}
         skip = quant.get("ignore") or []
     if not isinstance(skip, list) or not all(isinstance(p, str) for p in skip):
         raise InputError(f"{where}: the modules left unconverted (modules_to_not_convert, ignore): expected a "

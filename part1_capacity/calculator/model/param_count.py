@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 
 from part1_capacity.calculator.base import validate
-from part1_capacity.calculator.model.config_fields import (Fields, attention_free, experts, head_dim_of, kv_heads,
-                                                     layer_kinds, ssm_fields)
+from part1_capacity.calculator.model.config_fields import (Fields, attention_free, boolean, experts, head_dim_of,
+                                                           kv_heads, layer_kinds, ssm_fields)
 from part1_capacity.calculator.base.errors import InputError
 
 # a parameter of a vision or audio tower (or its projector): loaded by a server, not run for a text token
@@ -173,7 +173,7 @@ def _tied(f: Fields, defaults: dict | None) -> bool:
     own); otherwise its text config decides, stated or by its class default (the rule ``hf_config.build`` gives
     transformers' composite configs)."""
     if f.top is not f.file and f.top.get("tie_word_embeddings") is not None:
-        return bool(f.top["tie_word_embeddings"])
+        return boolean(f.top["tie_word_embeddings"], f"{f.where}: field 'tie_word_embeddings'")
     return f.flag("tie_word_embeddings")
 
 

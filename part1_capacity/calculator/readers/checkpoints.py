@@ -37,6 +37,7 @@ SAFETENSORS_BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8
                     "F8_E5M2FNUZ": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "I16": 16, "U16": 16, "F16": 16,
                     "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64, "I64": 64, "U64": 64}
 INDEX = "model.safetensors.index.json"
+_SHARD = re.compile(r"^(.*)-(\d{5})-of-(\d{5})\.safetensors$")    # transformers' shard names (save_pretrained)
 _LAYER = re.compile(r"^(?:model\.)?layers\.(\d+)\.")
 
 
@@ -47,29 +48,102 @@ def is_model_folder(path) -> bool:
 
 
 def safetensors_files(folder: Path) -> list[Path]:
-    """The shards: those the index names (each must be present), else every ``*.safetensors`` in the folder."""
+    """The shards: those the index names (each must be present), else every ``*.safetensors`` in the folder — a
+    set named ``-0000k-of-0000N`` only when all N are there; no file counted twice (a symlink to another shard)."""
+    return _folder_shards(folder)[0]
+
+
+def _folder_shards(folder: Path) -> tuple[list[Path], dict | None]:
+    """(the shard files, the index's weight_map or None)."""
     index = folder / INDEX
     if index.is_file():
         d = validate.load_json_object(index, "model", max_bytes=64 * validate.MIB)
         wm = d.get("weight_map")
-        if not isinstance(wm, dict) or not wm:
-            raise InputError(f"model: {index.name} has no 'weight_map' object naming the shards")
-        bad = next((v for v in wm.values() if not isinstance(v, str)), None)
-        if bad is not None:     # a list or a number where a shard's file name belongs
-            raise InputError(f"model: {index.name}: 'weight_map' values must be shard file names, got "
-                             f"{validate.show(bad)}")
-        names = sorted(set(wm.values()))
+        names = index_shards(wm, index.name)
         for n in names:
-            if "/" in n or "\\" in n or n in ("", ".", "..") or len(n.encode()) > 255:
-                raise InputError(f"model: {index.name}: shard name {validate.show(n)} is not a file name "
-                                 f"(one name in the folder, at most 255 bytes)")
             if not (folder / n).is_file():
-                raise InputError(f"model: {folder / n} is missing (named in {index.name}); download every shard")
-        return [folder / n for n in names]
+                raise InputError(f"model: {validate.printable(str(folder / n))} is missing (named in {index.name}); "
+                                 f"download every shard")
+        files = [folder / n for n in names]
+        whole_sets(files, f"{index.name} names")
+        return _distinct(files), wm
     files = sorted(folder.glob("*.safetensors"))
     if not files:
-        raise InputError(f"model: folder {folder} has no *.safetensors and no {INDEX}")
+        raise InputError(f"model: folder {validate.printable(str(folder))} has no *.safetensors and no {INDEX}")
+    whole_sets(files, "the folder holds")
+    return _distinct(files), None
+
+
+def index_shards(wm, name: str) -> list[str]:
+    """The shard file names an index's ``weight_map`` names (each a plain file name, at most 255 bytes)."""
+    if not isinstance(wm, dict) or not wm:
+        raise InputError(f"model: {name} has no 'weight_map' object naming the shards")
+    bad = next((v for v in wm.values() if not isinstance(v, str)), None)
+    if bad is not None:     # a list or a number where a shard's file name belongs
+        raise InputError(f"model: {name}: 'weight_map' values must be shard file names, got {validate.show(bad)}")
+    names = sorted(set(wm.values()))
+    for n in names:
+        if "/" in n or "\\" in n or n in ("", ".", "..") or len(n.encode("utf-8", "replace")) > 255 \
+                or not n.isprintable():
+            raise InputError(f"model: {name}: shard name {validate.show(n)} is not a file name "
+                             f"(one name in the folder, at most 255 bytes)")
+    return names
+
+
+def whole_sets(files, holds: str) -> None:
+    """Every set of shards named ``<name>-0000k-of-0000N.safetensors`` complete: all N, one N per set."""
+    sets: dict[str, set] = {}
+    for f in files:
+        m = _SHARD.match(f.name)
+        if m:
+            sets.setdefault(m.group(1), set()).add((int(m.group(2)), int(m.group(3))))
+    for stem, parts in sets.items():
+        counts = {n for _, n in parts}
+        if len(counts) > 1:
+            raise InputError(f"model: {holds} shards of {validate.printable(stem)} out of different totals "
+                             f"({', '.join(str(n) for n in sorted(counts))}): one checkpoint is sharded one way")
+        n = counts.pop()
+        missing = sorted(set(range(1, n + 1)) - {k for k, _ in parts})
+        if missing or any(k > n or k < 1 for k, _ in parts):
+            first = missing[0] if missing else next(k for k, _ in parts if k > n or k < 1)
+            raise InputError(f"model: {holds} {len(parts)} of the {n} shards of {validate.printable(stem)} "
+                             f"(no {validate.printable(stem)}-{first:05d}-of-{n:05d}.safetensors): a checkpoint is "
+                             f"counted only whole; download every shard")
+
+
+def _distinct(files: list[Path]) -> list[Path]:
+    """``files``, refused when two are the same file (a symlink or hard link to another shard): each is counted
+    once, as the GGUF reader checks its parts."""
+    seen: list[Path] = []
+    for f in files:
+        for g in seen:
+            try:
+                same = f.resolve() == g.resolve() or f.samefile(g)
+            except OSError:
+                same = False
+            if same:
+                raise InputError(f"model: {validate.printable(f.name)} is the same file as "
+                                 f"{validate.printable(g.name)}: every shard is counted once, so each must be its "
+                                 f"own file")
+        seen.append(f)
     return files
+
+
+def check_tensors_whole(tensors_by_file: dict, weight_map: dict | None, where: str = "model") -> None:
+    """No tensor counted twice (the same name in two files: the folder holds those weights twice), and every tensor
+    the index maps present in the shard it names."""
+    owner: dict[str, str] = {}
+    for fname, names in tensors_by_file.items():
+        for n in names:
+            if n in owner:
+                raise InputError(f"{where}: tensor {validate.show(n)} is in both {validate.printable(owner[n])} and "
+                                 f"{validate.printable(fname)}: the weights would be counted twice; keep one copy "
+                                 f"of the checkpoint")
+            owner[n] = fname
+    for n, fname in (weight_map or {}).items():
+        if owner.get(n) != fname:
+            raise InputError(f"{where}: the index maps tensor {validate.show(n)} to {validate.printable(fname)}, "
+                             f"which does not hold it: the shards are not those of this index")
 
 
 def tensor_bytes(dtype: str, shape, where: str) -> int:
@@ -97,21 +171,25 @@ def checkpoint_from_tensors(tensors, n_layers: int, n_mtp: int, path: str, where
     return Checkpoint(SAFETENSORS, float(loaded), float(total), by_type, count, path)
 
 
-def safetensors_tensors(files) -> list[tuple[str, str, tuple]]:
-    """(name, dtype, shape) of every tensor in ``files``, from their headers (``safe_open``: no data read)."""
+def safetensors_tensors(files, weight_map: dict | None = None) -> list[tuple[str, str, tuple]]:
+    """(name, dtype, shape) of every tensor in ``files``, from their headers (``safe_open``: no data read); refused
+    when a tensor is in two files or the index ``weight_map`` maps one to a file without it."""
     from safetensors import SafetensorError, safe_open
 
-    out = []
+    out, by_file = [], {}
     for f in files:
+        by_file[Path(f).name] = names = []
         validate.regular_file(f, "model")           # a FIFO named *.safetensors must not block the open
         try:
             with safe_open(str(f), framework="numpy") as h:
                 for name in h.keys():
                     sl = h.get_slice(name)
                     out.append((name, sl.get_dtype(), tuple(sl.get_shape())))
+                    names.append(name)
         except (SafetensorError, OSError, ValueError) as exc:
             msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:240]
             raise InputError(f"model: {f.name} is not a readable safetensors file ({msg})") from None
+    check_tensors_whole(by_file, weight_map)
     return out
 
 
@@ -131,7 +209,7 @@ def profile_from_folder(path):
     text = d.get("text_config") if isinstance(d.get("text_config"), dict) else d
     n_mtp = text.get("num_nextn_predict_layers") or 0 if isinstance(text, dict) else 0
     n_mtp = validate.number(n_mtp, "model: config.json: field 'num_nextn_predict_layers'", lo=0, hi=16, integer=True)
-    tensors = safetensors_tensors(safetensors_files(folder))
+    tensors = safetensors_tensors(*_folder_shards(folder))
     quantized = isinstance(d, dict) and bool(d.get("quantization_config") or (text or {}).get("quantization_config"))
     # an unquantized checkpoint's headers are its parameters: exact, and no model needs building
     params = None if quantized else [(n, s) for n, _, s in tensors]

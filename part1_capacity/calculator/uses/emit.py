@@ -14,8 +14,12 @@ Each flag is the engine's own, as its argument parser spells it:
   ``-np`` slots gets ``c / np`` — ``src/llama-context.cpp``, ``n_ctx_seq = n_ctx / n_seq_max`` when the KV
   buffer is not unified), ``-np``, ``-ctk``/``-ctv`` (``kv_cache_types``: f32, f16, bf16, q8_0, …), ``-fa on``
   (a quantized V cache requires flash attention: ``llama-context.cpp`` "quantized V cache was requested, but
-  this requires Flash Attention"), ``-ngl`` (the last N layers offloaded to the GPU), ``--n-cpu-moe`` (the routed
-  experts of the first N layers kept on the host), ``-nkvo`` (every layer's cache on the host).
+  this requires Flash Attention"), ``-ngl`` (the last layers offloaded to the GPU), ``--n-cpu-moe`` (the
+  routed experts of the first N layers kept on the host), ``-nkvo`` (every layer's cache on the host).
+
+Every line is safe to paste into a shell: each value that is not a fixed word is one quoted shell word
+(``shell_word``: the exact bytes, control characters included, and nothing the shell expands), and each comment is
+built from escaped text (``comment``: no newline or control character can end it and start a command).
 """
 from __future__ import annotations
 
@@ -63,6 +67,34 @@ HEAD_ADDRESS = "$HEAD_IP"       # the head node's address, a shell variable the 
 DP_RPC_PORT = 13345             # any free port, the same on every node (vLLM's docs use 13345)
 
 
+def shell_word(s: str) -> str:
+    """``s`` as one shell word that a shell reads back as exactly ``s``: ``shlex.quote`` for printable text; text
+    with control characters (a newline, an escape code) as bash's ``$'...'`` with each such byte as ``\\xHH``, so
+    the word is the exact file name and the line shows no raw control character."""
+    s = str(s)
+    if all(c.isprintable() for c in s):
+        return shlex.quote(s)
+    out = []
+    for c in s:
+        if c in "\\'":
+            out.append("\\" + c)
+        elif c.isprintable():
+            out.append(c)
+        else:
+            try:
+                raw = c.encode("utf-8", "surrogateescape")      # a file name's undecodable byte, as the OS gave it
+            except UnicodeEncodeError:
+                raw = c.encode("utf-8", "surrogatepass")
+            out.append("".join(f"\\x{b:02x}" for b in raw))
+    return "$'" + "".join(out) + "'"
+
+
+def comment(text: str) -> str:
+    """``# text`` with every control character of ``text`` escaped (``validate.printable``): one comment line that
+    nothing in ``text`` can end."""
+    return "# " + validate.printable(str(text), limit=10_000)
+
+
 def repo_id(plan, hf_repo: str | None = None) -> str:
     """The repository a server loads: ``--hf-repo``, else the profile's (bundled table or config ``_name_or_path``)."""
     repo = hf_repo or plan.model.hf_repo
@@ -102,7 +134,7 @@ def vllm_command(plan, hf_repo: str | None = None, startup=None) -> str:
     if wl.kv_dtype not in VLLM_KV:
         raise InputError(f"kv_dtype: vLLM's --kv-cache-dtype takes auto (bf16/fp16) or fp8, not {wl.kv_dtype}")
     repo = repo_id(plan, hf_repo)
-    args = [f"vllm serve {shlex.quote(repo)}", f"--tensor-parallel-size {par['tensor']}"]
+    args = [f"vllm serve {shell_word(repo)}", f"--tensor-parallel-size {par['tensor']}"]
     if par["pipeline"] > 1:
         args.append(f"--pipeline-parallel-size {par['pipeline']}")
     if par["data"] > 1:
@@ -133,7 +165,7 @@ def vllm_command(plan, hf_repo: str | None = None, startup=None) -> str:
     notes = []
     if wl.weights_dtype != m.native_dtype:
         if m.native_dtype in QUANTIZED_CHECKPOINTS:
-            notes.append(f"# {repo} is a {m.native_dtype} checkpoint: vLLM loads it as {m.native_dtype} (its "
+            notes.append(f"{repo} is a {m.native_dtype} checkpoint: vLLM loads it as {m.native_dtype} (its "
                          f"quantization_config wins over --dtype), not as the {wl.weights_dtype} this plan sized; "
                          f"serve a {wl.weights_dtype} checkpoint of the model for that")
         elif wl.weights_dtype == "fp8":
@@ -141,33 +173,34 @@ def vllm_command(plan, hf_repo: str | None = None, startup=None) -> str:
         elif wl.weights_dtype in VLLM_DTYPE:
             args.append(f"--dtype {VLLM_DTYPE[wl.weights_dtype]}")
         else:
-            notes.append(f"# {wl.weights_dtype} weights: serve a checkpoint already quantized to it "
+            notes.append(f"{wl.weights_dtype} weights: serve a checkpoint already quantized to it "
                          f"(AWQ/GPTQ for int4/int8, a GGUF file for q8_0/q5_0/q4_k_m)")
     if wl.weights_dtype == "fp8" and not plan.accelerator.flops_fp8:
-        notes.append(f"# {plan.accelerator.name} has no FP8 tensor cores: vLLM serves FP8 weights weight-only "
+        notes.append(f"{plan.accelerator.name} has no FP8 tensor cores: vLLM serves FP8 weights weight-only "
                      "(FP8 Marlin kernels, vllm/model_executor/layers/quantization/utils/marlin_utils_fp8.py), "
                      "the matmuls run at the 16-bit rate — half the memory, not twice the speed")
     if par["nodes"] > 1 and par["data"] > 1:
         local = max(1, plan.accelerator.node_size // (par["tensor"] * par["pipeline"]))
-        dp = [f"--data-parallel-size-local {local}", f"--data-parallel-address {HEAD_ADDRESS}",
+        dp = [f"--data-parallel-size-local {local}", f'--data-parallel-address "{HEAD_ADDRESS}"',
               f"--data-parallel-rpc-port {DP_RPC_PORT}"]
         args += dp
         worker = " ".join(a for a in args if not a.startswith("--data-parallel-size-local")
                           and not a.startswith("--data-parallel-address") and not a.startswith("--data-parallel-rpc"))
-        notes.append(f"# set HEAD_IP to the head node's address (reachable from the others) on every node; this "
+        notes.append(f"set HEAD_IP to the head node's address (reachable from the others) on every node; this "
                      f"command runs on the head node, and vLLM's multi-node data parallelism "
                      f"(docs/serving/data_parallel_deployment.md) starts each other node with the same address and "
                      f"port:")
         shown = min(par["nodes"] - 1, 3)
         for k in range(1, shown + 1):
-            notes.append(f"# node {k}: {worker} --headless {' '.join(dp)} --data-parallel-start-rank {k * local}")
+            notes.append(f"node {k}: {worker} --headless {' '.join(dp)} --data-parallel-start-rank {k * local}")
         if par["nodes"] - 1 > shown:
-            notes.append(f"# nodes {shown + 1}–{par['nodes'] - 1}: the same, --data-parallel-start-rank k × {local}")
+            notes.append(f"nodes {shown + 1}–{par['nodes'] - 1}: the same, --data-parallel-start-rank k × {local}")
     elif par["nodes"] > 1:
-        notes.append(f"# {par['nodes']} nodes of {plan.accelerator.node_size}: start a Ray cluster across them first "
+        notes.append(f"{par['nodes']} nodes of {plan.accelerator.node_size}: start a Ray cluster across them first "
                      f"(vLLM's multi-node serving), then run this on the head node")
+    notes = [comment(n) for n in notes]
     notes.append(version_note(args + notes))
-    return " \\\n  ".join(args) + ("\n" + "\n".join(notes) if notes else "")
+    return " \\\n  ".join(args) + "\n" + "\n".join(notes)
 
 
 def vllm_extras_args(plan) -> list[str]:
@@ -179,7 +212,7 @@ def vllm_extras_args(plan) -> list[str]:
         out += ["--enable-lora", f"--max-loras {wl.max_loras}", f"--max-lora-rank {adapters.vllm_rank(wl.lora_rank)}"]
     if r is not None and r.draft is not None:
         cfg = {"model": r.draft.hf_repo or r.draft.id, "num_speculative_tokens": wl.num_speculative_tokens or 1}
-        out.append(f"--speculative-config {shlex.quote(json.dumps(cfg, separators=(',', ':')))}")
+        out.append(f"--speculative-config {shell_word(json.dumps(cfg, separators=(',', ':')))}")
     return out
 
 
@@ -192,7 +225,7 @@ def llama_cpp_extras_args(plan) -> list[str]:
         d = r.draft
         path = d.checkpoint.path if d.checkpoint is not None and d.checkpoint.source == "gguf" else \
             f"{d.id}-{wl.weights_dtype}.gguf"
-        out.append(f"-md {shlex.quote(path)}")
+        out.append(f"-md {shell_word(path)}")
         if wl.num_speculative_tokens:
             out.append(f"--draft-max {wl.num_speculative_tokens}")
     return out
@@ -230,7 +263,7 @@ def llama_cpp_command(plan, hf_repo: str | None = None, offload: dict | None = N
     # the GGUF given as --model is the file served (at its own precision); otherwise the file to make
     given = m.checkpoint.path if m.checkpoint is not None and m.checkpoint.source == "gguf" else ""
     gguf = given or f"{m.id}-{wl.weights_dtype}.gguf"
-    args = [f"llama-server -m {shlex.quote(gguf)}", f"-c {wl.context * slots}", f"-np {slots}", f"-ctk {kv}",
+    args = [f"llama-server -m {shell_word(gguf)}", f"-c {wl.context * slots}", f"-np {slots}", f"-ctk {kv}",
             f"-ctv {kv}"]
     if kv not in ("f32", "f16", "bf16"):
         args.append("-fa on")
@@ -243,17 +276,17 @@ def llama_cpp_command(plan, hf_repo: str | None = None, offload: dict | None = N
             args.append(f"--n-cpu-moe {offload['n_cpu_moe']}")
         if not offload["kv_offload"]:
             args.append("-nkvo")
-    notes = [] if given else [f"# {gguf}: a GGUF of {validate.printable(hf_repo or m.hf_repo or m.id)} at "
+    notes = [] if given else [f"{gguf}: a GGUF of {hf_repo or m.hf_repo or m.id} at "
                               f"{wl.weights_dtype} (llama.cpp's convert_hf_to_gguf.py, then llama-quantize)"]
     if per_replica > 1:
-        notes.append(f"# one machine with {per_replica} GPUs: llama.cpp splits the layers across them "
+        notes.append(f"one machine with {per_replica} GPUs: llama.cpp splits the layers across them "
                      f"(its default -sm layer); tensor parallelism is vLLM's")
     if servers > 1:
-        notes.append(f"# {seqs:,} sequences per replica: llama.cpp holds at most {LLAMA_MAX_SEQ} per context "
+        notes.append(f"{seqs:,} sequences per replica: llama.cpp holds at most {LLAMA_MAX_SEQ} per context "
                      f"(LLAMA_MAX_SEQ, src/llama-cparams.h; llama-context.cpp refuses more), so run {servers} such "
                      f"servers of {slots} slots on different ports (--port) per replica, behind one load balancer"
                      + (f" — {servers * slots - seqs} slot(s) spare" if servers * slots != seqs else ""))
     if par["data"] > 1:
-        notes.append(f"# {par['data']} replicas: run {par['data']} such " + ("groups of servers" if servers > 1 else
+        notes.append(f"{par['data']} replicas: run {par['data']} such " + ("groups of servers" if servers > 1 else
                      "servers") + f", {seqs} sequences each")
-    return " \\\n  ".join(args) + ("\n" + "\n".join(notes) if notes else "")
+    return " \\\n  ".join(args) + ("\n" + "\n".join(comment(n) for n in notes) if notes else "")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.base.fmt import fmt_k
 from part1_capacity.calculator.hardware.accelerators import Accelerator, load_accelerator
 from dataclasses import replace
@@ -123,9 +124,12 @@ def heatmaps(s: Sweep, path, title: str | None = None, tr=None) -> None:
         ticks = [2 ** k for k in range(int(np.log2(norm.vmax)) + 1)]
         bar.set_ticks(ticks[:: max(1, len(ticks) // 6)], labels=[f"{t:,}" for t in ticks[:: max(1, len(ticks) // 6)]])
         bar.minorticks_off()
-    fig.suptitle(title or tr("{model} on {accelerator} (weights {weights}, KV {kv}; × = one sequence does not fit)",
-                             model=s.model.name, accelerator=s.accelerator.name, weights=s.workload.weights_dtype,
-                             kv=s.workload.kv_dtype), fontsize=10)
+    title = title or tr("{model} on {accelerator} (weights {weights}, KV {kv}; × = one sequence does not fit)",
+                        model=s.model.name, accelerator=s.accelerator.name, weights=s.workload.weights_dtype,
+                        kv=s.workload.kv_dtype)
+    # names from files, escaped as every printer escapes them: a lone surrogate has no glyph (FreeType refuses it)
+    fig.suptitle(validate.printable(title, limit=None), fontsize=10,
+                 parse_math=False)    # a name's '$' is a character, not TeX: "$\\x$" in a file name is no formula
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, format="png")      # a path or an open file (the CLI opens it: validate.open_for_write)
     plt.close(fig)

@@ -26,7 +26,9 @@ class Progress:
         bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
         text = f"{self.title} [{bar}] {100 * frac:3.0f}% {time.perf_counter() - self.t0:5.0f} s  {label}"
         if self.tty:
-            self.stream.write("\r" + text[:150].ljust(150))
+            # the carriage return is the bar's own control; the text goes through the CLI's escaping (cli._Escaped)
+            getattr(self.stream, "unescaped", self.stream).write("\r")
+            self.stream.write(text[:150].ljust(150))
             self.stream.flush()
         elif label != self._last_label:
             self.stream.write(text + "\n")
