@@ -72,7 +72,8 @@ def accelerators(draw):
     if draw(st.integers(0, 3)):
         return draw(st.sampled_from(ACCS))
     d = {"id": draw(st.text(max_size=20)) or "x", "name": draw(st.text(max_size=30))}
-    for key in ("memory_gb", "bandwidth_gb_s", "bf16_tflops", "fp8_tflops", "max_tp", "node_size"):
+    for key in ("memory_gb", "engine_memory_gib", "bandwidth_gb_s", "bf16_tflops", "fp8_tflops", "max_tp",
+                "node_size"):
         if draw(st.integers(0, 4)):
             d[key] = draw(WEIRD_NUMBERS)
     return write(f"a{draw(st.integers(0, 10 ** 9))}.json", json.dumps(d, allow_nan=True).encode())
@@ -99,6 +100,8 @@ FLAG_VALUES = {
     "--usable-fraction": mostly(["0.9", "0.5", "1"], st.sampled_from(["0", "1.5", "nan", "-1", "1e-300"])),
     "--overhead-gib": mostly(["2", "0", "10"], st.sampled_from(["-1", "inf", "1e12"])),
     "--engine": st.sampled_from(["law", "vllm", "llama.cpp", "sglang"]),
+    "--vllm-version": mostly(["0.19", "0.10.2", "0.6.5"], st.sampled_from(["0.5", "x", "", "v0.26.0", "9" * 60,
+                                                                          "0.19.0rc1", "1e3", "0.-1"])),
 }
 
 

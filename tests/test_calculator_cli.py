@@ -20,7 +20,7 @@ def brute_force(model, acc, T, B, usable_fraction=0.9, overhead=2 * GIB, weight_
     """Every allowed deployment, counted: tensor t a power of two ≤ max_tp dividing the heads; pipeline stages
     only with the largest such t; replicas as needed; for MoE, expert parallelism over t·d ≤ 256 ranks (d a power
     of two), each rank holding the dense weights / t, the experts / (t·d) and its ⌈B/d⌉ sequences."""
-    usable = acc.memory_bytes * usable_fraction - overhead
+    usable = (acc.engine_memory_bytes or acc.memory_bytes) * usable_fraction - overhead   # the runtime's total
     W = model.params_total * weight_bytes
     experts = W * (1 - model.params_active / model.params_total)
     ts = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= acc.max_tp and model.n_heads % t == 0
@@ -143,9 +143,9 @@ def test_accelerator_from_a_json_file(tmp_path, capsys):
 def test_overflow_beyond_the_weights_only_deployment():
     plan = make_plan("llama-3.1-70b", "h200", context=T128K, batch=64)
     d = plan.to_dict()
-    # by hand: 141.1 GB of bf16 weights need 2 H200s (126.9 − 2.1 GB usable each); each of the 2 ranks then holds
-    # half of 64 × 40 GiB of cache against what the weights leave free.
-    usable = 141e9 * 0.9 - 2 * GIB
+    # by hand: 141.1 GB of bf16 weights need 2 H200s (139.80 GiB as the runtime reports it × 0.9 − 2 GiB = 132.95 GB
+    # usable each); each of the 2 ranks then holds half of 64 × 40 GiB of cache against what the weights leave free.
+    usable = 139.80 * GIB * 0.9 - 2 * GIB
     assert d["accelerators_without_kv"] == 2
     free = usable - 70.55e9 * 2 / 2
     need = 64 * 40 * GIB / 2
@@ -212,7 +212,8 @@ def test_every_accelerator_kind_has_its_own_memory_and_somewhere_to_overflow():
     for a in bundled_accelerators().values():
         ts = tiers_for(a)
         own = [t for t in ts if t.own_memory]
-        assert len(own) == 1 and own[0].capacity_bytes == a.memory_bytes and own[0].bandwidth == a.bandwidth, a.id
+        assert len(own) == 1 and own[0].capacity_bytes == (a.engine_memory_bytes or a.memory_bytes), a.id
+        assert own[0].bandwidth == a.bandwidth, a.id
         assert [t for t in ts if not t.own_memory], a.id
     assert all(t["source"].strip() for t in rows)
 

@@ -96,8 +96,11 @@ def test_search_on_a_real_deployment_by_hand():
     added = added_by_kv("llama-3.1-70b", "h100", 8)
     T = first_context_adding_an_accelerator(added, 131072)
     assert added(T) >= 1 and added(T - 1) == 0
-    # 320 KiB per token (2 × 80 × 8 × 128 × 2 bytes): the boundary lies where 8 sequences hold tens of GiB.
-    assert 8 * T * 327680 > 16 * 2 ** 30
+    # By hand: the weights (70.55e9 parameters × 2 B) fit on tensor 2, each H100 offering 79.19 GiB (its runtime's
+    # total) × 0.9 − 2 GiB = 74.38 GB, so 3.83 GB per rank are left; 8 sequences at 320 KiB per token
+    # (2 × 80 × 8 × 128 × 2 bytes), half on each rank, outgrow it past 3.83e9 / (8 × 327,680 / 2) = 2,921.4 tokens.
+    free = 79.19 * 2 ** 30 * 0.9 - 2 * 2 ** 30 - 70.55e9 * 2 / 2
+    assert T == math.floor(free / (8 * 327680 / 2)) + 1 == 2922
 
 
 def _linear(added, max_context):

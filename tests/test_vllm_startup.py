@@ -8,7 +8,7 @@ import pytest
 
 from part1_capacity.calculator.engines import vllm_memory as vm
 from part1_capacity.calculator.base.errors import InputError
-from part1_capacity.calculator.hardware.accelerators import load_accelerator
+from part1_capacity.calculator.hardware.accelerators import accelerator_from_dict, load_accelerator
 from part1_capacity.calculator.readers.loader import load_model
 from part1_capacity.experiments.engine import vllm_startup
 from tests.in_process import capacity
@@ -163,7 +163,12 @@ def test_accelerators_carry_the_memory_the_engine_sees_with_its_source():
 def test_start_up_uses_the_engine_visible_memory_not_the_datasheet():
     s = vm.startup(load_model("llama-3.1-8b"), load_accelerator("h100"), 8192, 16e9)
     assert s.budget["total_bytes"] == pytest.approx(79.19 * GIB)
+    # an RTX 4090 sold as "24 GB" (24 GiB of GDDR6X): PyTorch's total is 23.64 GiB
     s = vm.startup(load_model("llama-3.1-8b"), load_accelerator("rtx-4090"), 8192, 16e9)
+    assert s.budget["total_bytes"] == pytest.approx(23.64 * GIB)
+    # a user's file with the marketed figure only: that figure, said to be the datasheet's
+    bare = accelerator_from_dict({"id": "mine", "memory_gib": 24, "bandwidth_gb_s": 1000, "bf16_tflops": 100})
+    s = vm.startup(load_model("llama-3.1-8b"), bare, 8192, 16e9)
     assert s.budget["total_bytes"] == 24 * GIB and any("datasheet figure" in n for n in s.notes)
 
 
@@ -332,7 +337,8 @@ def test_start_up_flags_notes_and_fields_of_a_default_run():
     h100 = load_accelerator("h100")
     s = _llama(8192)
     assert s.flags == {"gpu_memory_utilization": 0.9, "max_num_batched_tokens": 8192, "max_num_seqs": 1024,
-                       "block_size": 16, "kv_cache_memory_bytes": None, "max_model_len": 8192}
+                       "block_size": 16, "kv_cache_memory_bytes": None, "max_model_len": 8192,
+                       "tensor_parallel_size": 1, "pipeline_parallel_size": 1, "vllm_version": "0.19"}
     assert s.given == {} and s.block_size == 16 and set(s.budget) == BUDGET_KEYS
     assert s.notes == [f"total memory 79.19 GiB as the engine sees it ({h100.engine_memory_source})",
                        "block size 16 (vllm/config/cache.py default on CUDA)", CUDA_GRAPHS]
@@ -343,7 +349,8 @@ def test_start_up_flags_notes_and_fields_of_a_default_run():
         "engine_kv_cache_memory_bytes": 58.11 * GIB, "engine_kv_cache_tokens": 476032,
         "engine_max_concurrency": 29752 / 1024, "engine_memory_budget": s.budget, "engine_num_blocks": 29752,
         "engine_block_size": 16, "engine_startup_flags": {**s.flags, "kv_cache_memory_bytes": 58.11 * GIB},
-        "engine_startup_error": None, "engine_startup_notes": s.notes, "engine_startup_source": "vLLM v0.19"}
+        "engine_startup_error": None, "engine_startup_notes": s.notes, "engine_startup_source": "vLLM v0.19",
+        "engine_layout": {"tensor": 1, "pipeline": 1}}
 
 
 def test_the_accelerators_name_and_id_pick_the_defaults():

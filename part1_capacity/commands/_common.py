@@ -166,15 +166,19 @@ def add_vllm_startup_flags(p: argparse.ArgumentParser):
                    help="tokens per chunked-prefill step (default: vLLM's per accelerator: 8192, 2048, TPU 256–1024)")
     g.add_argument("--block-size", type=lambda t: positive_int(t, 2 ** 16), default=None, metavar="N",
                    help="tokens per KV block (default: vLLM's — 16; MLA 64 on Hopper, 128 on Blackwell)")
+    g.add_argument("--vllm-version", default=None, metavar="X.Y[.Z]",
+                   help="the vLLM release whose start-up rules apply (default 0.19): non-torch memory per rank, "
+                        "the default gpu_memory_utilization, V0's scheduler defaults before 0.8 "
+                        "(part1_capacity/calculator/engines/vllm_memory.py RELEASES)")
 
 
 VLLM_STARTUP_FLAGS = ("kv_cache_memory", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
-                      "block_size")
+                      "block_size", "vllm_version")
 
 
 def startup_flags_from_args(a):
     """The ``StartupFlags`` of the parsed vLLM start-up flags; refused (exit 2) without ``--engine vllm``."""
-    from part1_capacity.calculator.engines.vllm_memory import StartupFlags
+    from part1_capacity.calculator.engines.vllm_memory import StartupFlags, release
 
     given = [n for n in VLLM_STARTUP_FLAGS if getattr(a, n, None) is not None]
     if given and getattr(a, "engine", "law") != "vllm":
@@ -182,7 +186,7 @@ def startup_flags_from_args(a):
                          f"(got --engine {getattr(a, 'engine', 'law')})")
     return StartupFlags(gpu_memory_utilization=a.gpu_memory_utilization, kv_cache_memory_bytes=a.kv_cache_memory,
                         max_num_seqs=a.max_num_seqs, max_num_batched_tokens=a.max_num_batched_tokens,
-                        block_size=a.block_size)
+                        block_size=a.block_size, vllm_version=release(a.vllm_version)[0].name and a.vllm_version)
 
 
 def accelerator_arg(name):

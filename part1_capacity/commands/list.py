@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.base.fmt import fmt_bytes, table
-from part1_capacity.calculator.hardware.accelerators import bundled_accelerators, eight_bit_cell
+from part1_capacity.calculator.hardware.accelerators import (MEMORY_UNITS, bundled_accelerators, eight_bit_cell,
+                                                            marketed_gb, runtime_cell)
 from part1_capacity.calculator.model.profiles import bundled_models
 from part1_capacity.calculator.hardware.tiers import tier_table
 
@@ -33,11 +34,12 @@ def run(a) -> int:
         if a.json:
             print(validate.dumps_json([x.to_dict() for x in items], indent=2))
             return 0
-        rows = [[x.id, x.kind, f"{x.memory_bytes / 1e9:,.0f} GB", f"{x.bandwidth / 1e9:,.0f} GB/s",
+        rows = [[x.id, x.kind, f"{marketed_gb(x):,.4g}", runtime_cell(x), f"{x.bandwidth / 1e9:,.0f} GB/s",
                  f"{x.flops_16 / 1e12:,.0f}", eight_bit_cell(x), f"{x.interconnect / 1e9:,.0f} GB/s" if x.interconnect
                  else "—", f"{x.node_size} / {x.max_tp}", ", ".join(x.engines), x.status] for x in items]
-        print(table(rows, ["id", "kind", "memory", "bandwidth", "16-bit TFLOP/s", "fp8 / int8", "interconnect",
-                           "per node / scale-up", "engines", "status"], left=(0, 1, 8, 9)))
+        print(table(rows, ["id", "kind", "marketed GB", "runtime GiB", "bandwidth", "16-bit TFLOP/s", "fp8 / int8",
+                           "interconnect", "per node / scale-up", "engines", "status"], left=(0, 1, 9, 10)))
+        print(MEMORY_UNITS)
         items = [x.to_dict() for x in items]
     else:
         items = tier_table()

@@ -13,6 +13,7 @@ from part1_capacity.calculator.base.fmt import fmt_bytes, fmt_count, fmt_time, t
 from part1_capacity.calculator.plan.plan import Plan, for_plan, make_plan, plan_report
 from part1_capacity.calculator.hardware.tiers import load_tiers
 from part1_capacity.commands._offload import add_offload_flags, host_of, offload_for, render_offload
+from part1_capacity.calculator.hardware.accelerators import memory_label
 
 
 def register(sub):
@@ -100,8 +101,10 @@ def render_startup(s, max_model_len: int) -> str:
             ["  − profile-run activation peak", gib(b["activation_bytes"])],
             ["  − non-torch memory", gib(b["non_torch_bytes"])],
             ["  − CUDA graphs (captured after the cache)", gib(b["cuda_graph_bytes"])]]
-    head = ("what vLLM will log at start-up (per worker; --kv-cache-memory given)"
-            if s.flags["kv_cache_memory_bytes"] is not None else "what vLLM will log at start-up (per worker)")
+    layout = f"tensor {s.flags.get('tensor_parallel_size', 1)} × pipeline {s.flags.get('pipeline_parallel_size', 1)}"
+    head = (f"what vLLM will log at start-up (per worker of {layout}; --kv-cache-memory given)"
+            if s.flags["kv_cache_memory_bytes"] is not None else
+            f"what vLLM will log at start-up (per worker of {layout})")
     out = [head, table(rows, ["budget", "value"], left=(0, 1)) if s.flags["kv_cache_memory_bytes"] is None else "",
            f"  Available KV cache memory: {s.kv_cache_memory_bytes / 2 ** 30:.2f} GiB",
            f"  GPU KV cache size: {s.kv_cache_tokens:,} tokens",
@@ -113,6 +116,7 @@ def render_startup(s, max_model_len: int) -> str:
 
 def render_engine(alloc) -> str:
     rows = [["engine", alloc.engine], ["tensor-parallel ranks", str(alloc.tensor_parallel)],
+            ["pipeline stages", str(alloc.pipeline_parallel)],
             ["KV per token per rank (growing)", fmt_bytes(alloc.kv_bytes_per_token)],
             ["cache of the workload (all ranks)", fmt_bytes(alloc.kv_bytes_total)],
             ["  of which recurrent state", fmt_bytes(alloc.state_bytes)]]
@@ -129,6 +133,7 @@ def render(plan: Plan) -> str:
     par_s = (f"{fewest.label()}, {fewest.nodes} node{'s' if fewest.nodes != 1 else ''}" if fewest else
              why_not(plan))
     rows = [
+        ["memory per accelerator", memory_label(acc)],
         ["weights", f"{fmt_bytes(d['weights_bytes'])} ({d['weights_bytes_source']})"],
         *([["  with the MTP module", f"{fmt_bytes(d['weights_bytes_with_mtp'])} (loaded only for MTP speculative "
                                      f"decoding; KV / weights {d['kv_to_weights_ratio_with_mtp']:.3g})"]]
@@ -156,6 +161,8 @@ def render(plan: Plan) -> str:
                    f"{dep.nodes} node{'s' if dep.nodes != 1 else ''}")
     if par:
         out.append(f"why this deployment: {par['reason']}")
+    if d["layout_notice"]:
+        out.append(f"layout: {d['layout_notice']}")
     phases = []
     for name in ("prefill", "decode"):
         ph = d[name]

@@ -19,7 +19,8 @@ from part1_capacity.calculator.base.dtypes import get_dtype
 from part1_capacity.experiments.engine.sitegen import e1_confirmations
 from part1_capacity.calculator.plan import resolve
 from part1_capacity.calculator.model import weights
-from part1_capacity.calculator.hardware.accelerators import bundled_accelerators, eight_bit_cell
+from part1_capacity.calculator.hardware.accelerators import (MEMORY_UNITS, bundled_accelerators, eight_bit_cell,
+                                                            marketed_gb, runtime_cell)
 from part1_capacity.calculator.plan.plan import IMPLICATIONS, Workload, implication_key, make_plan
 from part1_capacity.calculator.readers.loader import load_model
 from part1_capacity.calculator.model.profiles import bundled_models
@@ -336,13 +337,15 @@ def data_tables(tr=EN) -> tuple[str, str, str]:
         models.append(tables.row(f"`{m.id}`", m.structure, layers, params, m.native_dtype,
                                  fmt_bytes(m.kv_bytes_per_token(2)), f"{m.max_context:,}",
                                  _cell(m.source)))
-    accs = tables.head(tr("| id | memory | bandwidth | 16-bit TFLOP/s | fp8 / int8 | interconnect | per node / scale-up domain | "
-               "status | source |"))
+    accs = tables.head(tr("| id | marketed GB | runtime GiB | bandwidth | 16-bit TFLOP/s | fp8 / int8 | interconnect | "
+               "per node / scale-up domain | status | source |"))
     for a in bundled_accelerators().values():
-        accs.append(tables.row(f"`{a.id}`", f"{a.memory_bytes / 1e9:,.0f} GB", f"{a.bandwidth / 1e9:,.0f} GB/s",
+        accs.append(tables.row(f"`{a.id}`", f"{marketed_gb(a):,.4g}", runtime_cell(a), f"{a.bandwidth / 1e9:,.0f} GB/s",
                                f"{a.flops_16 / 1e12:,.1f}", eight_bit_cell(a),
                                _cell(a.interconnect_name) or '—', f"{a.node_size} / {a.max_tp}",
-                               tr(a.status), _cell(a.source)))
+                               tr(a.status), _cell(a.source) + "; " + tr("runtime total: {src}",
+                                                                          src=_cell(a.engine_memory_source))))
+    accs += ["", tr(MEMORY_UNITS)]
     tiers = tables.head(tr("| tier | for | capacity per accelerator | bandwidth (one way) | latency from the accelerator | "
                 "as published | source |"))
     for t in tier_table():

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from part1_capacity.calculator.base.dtypes import get_dtype
 from part1_capacity.calculator.engines import llama_cpp, vllm
 from part1_capacity.calculator.base.errors import InputError
-from part1_capacity.calculator.hardware.accelerators import SERVING_ENGINES
+from part1_capacity.calculator.hardware.accelerators import SERVING_ENGINES, runtime_memory
 from part1_capacity.calculator.sizing.sharding import kv_fraction_per_rank, state_fraction_per_rank
 from course.units import GIB
 
@@ -43,12 +43,14 @@ class EngineAllocation:
     state_bytes: float | None            # recurrent state within kv_bytes_total
     tensor_parallel: int
     notes: list = field(default_factory=list)
+    pipeline_parallel: int = 1           # the stages the per-rank figure is for
 
     def to_fields(self) -> dict:
         """The plan's JSON keys for this allocation."""
         return {"engine": self.engine, "engine_kv_bytes_per_token": self.kv_bytes_per_token,
                 "engine_kv_bytes_total": self.kv_bytes_total, "engine_state_bytes": self.state_bytes,
-                "engine_tensor_parallel": self.tensor_parallel, "engine_notes": list(self.notes)}
+                "engine_tensor_parallel": self.tensor_parallel, "engine_pipeline_parallel": self.pipeline_parallel,
+                "engine_notes": list(self.notes)}
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -65,6 +67,7 @@ def allocate(profile, workload, tensor_parallel: int = 1, engine: str = "law", a
     """The cache ``engine`` allocates for ``workload`` (validated) of ``profile`` on ``tensor_parallel`` ranks;
     with ``pipeline`` stages each rank holds its stage's share of the layers (per-token figure divided by it)."""
     a = _allocate(profile, workload, tensor_parallel, engine, accelerator, hybrid_manager)
+    a.pipeline_parallel = pipeline
     if pipeline > 1:
         a.kv_bytes_per_token /= pipeline
         a.notes.append(f"per rank: {pipeline} pipeline stages split the layers, each rank holds about 1/{pipeline}")
@@ -103,8 +106,7 @@ def _allocate(profile, workload, tensor_parallel, engine, accelerator, hybrid_ma
         raise InputError(f"kv_dtype: vLLM's --kv-cache-dtype takes auto ({', '.join(VLLM_KV[:2])}, fp32) or fp8, "
                          f"not {workload.kv_dtype}")
     conv = get_dtype(profile.native_dtype).bytes
-    memory = (getattr(accelerator, "engine_memory_bytes", 0) or accelerator.memory_bytes
-              if accelerator is not None else 80 * GIB)
+    memory = runtime_memory(accelerator)[0] if accelerator is not None else 80 * GIB
     batched = vllm.max_num_batched_tokens(memory, getattr(accelerator, "name", ""), getattr(accelerator, "id", ""))
     r = vllm.reservation(profile, T, tp, kvb, conv, sb, batched, hybrid_manager)
     notes = list(r.notes)

@@ -5,7 +5,8 @@ whole state (Mamba / linear attention). Rules, each with the file it comes from:
 
 - **page of an attention layer** (``vllm/v1/kv_cache_interface.py``, ``FullAttentionSpec.real_page_size_bytes``):
   ``block_size × num_kv_heads × (head_size + head_size_v) × dtype bytes``; MLA (``MLAAttentionSpec``): one "head"
-  of ``kv_lora_rank + qk_rope_head_dim``, K only.
+  of ``kv_lora_rank + qk_rope_head_dim``, K only, plus the indexer's key for DeepSeek-V3.2 — each the lesson-03
+  law for one layer (``laws.kv_bytes_per_token`` / ``laws.mla_bytes_per_token``), called, not restated.
 - **block size** (``vllm/config/cache.py``, ``CacheConfig.block_size``): 16 tokens on CUDA.
 - **K/V heads under tensor parallelism** (``vllm/model_executor/models/llama.py`` and the other attention models:
   ``num_kv_heads = max(1, total_num_kv_heads // tp_size)``): split, but each rank keeps at least one — replicated
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from part0_foundations.l03_kv_cache import laws
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.sizing.sharding import kv_heads_per_rank, state_shards
 from course.units import GIB, ceil_div
@@ -64,10 +66,15 @@ def max_num_batched_tokens(memory_bytes: float, name: str = "", acc_id: str = ""
 
 
 def attention_page_per_token(profile, tp: int, kv_bytes: float) -> float:
-    """Bytes one token adds to one attention layer's page on one rank (kv_cache_interface.py)."""
-    if profile.is_mla:   # MLAAttentionSpec: num_kv_heads 1, head_size kv_lora_rank + rope; not split by TP
-        return (profile.kv_lora_rank + profile.qk_rope_head_dim) * kv_bytes
-    return kv_heads_per_rank(profile.n_kv_heads, tp) * 2 * profile.head_dim * kv_bytes
+    """Bytes one token adds to one attention layer's page on one rank (kv_cache_interface.py): the lesson-03 law
+    for one layer, never restated here. MLA (``MLAAttentionSpec``: one "head" of the latent, not split by TP) with
+    the sparse-attention indexer's key when the model has one (DeepSeek-V3.2: vLLM allocates the indexer cache
+    beside the latent, vllm/model_executor/models/deepseek_v2.py ``DeepseekV32IndexerCache``); GQA/MQA with the
+    K/V heads this rank holds (``kv_heads_per_rank``: split, replicated below one head)."""
+    if profile.is_mla:
+        return laws.mla_bytes_per_token(1, profile.kv_lora_rank, profile.qk_rope_head_dim, kv_bytes,
+                                        profile.index_head_dim)
+    return laws.kv_bytes_per_token(1, kv_heads_per_rank(profile.n_kv_heads, tp), profile.head_dim, kv_bytes)
 
 
 def state_page(profile, tp: int, conv_bytes: float, ssm_bytes: float) -> float:

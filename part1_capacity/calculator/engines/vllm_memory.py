@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from course.units import GB, GIB, KB, KIB, MB, MIB, ceil_div
 from part1_capacity.calculator.engines import vllm
 from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.hardware.accelerators import runtime_memory
 
 GiB = GIB                                # vLLM logs GiB (vllm/utils GiB_bytes)
 VERSION = "vLLM v0.19"
@@ -44,12 +45,83 @@ ACTIVATION_BYTES = 2                     # bf16/fp16 activations of the dummy fo
 # float32 copy (4 B), the softmax probabilities (4 B) and the exponential noise of random sampling
 # (vllm/v1/sample/ops/topk_topp_sampler.py random_sample, 4 B). Top-k/top-p are skipped in the dummy pass.
 SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 4
+# v0.10's dummy sampler pass applied top-k/top-p with PyTorch's sort (vllm/v1/worker/gpu_model_runner.py
+# _dummy_sampler_run with dummy top-k/top-p; vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p: sorted
+# fp32 values, int64 indices, softmax, masks, the scattered result): measured, not derived — both v0.10.2 logs
+# below give 38.5 B per logit (5.58 GiB on 1,024 rows x 151,936 on H200; 1.40 GiB on 256 rows on L40S)
+SAMPLER_SORT_BYTES_PER_LOGIT = 38.5
 FUSED_MOE_CHUNK = 32768                  # vllm/envs.py VLLM_FUSED_MOE_CHUNK_SIZE: the fused-MoE tokens per chunk
 # Non-torch memory the profile run adds (CUDA/NCCL buffers outside PyTorch's allocator): not derivable from the
 # source; the means llm-d measured with vLLM v0.19.0 on H100 (accuracy/results/v0.19.0/accuracy_report.md):
 # 0.27 GiB alone, 2.08–2.17 GiB with tensor parallelism (NCCL and the symmetric-memory all-reduce buffers,
-# vllm/distributed/device_communicators/), 0.07 GiB with pipeline stages only.
-NON_TORCH = {"single": 0.25 * GiB, "tensor": 2.1 * GiB, "pipeline": 0.07 * GiB}
+# vllm/distributed/device_communicators/), 0.07 GiB with pipeline stages only. Ranks joined by PCIe only get no
+# NVLink buffers (custom_all_reduce.py: custom all-reduce is off for more than two PCIe-only GPUs): 0.21 GiB on
+# 8 L40S with vLLM 0.10.2 (see RELEASES).
+NON_TORCH = {"single": 0.25 * GiB, "tensor": 2.1 * GiB, "pipeline": 0.07 * GiB, "tensor_pcie": 0.21 * GiB}
+
+
+@dataclass(frozen=True)
+class Release:
+    """The start-up rules that changed between vLLM releases, each with the log or source file it was read in.
+    ``non_torch``: per-rank non-torch memory of the profile run — alone, with tensor parallelism over a fast fabric
+    (NVLink, Infinity Fabric), over PCIe only, with pipeline stages only. ``v0_scheduler``: the V0 engine's
+    defaults (vllm/config.py ``SchedulerConfig``: without chunked prefill a step holds max(max_model_len, 2048)
+    tokens, ``max_num_seqs`` 256) instead of V1's per-accelerator ones (arg_utils.py ``get_batch_defaults``)."""
+    name: str
+    default_utilization: float
+    non_torch: dict
+    v0_scheduler: bool
+    source: str
+    sampler_bytes_per_logit: float = SAMPLER_BYTES_PER_LOGIT    # the dummy sampler pass, per row x vocabulary
+
+
+RELEASES = {
+    "0.6": Release("0.6", 0.9, {"single": 1.79 * GiB, "tensor": 3.58 * GiB, "pipeline": 1.79 * GiB,
+                                "tensor_pcie": 0.25 * GiB}, True,
+                   "vLLM v0.6 (V0 engine, vllm/worker/worker.py determine_num_available_blocks): non-torch memory "
+                   "1.79 GiB alone and 3.58 GiB per rank at tensor 2 on H100 (vllm-project/vllm PR #10511's "
+                   "memory-profiling log, v0.6.5); 0.25 GiB per rank on two PCIe RTX 4090s (vllm-project/vllm "
+                   "issue #13061, v0.7.2, whose 0.19 GiB activation peak at a 128K context shows a 2,048-token "
+                   "chunked step and no large sampler pass)"),
+    "0.10": Release("0.10", 0.9, {"single": 0.25 * GiB, "tensor": 1.38 * GiB, "pipeline": 0.07 * GiB,
+                                  "tensor_pcie": 0.21 * GiB}, False,
+                    "vLLM v0.10 (V1 engine, vllm/v1/worker/gpu_worker.py): non-torch memory 1.38 GiB per rank at "
+                    "tensor 2 over NVLink (Qwen3-Next-80B-A3B on 2 H200, v0.10.2 'Free memory on device' line) and "
+                    "0.21 GiB per rank at tensor 8 over PCIe (Qwen3-235B-A22B-FP8 on 8 L40S, v0.10.2); alone and "
+                    "with pipeline stages as v0.19 measured; the dummy sampler sorts for top-k/top-p",
+                    SAMPLER_SORT_BYTES_PER_LOGIT),
+    "0.19": Release("0.19", 0.9, dict(NON_TORCH), False,
+                    "vLLM v0.19 (vllm/v1/worker/gpu_worker.py): non-torch memory as llm-d measured on H100 "
+                    "(accuracy/results/v0.19.0), over PCIe as v0.10.2 logged on L40S; gpu_memory_utilization 0.9 "
+                    "(vllm/config/cache.py)"),
+    "0.20": Release("0.20", 0.92, dict(NON_TORCH), False,
+                    "vLLM after v0.19: CacheConfig.gpu_memory_utilization 0.92 (vllm-project/vllm PR #38284; a "
+                    "v0.29.0 server on an L4 logs 'Desired GPU memory utilization is (0.92, 20.27 GiB)' with no "
+                    "flag); the other terms as v0.19"),
+}
+DEFAULT_RELEASE = "0.19"
+
+
+def release(version: str | None = None) -> tuple[Release, list]:
+    """The rules of the vLLM release ``version`` ("0.10", "0.10.2", "v0.19.0"; None: ``DEFAULT_RELEASE``): those of
+    the newest release in ``RELEASES`` not newer than it, and a note when the rules were read in an earlier
+    release than the one asked for."""
+    if version is None:
+        return RELEASES[DEFAULT_RELEASE], []
+    import re
+    m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[.+-]?[0-9A-Za-z.]*)?", str(version).strip())
+    if not m:
+        raise InputError(f"--vllm-version: expected a release such as 0.10.2 or 0.19, got '{version}'")
+    asked = (int(m.group(1)), int(m.group(2)))
+    known = sorted(RELEASES, key=lambda k: tuple(map(int, k.split("."))))
+    older = [k for k in known if tuple(map(int, k.split("."))) <= asked]
+    if not older:
+        raise InputError(f"--vllm-version: {version} predates the releases modelled; allowed: "
+                         f"{known[0]} or later ({', '.join(known)} and the releases between)")
+    r = RELEASES[older[-1]]
+    note = [] if r.name == f"{asked[0]}.{asked[1]}" else [
+        f"vLLM {version}: the rules of v{r.name}, the newest release modelled that is not newer"]
+    return r, note
 ERROR_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
 
 # The activation term reads the model's vocabulary and MLP widths from its profile (profiles.SHAPE_FIELDS: from
@@ -82,12 +154,7 @@ def block_size(profile, acc_id: str = "") -> tuple[int, str]:
     return vllm.BLOCK_SIZE, "block size 16 (vllm/config/cache.py default on CUDA)"
 
 
-def engine_memory(acc) -> tuple[float, str]:
-    """Total memory of one device as the engine reads it, and where the figure comes from."""
-    seen = getattr(acc, "engine_memory_bytes", 0.0)
-    if seen:
-        return seen, getattr(acc, "engine_memory_source", "") or "accelerators.json"
-    return acc.memory_bytes, "datasheet figure (no runtime-reported total recorded for this accelerator)"
+engine_memory = runtime_memory     # total memory of one device as the engine reads it, and where it comes from
 
 
 def pp_layers(n_layers: int, pp: int) -> list[int]:
@@ -113,7 +180,8 @@ def shapes(profile) -> tuple[dict, list]:
     return s, [f"activation term approximate: {' and '.join(missing)} not in the profile"]
 
 
-def activation_bytes(profile, batched: int, seqs: int, tp: int, last_stage: bool = True) -> float:
+def activation_bytes(profile, batched: int, seqs: int, tp: int, last_stage: bool = True,
+                     sampler_bytes: float = SAMPLER_BYTES_PER_LOGIT) -> float:
     """The torch peak increase of ``profile_run`` (gpu_model_runner.py) on one rank: the larger of
     - the dummy forward pass over ``batched`` tokens, one layer's transient at a time: hidden state, residual and
       layer input (3 × hidden) + the MLP's gate/up output and its activation (3 × intermediate / tp), or for MoE the
@@ -132,14 +200,24 @@ def activation_bytes(profile, batched: int, seqs: int, tp: int, last_stage: bool
     if not last_stage:
         return float(forward)
     rows = min(seqs, batched)
-    sampler = rows * s["vocab"] * SAMPLER_BYTES_PER_LOGIT + batched * h * ACTIVATION_BYTES
+    sampler = rows * s["vocab"] * sampler_bytes + batched * h * ACTIVATION_BYTES
     return float(max(forward, sampler))
 
 
-def non_torch_bytes(tp: int, pp: int) -> float:
+def fast_link(acc) -> bool:
+    """Whether tensor-parallel ranks of ``acc`` are joined by a fabric with NVLink-class buffers (NVLink, Infinity
+    Fabric, ICI, NeuronLink) rather than PCIe alone (GeForce, L40S, L4 — or an accelerator with no interconnect)."""
+    name = str(getattr(acc, "interconnect_name", "") or "").lower()
+    return bool(name) and not name.startswith(("pcie", "none", "thunderbolt"))
+
+
+def non_torch_bytes(tp: int, pp: int, acc=None, rel: Release | None = None) -> float:
+    """Per-rank non-torch memory of the profile run for ``rel`` (default the current release): with tensor
+    parallelism over a fast fabric or over PCIe, with pipeline stages only, or alone."""
+    nt = (rel or RELEASES[DEFAULT_RELEASE]).non_torch
     if tp > 1:
-        return NON_TORCH["tensor"]
-    return NON_TORCH["pipeline"] if pp > 1 else NON_TORCH["single"]
+        return nt["tensor"] if acc is None or fast_link(acc) else nt["tensor_pcie"]
+    return nt["pipeline"] if pp > 1 else nt["single"]
 
 
 @dataclass
@@ -150,6 +228,7 @@ class StartupFlags:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     block_size: int | None = None
+    vllm_version: str | None = None            # the release whose rules apply (None: DEFAULT_RELEASE)
 
 
 @dataclass
@@ -165,6 +244,7 @@ class Startup:
     error: str | None = None               # vLLM's own error when one request of max_model_len does not fit
     notes: list = field(default_factory=list)
     given: dict = field(default_factory=dict)   # the flags set explicitly (what ``--emit vllm`` passes on)
+    source: str = VERSION                       # the release whose rules gave these figures
 
     def to_fields(self) -> dict:
         return {"engine_kv_cache_memory_bytes": self.kv_cache_memory_bytes,
@@ -173,7 +253,9 @@ class Startup:
                 "engine_memory_budget": dict(self.budget),
                 "engine_num_blocks": self.num_blocks, "engine_block_size": self.block_size,
                 "engine_startup_flags": dict(self.flags), "engine_startup_error": self.error,
-                "engine_startup_notes": list(self.notes), "engine_startup_source": VERSION}
+                "engine_startup_notes": list(self.notes), "engine_startup_source": self.source,
+                "engine_layout": {"tensor": self.flags.get("tensor_parallel_size", 1),
+                                  "pipeline": self.flags.get("pipeline_parallel_size", 1)}}
 
 
 def _reservation(profile, T, tp, kvb, conv, ssm, batched, hybrid, block):
@@ -234,13 +316,20 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
     ``weights_bytes`` being the whole model's weights as loaded; ``weights_per_rank`` (the deployment's, e.g. with
     expert parallelism spreading the experts) replaces ``weights_bytes / (tp × pp)`` when given."""
     f = flags or StartupFlags()
+    rel, rel_notes = release(f.vllm_version)
     total, total_src = engine_memory(acc)
     name, aid = getattr(acc, "name", ""), getattr(acc, "id", "")
-    util = DEFAULT_GPU_MEMORY_UTILIZATION if f.gpu_memory_utilization is None else f.gpu_memory_utilization
-    batched = f.max_num_batched_tokens or max_num_batched_tokens(total, name, aid)
-    seqs = f.max_num_seqs or max_num_seqs(total, name)
+    util = rel.default_utilization if f.gpu_memory_utilization is None else f.gpu_memory_utilization
+    if rel.v0_scheduler:
+        # V0 (vllm/engine/arg_utils.py, vllm/config.py SchedulerConfig): chunked prefill on by default above 32K
+        # contexts with 2,048 tokens a step; below it one step holds a whole max_model_len prompt
+        batched = f.max_num_batched_tokens or (2048 if max_model_len > 32768 else max(max_model_len, 2048))
+        seqs = f.max_num_seqs or 256
+    else:
+        batched = f.max_num_batched_tokens or max_num_batched_tokens(total, name, aid)
+        seqs = f.max_num_seqs or max_num_seqs(total, name)
     block, block_note = (f.block_size, f"--block-size {f.block_size}") if f.block_size else block_size(profile, aid)
-    notes = [f"total memory {total / GiB:.2f} GiB as the engine sees it ({total_src})", block_note]
+    notes = [f"total memory {total / GiB:.2f} GiB as the engine sees it ({total_src})", block_note] + rel_notes
     if getattr(acc, "unified_memory", False):
         notes.append("unified memory: CPU and GPU share it, so the weights are loaded into it once and the budget "
                      "above is all there is (no separate host copy to add)")
@@ -255,10 +344,10 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
     if weights_per_rank is not None:
         weights_bytes = weights_per_rank * tp * pp      # the stages' shares below are then this rank's
     weights_rank = weights_bytes / (tp * pp)
-    act = activation_bytes(profile, batched, seqs, tp)
+    act = activation_bytes(profile, batched, seqs, tp, sampler_bytes=rel.sampler_bytes_per_logit)
     notes += shapes(profile)[1]
     given_kv = None if f.kv_cache_memory_bytes is None else float(f.kv_cache_memory_bytes)
-    nt = non_torch_bytes(tp, pp)
+    nt = non_torch_bytes(tp, pp, acc, rel)
     budget = {"total_bytes": total, "utilization": util, "weights_bytes": weights_rank, "activation_bytes": act,
               "non_torch_bytes": nt, "cuda_graph_bytes": 0.0}
     if f.kv_cache_memory_bytes is not None:
@@ -273,7 +362,7 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
                                       hybrid_manager, block, max_model_len)
 
     def stage_act(last):
-        return activation_bytes(profile, batched, seqs, tp, last)
+        return activation_bytes(profile, batched, seqs, tp, last, rel.sampler_bytes_per_logit)
 
     blocks, stage_avail, error = _stages(profile, layers, r, per_block_all, budget, given_kv, weights_bytes / tp,
                                          stage_act, max_model_len, fit)
@@ -297,10 +386,14 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
                      f"{kind} layer, so steady state fits more requests than logged")
     flags_used = {"gpu_memory_utilization": util, "max_num_batched_tokens": batched, "max_num_seqs": seqs,
                   "block_size": block, "kv_cache_memory_bytes": f.kv_cache_memory_bytes,
-                  "max_model_len": max_model_len}
+                  "max_model_len": max_model_len, "tensor_parallel_size": tp, "pipeline_parallel_size": pp}
     given = {k: v for k, v in vars(f).items() if v is not None}
+    if tp > 1 and not fast_link(acc) and f.kv_cache_memory_bytes is None:
+        notes.append(f"tensor ranks joined by PCIe only: non-torch memory {nt / GiB:.2f} GiB per rank, no NVLink "
+                     "all-reduce buffers (vllm/distributed/device_communicators/custom_all_reduce.py)")
+    flags_used["vllm_version"] = rel.name
     return Startup(float(stage_avail), int(tokens), float(conc), int(blocks), int(block), budget, flags_used, error,
-                   notes, given)
+                   notes, given, f"vLLM v{rel.name}")
 
 
 def parse_size(text: str, field_name: str = "kv_cache_memory") -> float:

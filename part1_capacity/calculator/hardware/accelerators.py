@@ -4,6 +4,14 @@ Loaded from the bundled table (``data/accelerators.json``, each entry with its s
 derived or unverified) or from a JSON file path holding one entry in the same format — e.g. a profile of this
 machine measured by the engine-check experiments.
 
+Two memory figures per accelerator, each named where it is shown:
+- **marketed** (``memory_bytes``; JSON ``memory_gb`` = 10⁹ bytes, or ``memory_gib`` for devices sold in binary
+  units such as GeForce cards and Apple unified memory): the number on the box;
+- **runtime** (``engine_memory_bytes``; JSON ``engine_memory_gib`` with ``engine_memory_source``): the total the
+  runtime reports to an engine — CUDA's ``cudaMemGetInfo`` total (``torch.cuda.mem_get_info``), ROCm's, a TPU
+  chip's HBM, Apple's GPU working-set limit (``recommendedMaxWorkingSetSize``). An "80 GB" H100 reports 79.19 GiB.
+Every sizing reads ``runtime_memory`` (the runtime figure, or the marketed one when none is known, said so).
+
 Units inside the dataclass: bytes, bytes/s, FLOP/s. The JSON uses GB (1e9), GB/s and TFLOP/s as datasheets do.
 """
 from __future__ import annotations
@@ -47,6 +55,13 @@ class Accelerator:
     engine_memory_bytes: float = 0.0   # total memory as the runtime reports it to the engine (0: not recorded)
     engine_memory_source: str = ""     # where that figure was read (a start-up log, a runtime query)
     unified_memory: bool = False       # CPU and GPU share one memory: the weights sit in it once
+    marketed_number: float = 0.0       # the memory as sold, in the vendor's "GB" (memory_gb or memory_gib as given)
+
+    @property
+    def runtime_memory_bytes(self) -> float:
+        """Bytes one device holds as its runtime reports them (what every sizing counts): ``engine_memory_bytes``,
+        or the marketed figure when no runtime total is recorded."""
+        return runtime_memory(self)[0]
 
     def peak_flops(self, weights_dtype: str) -> float:
         """Dense peak for matmuls with weights of this dtype, by the dtype's compute class (``DType.compute``,
@@ -79,6 +94,51 @@ class Accelerator:
         if self.unified_memory:
             d["unified_memory"] = True
         return d
+
+
+MARKETED_SOURCE = "datasheet figure (no runtime-reported total recorded for this accelerator)"
+
+
+def runtime_memory(acc) -> tuple[float, str]:
+    """Bytes of one device as its runtime reports them, and where that figure comes from: the recorded runtime
+    total (``engine_memory_bytes``), else the marketed ``memory_bytes``, labelled so. Reads any object with those
+    attributes (a measured host profile, a test's stand-in)."""
+    seen = getattr(acc, "engine_memory_bytes", 0.0) or 0.0
+    if seen:
+        return float(seen), getattr(acc, "engine_memory_source", "") or "accelerators.json"
+    return float(acc.memory_bytes), MARKETED_SOURCE
+
+
+def marketed_gb(acc) -> float:
+    """The memory as sold, in the vendor's "GB" (an RTX 4090's 24, an H100's 80): the figure given in the data."""
+    return getattr(acc, "marketed_number", 0.0) or acc.memory_bytes / GB
+
+
+def memory_label(acc) -> str:
+    """One device's memory for a reader: the runtime's total in GiB, the marketed figure in GB beside it — or the
+    marketed figure alone, said to be what was counted, when no runtime total is recorded."""
+    runtime, source = runtime_memory(acc)
+    if source == MARKETED_SOURCE:
+        return f"{marketed_gb(acc):,.4g} GB as marketed (no runtime-reported total recorded)"
+    return f"{runtime / GIB:,.2f} GiB as the runtime reports it (marketed {marketed_gb(acc):,.4g} GB)"
+
+
+MEMORY_UNITS = ("memory: marketed GB as sold (10^9 bytes; GeForce and Apple \"GB\" are binary), runtime GiB "
+                "(2^30 bytes) as the device's runtime reports its total to an engine — what every plan counts; "
+                "* = none recorded, the marketed bytes counted")
+
+
+def runtime_cell(acc) -> str:
+    """The runtime column of a table in GiB (``MEMORY_UNITS``): the recorded total, or the marketed bytes starred."""
+    runtime, source = runtime_memory(acc)
+    return f"{runtime / GIB:,.2f}" + ("*" if source == MARKETED_SOURCE or source.startswith("unverified") else "")
+
+
+def memory_fields(acc) -> dict:
+    """The plan's JSON keys for the memory it counted per accelerator (bytes), the marketed figure beside it."""
+    runtime, source = runtime_memory(acc)
+    return {"accelerator_memory_bytes": runtime, "accelerator_memory_source": source,
+            "accelerator_memory_marketed_bytes": float(acc.memory_bytes)}
 
 
 @dataclass(frozen=True)
@@ -150,12 +210,24 @@ def accelerator_from_dict(d: dict, where: str = "accelerator") -> Accelerator:
     if not aid:
         raise InputError(f"{where}: missing field 'id'")
     w = f"accelerator '{aid}'"
+    runtime = _num(d, "engine_memory_gib", w, required=False) * GIB
     if "memory_gib" in d:
-        mem = _num(d, "memory_gib", w) * GIB
+        number = _num(d, "memory_gib", w)
+        mem = number * GIB
     elif "memory_gb" in d:
-        mem = _num(d, "memory_gb", w) * GB
+        number = _num(d, "memory_gb", w)
+        mem = number * GB
+    elif runtime:        # only what the runtime reports: the box's figure is unknown, the runtime's stands for it
+        number, mem = runtime / GB, runtime
     else:
-        raise InputError(f"{w}: missing field 'memory_gb' (or 'memory_gib')")
+        raise InputError(f"{w}: missing memory: give 'memory_gb' (as sold, 10^9 bytes; 'memory_gib' for binary "
+                         f"units) or 'engine_memory_gib' (the total the runtime reports, 2^30 bytes), or both")
+    if runtime > mem * GIB / GB * 1.0001:   # a runtime reports at most what is installed ("GB" may be binary)
+        raise InputError(f"{w}: field 'engine_memory_gib' {runtime / GIB:g} GiB exceeds the memory installed "
+                         f"({mem / GB:g} GB, up to {mem * GIB / GB / GIB:.4g} GiB if that GB is binary); give the "
+                         "total the runtime reports, at most the installed memory")
+    if runtime and "engine_memory_source" not in d:
+        d = {**d, "engine_memory_source": f"given in {where}"}
     max_tp = d.get("max_tp", 1)
     if isinstance(max_tp, bool) or not isinstance(max_tp, int) or not 1 <= max_tp <= 65536:
         raise InputError(f"{w}: field 'max_tp' must be an integer from 1 to 65536, got {validate.show(max_tp)}")
@@ -177,9 +249,9 @@ def accelerator_from_dict(d: dict, where: str = "accelerator") -> Accelerator:
         engines=tuple(engines), status=str(d.get("status", "vendor")),
         source=str(d.get("source", "")),
         kernels=kernels_from_dict(d["kernels"], f"{w}.kernels") if d.get("kernels") else None,
-        engine_memory_bytes=_num(d, "engine_memory_gib", w, required=False) * GIB,
+        engine_memory_bytes=runtime,
         engine_memory_source=str(d.get("engine_memory_source", "")),
-        unified_memory=d.get("unified_memory") is True,
+        unified_memory=d.get("unified_memory") is True, marketed_number=number,
     )
 
 

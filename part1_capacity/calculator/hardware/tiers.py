@@ -18,7 +18,7 @@ from pathlib import Path
 
 from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.base.errors import InputError
-from part1_capacity.calculator.hardware.accelerators import GB, Accelerator
+from part1_capacity.calculator.hardware.accelerators import GB, Accelerator, runtime_memory
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -125,7 +125,7 @@ def tiers_for(acc: Accelerator, rows: list[dict] | None = None) -> list[Tier]:
     for t in tier_table() if rows is None else rows:
         if acc.kind not in t["kinds"]:
             continue
-        cap = acc.memory_bytes if t["capacity_gb"] == "accelerator" else t["capacity_gb"] * GB
+        cap = runtime_memory(acc)[0] if t["capacity_gb"] == "accelerator" else t["capacity_gb"] * GB
         bw = t["bandwidth_gb_s"]
         if bw == "accelerator":
             bw = acc.bandwidth

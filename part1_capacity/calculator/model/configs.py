@@ -107,7 +107,7 @@ _LIMITS = {
 }
 _PER_LAYER = ("intermediate_size", "moe_intermediate_size")   # may be one value per layer (Gemma 3n, Hunyuan)
 _LISTS = ("layer_types", "layers_block_type", "mlp_only_layers", "attn_layer_indices")
-QUANT_METHODS = ("fp8", "fbgemm_fp8", "mxfp4", "awq", "gptq", "compressed-tensors")
+QUANT_METHODS = ("fp8", "fbgemm_fp8", "mxfp4", "awq", "gptq", "compressed-tensors", "modelopt")
 
 
 # --- reading and checking the file ------------------------------------------------------------------------------
@@ -349,7 +349,38 @@ def families_by_structure(profiles) -> dict[str, list[str]]:
 
 
 def _not_converted(name: str, patterns) -> bool:
-    return any(fnmatch.fnmatch(name, f"{p}.*") or fnmatch.fnmatch(name, f"*.{p}.*") for p in patterns)
+    """Whether the parameter ``name`` belongs to a module a quantization config leaves unconverted: a module name
+    or its suffix (``lm_head``, ``model.layers.0.mlp``; ``*`` wildcards as ModelOpt's ``exclude_modules`` and
+    transformers' ``modules_to_not_convert`` use them), or ``re:PATTERN`` matched from the start of the module's
+    name as vLLM matches compressed-tensors' ``ignore`` (``compressed_tensors/utils.py``
+    ``_is_equal_or_regex_match``: ``re.match``)."""
+    module = name.rsplit(".", 1)[0]
+    for p in patterns:
+        if p.startswith("re:"):
+            if re.match(p[3:], module):
+                return True
+        elif fnmatch.fnmatch(name, f"{p}.*") or fnmatch.fnmatch(name, f"*.{p}.*") or fnmatch.fnmatch(module, p):
+            return True
+    return False
+
+
+def _gptq_skips(quant: dict, where: str) -> list:
+    """GPTQModel's per-module rules (``dynamic``): a ``-:REGEX`` key leaves the matching modules unquantized
+    (vllm/model_executor/layers/quantization/utils/gptq_utils.py ``get_dynamic_override``: negative match
+    → skip); a ``+:REGEX`` (or bare) key that changes ``bits`` or ``group_size`` quantizes those modules another
+    way — not modelled, refused by name."""
+    dyn = quant.get("dynamic") or {}
+    if not isinstance(dyn, dict):
+        raise InputError(f"{where}.dynamic: expected an object of per-module rules")
+    skips = []
+    for key, rule in dyn.items():
+        if str(key).startswith("-:"):
+            skips.append("re:" + str(key)[2:])
+        elif isinstance(rule, dict) and any(rule.get(k, quant.get(k)) != quant.get(k)
+                                            for k in ("bits", "group_size")):
+            raise InputError(f"{where}.dynamic: {validate.show(key)} quantizes some modules with other bits or "
+                             "groups (per-layer widths are not modelled)")
+    return skips
 
 
 def quant_scheme(quant: dict | None, where: str = "quantization_config") -> dict | None:
@@ -371,7 +402,16 @@ def quant_scheme(quant: dict | None, where: str = "quantization_config") -> dict
     if not method:
         return None
     skip = quant.get("modules_to_not_convert") or []
-    if method in ("fp8", "fbgemm_fp8", "mxfp4"):
+    if method == "fp8" and quant.get("ignored_layers"):        # vLLM's Fp8Config reads this name too
+        skip = list(skip) + list(quant["ignored_layers"]) if isinstance(quant["ignored_layers"], list) else None
+    if method == "modelopt":
+        algo = str(quant.get("quant_algo", "")).upper()
+        if algo != "FP8":
+            raise InputError(f"{where}.quant_algo: ModelOpt {validate.show(quant.get('quant_algo'))} is not a "
+                             "storage type the calculator sizes; allowed: FP8")
+        out = {"method": method, "dtype": "fp8", "group": 0, "zeros": False}
+        skip = quant.get("exclude_modules") or []
+    elif method in ("fp8", "fbgemm_fp8", "mxfp4"):
         out = {"method": method, "dtype": "mxfp4" if method == "mxfp4" else "fp8", "group": 0, "zeros": False}
     elif method in ("awq", "gptq"):
         bits = quant.get("bits", 4)
@@ -384,6 +424,8 @@ def quant_scheme(quant: dict | None, where: str = "quantization_config") -> dict
         zeros = True if zeros is None else boolean(zeros, f"{where}.zero_point")
         out = {"method": method, "dtype": "int8" if bits == 8 else "int4", "group": group,
                "zeros": method == "gptq" or zeros}
+        if method == "gptq" and isinstance(skip, list):
+            skip = list(skip) + _gptq_skips(quant, where)
     else:                                                   # compressed-tensors (check_fields allows no other)
         groups = quant.get("config_groups")
         if not isinstance(groups, dict) or not groups or not all(isinstance(g, dict) for g in groups.values()):
@@ -412,8 +454,27 @@ def quant_scheme(quant: dict | None, where: str = "quantization_config") -> dict
     if not isinstance(skip, list) or not all(isinstance(p, str) for p in skip):
         raise InputError(f"{where}: the modules left unconverted (modules_to_not_convert, ignore): expected a "
                          "list of module names")
-    out["skip"] = [p for p in skip if not p.startswith("re:")]
+    bad = next((p for p in skip if p.startswith("re:") and not _compiles(p[3:])), None)
+    if bad is not None:
+        raise InputError(f"{where}: the unconverted-module pattern {validate.show(bad)} is not a regular expression "
+                         "the calculator runs (at most 500 characters, no repeated group that itself repeats)")
+    out["skip"] = list(skip)
     return out
+
+
+# A repeated group that itself repeats (``(a+)+``, ``(.*)*``) can take exponential time to fail on a module name:
+# a config file is the user's input, so such patterns are refused rather than run.
+_NESTED_REPEAT = re.compile(r"\([^()]*[*+}][^()]*\)\s*[*+{]")
+
+
+def _compiles(pattern: str) -> bool:
+    if len(pattern) > 500 or _NESTED_REPEAT.search(pattern):
+        return False
+    try:
+        re.compile(pattern)
+    except re.error:
+        return False
+    return True
 
 
 def weight_groups(params, native: str, quant: dict) -> tuple[WeightGroup, ...]:

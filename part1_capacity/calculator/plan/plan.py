@@ -17,7 +17,7 @@ from part1_capacity.calculator.model import weights
 from part1_capacity.calculator.engines import vllm_memory
 from part1_capacity.calculator.base.dtypes import get_dtype
 from part1_capacity.calculator.base.errors import InputError
-from part1_capacity.calculator.hardware.accelerators import Accelerator, load_accelerator
+from part1_capacity.calculator.hardware.accelerators import Accelerator, load_accelerator, memory_fields
 from part1_capacity.calculator.readers.loader import load_model
 from part1_capacity.calculator.model.profiles import ModelProfile
 from part1_capacity.calculator.plan.resolve import (  # noqa: F401  (Workload and its defaults: plan's names since the start)
@@ -145,6 +145,7 @@ class Plan:
         dec = self.decode_split
         return {
             "model": self.model.id, "structure": self.model.structure, "accelerator": self.accelerator.id,
+            **memory_fields(self.accelerator),
             "workload": {"context": wl.context, "batch": wl.batch, "prompt": wl.prompt or wl.context,
                          "tensor_parallel": wl.tensor_parallel, "pipeline_parallel": wl.pipeline_parallel,
                          "nodes": wl.nodes, "engine": wl.engine,
@@ -173,6 +174,7 @@ class Plan:
                         "pipeline_bubble_fraction": dec.bubble_fraction,
                         "time_kind": speed.time_kind(self.accelerator, wl.weights_dtype)}
                        if self.decode else None),
+            "layout_notice": layout_notice(self),
             "bottleneck": self.bottleneck,
             "implication": (self.verdict if self.accelerators_added_by_kv == 0 else
                             IMPLICATIONS[implication_key(self.bottleneck, self.accelerators_added_by_kv)]),
@@ -181,6 +183,25 @@ class Plan:
             "overflow": self.overflow,
             "overflow_tiers": self.overflow_tiers,
         }
+
+
+def layout_notice(plan: Plan) -> str | None:
+    """One line when the workload pins one parallel degree (tensor or pipeline) and the search chose the other above
+    1: every figure after it (memory per rank, the engine's cache and start-up lines) is for that layout, not for
+    the pinned degree alone. None when nothing was added silently."""
+    wl = plan.workload
+    dep = plan.deployment or plan.deployment_without_kv
+    if dep is None or (wl.tensor_parallel is None) == (wl.pipeline_parallel is None):
+        return None          # nothing pinned (the search's choice is the plan) or both pinned (nothing chosen)
+    if wl.tensor_parallel is not None and dep.pipeline > 1:
+        return (f"tensor parallelism pinned to {wl.tensor_parallel}: the search added {dep.pipeline} pipeline "
+                f"stages to fit (pin --pipeline-parallel 1 to forbid them); every figure here is for tensor "
+                f"{dep.tensor} × pipeline {dep.pipeline}")
+    if wl.pipeline_parallel is not None and dep.tensor > 1:
+        return (f"pipeline stages pinned to {wl.pipeline_parallel}: the search chose tensor parallelism "
+                f"{dep.tensor} (pin --tensor-parallel 1 to forbid it); every figure here is for tensor "
+                f"{dep.tensor} × pipeline {dep.pipeline}")
+    return None
 
 
 def _overflow(r: Resolved, dep0: deploy.Deployment, tier_rows: list | None = None) -> tuple[dict, list]:

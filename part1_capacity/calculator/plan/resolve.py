@@ -17,7 +17,7 @@ from part1_capacity.calculator.sizing import adapters
 from part1_capacity.calculator.model import weights
 from part1_capacity.calculator.base.dtypes import KV_DTYPES, get_dtype
 from part1_capacity.calculator.base.errors import InputError
-from part1_capacity.calculator.hardware.accelerators import Accelerator
+from part1_capacity.calculator.hardware.accelerators import Accelerator, runtime_memory
 from part1_capacity.calculator.model.profiles import ModelProfile
 from part1_capacity.calculator.sizing.sharding import kv_fraction_per_rank, splits_heads, state_fraction_per_rank
 from course.units import GIB
@@ -97,8 +97,9 @@ class Workload:
 
 # --- the formulas the resolved workload evaluates once ------------------------------------------------------------
 def usable_bytes(acc, wl) -> float:
-    """Bytes of one accelerator the engine may fill: ``memory × usable_fraction − overhead``."""
-    return acc.memory_bytes * wl.usable_fraction - wl.overhead_bytes
+    """Bytes of one accelerator the engine may fill: ``memory × usable_fraction − overhead``, the memory being what
+    the device's runtime reports (``accelerators.runtime_memory``: an "80 GB" H100 holds 79.19 GiB), not the box's."""
+    return runtime_memory(acc)[0] * wl.usable_fraction - wl.overhead_bytes
 
 
 def draft_cache_per_rank(draft, wl, T, tp: int):

@@ -18,7 +18,7 @@ from part1_capacity.calculator.base.dtypes import DTYPES, KV_DTYPES
 from part1_capacity.calculator.engines import ENGINES
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.base.fmt import fmt_bytes, fmt_count
-from part1_capacity.calculator.hardware.accelerators import bundled_accelerators
+from part1_capacity.calculator.hardware.accelerators import bundled_accelerators, runtime_memory
 from part1_capacity.calculator.plan.plan import Workload, make_plan, plan_report
 from part1_capacity.calculator.model.profiles import bundled_models
 
@@ -27,7 +27,7 @@ def choices() -> str:
     return json.dumps({
         "models": [{"id": m.id, "name": m.name, "structure": m.structure, "max_context": m.max_context,
                     "native_dtype": m.native_dtype} for m in bundled_models().values()],
-        "accelerators": [{"id": a.id, "name": a.name, "memory": fmt_bytes(a.memory_bytes)}
+        "accelerators": [{"id": a.id, "name": a.name, "memory": fmt_bytes(runtime_memory(a)[0])}
                          for a in bundled_accelerators().values()],
         "weights_dtypes": list(DTYPES),
         "kv_dtypes": list(KV_DTYPES),

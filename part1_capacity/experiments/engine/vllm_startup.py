@@ -47,14 +47,19 @@ def load_points() -> list[dict]:
 
 
 def predict(p: dict) -> vm.Startup:
-    # a point names a bundled model, or (``config``) a published config.json in the repository
-    m = load_model(str(ROOT / p["config"]) if p.get("config") else p["model"])
+    """What the calculator predicts for point ``p``: nothing given but its model (a bundled id, or ``config``: a
+    published config.json in the repository), accelerator, flags and vLLM release — or, for "tokens_given_kv",
+    the logged KV memory as ``--kv-cache-memory``."""
+    m = load_model(str(ROOT / p["config"]) if p.get("config") else p.get("model_id", p["model"]))
     acc, f = load_accelerator(p["accelerator"]), p["flags"]
     kvb = get_dtype(f.get("kv_cache_dtype", "bf16")).bytes
     given = p["logged"]["kv_gib"] * GiB if p["kind"] == "tokens_given_kv" else None
-    flags = vm.StartupFlags(gpu_memory_utilization=f.get("gpu_memory_utilization"), kv_cache_memory_bytes=given)
-    return vm.startup(m, acc, f["max_model_len"], weights.weights_bytes(m, m.native_dtype),
-                      f.get("tensor_parallel", 1), f.get("pipeline_parallel", 1), kv_bytes=kvb, flags=flags)
+    flags = vm.StartupFlags(gpu_memory_utilization=f.get("gpu_memory_utilization"), kv_cache_memory_bytes=given,
+                            max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=f.get("max_num_batched_tokens"),
+                            vllm_version=p["vllm"].split()[0])
+    w = weights.weights_bytes(m, f.get("weights_dtype", m.native_dtype))
+    return vm.startup(m, acc, f["max_model_len"], w, f.get("tensor_parallel", 1), f.get("pipeline_parallel", 1),
+                      kv_bytes=kvb, flags=flags)
 
 
 def checks(points: list[dict] | None = None) -> list[Check]:
@@ -86,6 +91,8 @@ def _flags(p: dict) -> str:
         parts.append(f"KV {p['logged']['kv_gib']} GiB given")
     if f.get("kv_cache_dtype") == "fp8":
         parts.append("--kv-cache-dtype fp8")
+    if f.get("weights_dtype"):
+        parts.append(f"{f['weights_dtype']} weights")
     return ", ".join(parts)
 
 
@@ -119,9 +126,9 @@ def terms(tr=_english) -> str:
     nt = vm.NON_TORCH
     return tr("An {name} reports {runtime} GiB to the runtime; counted as the datasheet's {sheet} × 10⁹ bytes it would "
               "be {sheet_gib} GiB, {short} short before anything else. Non-PyTorch memory assumed per worker: {single} "
-              "GiB alone, {tensor} GiB with tensor parallelism, {pipeline} GiB with pipeline stages only. Default "
-              "`gpu_memory_utilization`: {util}.", name=h100.name, runtime=f"{h100.engine_memory_bytes / GiB:.2f}",
+              "GiB alone, {tensor} GiB with tensor parallelism over NVLink, {pcie} GiB over PCIe only, {pipeline} GiB with pipeline stages only "
+              "(vLLM v0.19; `--vllm-version` picks an earlier release's figures). Default `gpu_memory_utilization`: {util}.", name=h100.name, runtime=f"{h100.engine_memory_bytes / GiB:.2f}",
               sheet=f"{h100.memory_bytes / 1e9:.0f}", sheet_gib=f"{h100.memory_bytes / GiB:.1f}",
               short=f"{1 - h100.memory_bytes / h100.engine_memory_bytes:.0%}", single=f"{nt['single'] / GiB:.2f}",
-              tensor=f"{nt['tensor'] / GiB:.1f}", pipeline=f"{nt['pipeline'] / GiB:.2f}",
+              tensor=f"{nt['tensor'] / GiB:.1f}", pcie=f"{nt['tensor_pcie'] / GiB:.2f}", pipeline=f"{nt['pipeline'] / GiB:.2f}",
               util=f"{vm.DEFAULT_GPU_MEMORY_UTILIZATION:g}") + "\n"
