@@ -3,7 +3,8 @@
 A check is a plain function that takes the learner's implementation and raises ``CheckFailed`` (an
 ``AssertionError``) with a message that states the rule it tests. Each lesson's ``checks.py`` ends with its contract,
 ``LESSON = Lesson(...)``: the checks, their ids (also the grade ids of the notebook's test cells), points, which are
-hidden, and the reference modules. The notebook's test cells (``course.notebook_spec.graded``),
+hidden, the reference modules, and what the exercise may not delegate (``forbids``: torch's own attention, layers or
+quantization, from ``course.method``; a learner call that reaches one fails its check, naming it). The notebook's test cells (``course.notebook_spec.graded``),
 ``pytest tests/autograder/... --notebook PATH`` and ``nbgrader autograde`` (both through ``course.autograde``) read
 it. Learner code that raises, hangs or returns the wrong shape or dtype fails the check with a message.
 """
@@ -23,6 +24,10 @@ from course.proxy import ChannelBroken, fetch, type_name
 
 class CheckFailed(AssertionError):
     """A check did not pass; the message is written for the learner."""
+
+
+class Delegated(CheckFailed):
+    """The learner's code reached a ready-made implementation its lesson forbids (``course.method``)."""
 
 
 class TimedOut(BaseException):
@@ -81,10 +86,26 @@ def time_limit(seconds: float, what: str = "your code"):
 
 def call(fn, *args, what=None, timeout: float = 30.0, **kwargs):
     """Call learner code; turn an exception or a hang into a CheckFailed that names the function."""
+    from course import method
+
     name = what or getattr(fn, "__qualname__", None) or type_name(fn)
+    # A stand-in's call is watched in the learner's process (course.proxy); code in this process is watched here.
+    local = method.forbidden() and not getattr(type(fn), "_wire_handle", False)
     with time_limit(timeout, name):
         try:
-            return fn(*args, **kwargs)
+            if not local:
+                return fn(*args, **kwargs)
+            failure = None
+            with method.watch(method.forbidden()) as seen:
+                try:
+                    out = fn(*args, **kwargs)
+                except BaseException as exc:  # noqa: BLE001 - what was reached decides first
+                    failure = exc
+            if seen:
+                raise Delegated(method.message(seen))
+            if failure is not None:
+                raise failure
+            return out
         except NotImplementedError:
             raise CheckFailed(f"{name} is not implemented yet (it raised NotImplementedError)") from None
         except (CheckFailed, TimedOut, ChannelBroken):
@@ -159,6 +180,43 @@ def expect_close(got, want, what: str, atol: float = 1e-5, rtol: float = 1e-5):
     expect(ok, f"{what}: differs from the reference by up to {diff.max():.3g} (allowed {atol:g} + {rtol:g}·|ref|)")
 
 
+def same(a, b, atol: float = 1e-4) -> bool:
+    """Whether two results are one and the same up to ``atol`` (absolute and relative): equal shapes, and non-finite
+    entries in the same places (two ways of overflowing alike are the same mistake)."""
+    import torch
+
+    a, b = fetch(a), fetch(b)
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
+        return False
+    a, b = a.detach().double(), b.detach().double()
+    bad_a, bad_b = ~torch.isfinite(a), ~torch.isfinite(b)
+    if bool(bad_a.any()) or bool(bad_b.any()):
+        return bool(torch.equal(bad_a, bad_b))
+    return bool(torch.allclose(a, b, atol=atol, rtol=atol))
+
+
+def recognise(got, want, mistakes: dict):
+    """The key of the first mistake whose own result ``got`` equals, where that result is not ``want``; or None.
+    ``mistakes``: key → the result the mistake gives on the same inputs (or a callable computing it)."""
+    for key, made in mistakes.items():
+        made = made() if callable(made) else made
+        if not same(made, want, atol=1e-3) and same(got, made):
+            return key
+    return None
+
+
+def expect_close_naming(got, want, what: str, mistakes: dict, atol: float = 1e-5, rtol: float = 1e-5):
+    """``expect_close``; on failure, when ``got`` is one mistake's own result, the message names that mistake
+    (``mistakes``: the words naming it → its result) instead of a difference: a hint names only a cause committed."""
+    try:
+        expect_close(got, want, what, atol=atol, rtol=rtol)
+    except CheckFailed:
+        cause = recognise(got, want, mistakes)
+        if cause is None:
+            raise
+        raise CheckFailed(f"{what}: {cause}") from None
+
+
 def expect_raises(fn, exc_type, must_mention: str, what: str):
     """``fn()`` must raise ``exc_type`` whose message mentions ``must_mention``."""
     try:
@@ -207,11 +265,24 @@ class Lesson:
     reference: tuple[str, ...]
     checks: tuple[Check, ...]
     given: tuple[str, ...] = ()  # helpers of the checks module that notebooks import (the sandbox shows only these)
+    # What the exercise may not delegate (course.method.CATALOGUE): a check whose learner call reaches one fails.
+    forbids: tuple = ()
 
     def __post_init__(self):
         ids = [c.id for c in self.checks]
         if len(set(ids)) != len(ids):
             raise ValueError(f"{self.package}: duplicate check ids in {ids}")
+        if self.forbids:
+            import dataclasses
+
+            from course import method
+
+            keys = tuple(d.key for d in self.forbids)
+            unknown = [k for k in keys if k not in method.CATALOGUE]
+            if unknown:
+                raise ValueError(f"{self.package}: forbids {unknown}, which course.method.CATALOGUE does not hold")
+            object.__setattr__(self, "checks", tuple(dataclasses.replace(c, fn=method.enforcing(c.fn, keys))
+                                                     for c in self.checks))
 
     def ids(self) -> list[str]:
         return [c.id for c in self.checks]

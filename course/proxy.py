@@ -14,7 +14,7 @@ import builtins
 import sys
 import time
 
-from course import modules, wire
+from course import method, modules, wire
 
 # Builtin exceptions that cross as themselves (a learner's ValueError is the checks' ValueError); any other type
 # crosses as an Exception subclass of that name. KeyboardInterrupt, SystemExit and StopIteration never cross as
@@ -377,6 +377,8 @@ class Channel:
         if op == "call":
             values["a"], values["k"] = list(rest[0]), dict(rest[1])
             msg["g"] = _grad_enabled()
+            if self.trusted and method.forbidden():
+                msg["x"] = list(method.forbidden())  # what the running check forbids this call to reach
         elif op in ("getattr", "setattr", "delattr", "lookup"):
             msg["n"] = str(rest[0])
             if op == "setattr":
@@ -396,6 +398,8 @@ class Channel:
     def _await(self):
         while True:
             tree, value = self._receive()
+            if self.trusted and ("r" in tree or "e" in tree) and tree.get("x"):
+                self._delegated(tree["x"])
             if "r" in tree:
                 return value("r")
             if "e" in tree:
@@ -411,6 +415,16 @@ class Channel:
                 continue
             self.broken = "malformed: neither a request nor an answer"
             raise ChannelBroken(self.broken)
+
+    @staticmethod
+    def _delegated(seen):
+        """The learner's call reached what the check forbids (course.method): the check fails, naming it."""
+        from course.grading import Delegated
+
+        keys = [k for k in seen if isinstance(k, str)][:20] if isinstance(seen, list) else []
+        exc = Delegated(method.message(keys) or "calls a ready-made implementation the exercise forbids")
+        exc._wire_answer = True  # an answer came: the two ends are still in step
+        raise exc
 
     # --- answering the other side ------------------------------------------------------------------------------
     def serve_forever(self):
@@ -434,6 +448,7 @@ class Channel:
         if watching:
             outer = sys.getprofile()
             sys.setprofile(self._profile)
+        self.seen = []
         try:
             result, handles = self._perform(op, tree, value)
         except ChannelBroken:
@@ -441,12 +456,20 @@ class Channel:
         except BaseException as exc:  # noqa: BLE001 - any error of the called code is an answer
             if self.trusted and not isinstance(exc, Exception):
                 raise  # the grader's own time limit: not an answer to the learner's side
-            self._send({"e": _describe_error(exc)}, {})
+            self._send(self._seen({"e": _describe_error(exc)}), {})
             return
         finally:
             if watching:
                 sys.setprofile(outer)
-        self._send({}, {"r": result}, tensor_handles=handles, module_values=op == "call" and not self.trusted)
+        self._send(self._seen({}), {"r": result}, tensor_handles=handles,
+                   module_values=op == "call" and not self.trusted)
+
+    def _seen(self, msg: dict) -> dict:
+        """The learner's end: what a graded call reached that its check forbids goes back with the answer."""
+        seen, self.seen = getattr(self, "seen", []), []
+        if seen and not self.trusted:
+            msg["x"] = list(dict.fromkeys(seen))[:20]
+        return msg
 
     def _target(self, tree, value):
         if self.trusted and not (isinstance(tree.get("h"), dict) and "$r" in tree["h"]):
@@ -477,7 +500,12 @@ class Channel:
                     not all(isinstance(k, str) for k in kwargs):
                 raise TypeError("malformed call")
             if self.on_call is not None:
-                return self.on_call(obj, args, kwargs, tree.get("g")), False
+                forbid = tree.get("x") if isinstance(tree.get("x"), list) else []
+                with method.watch([k for k in forbid if isinstance(k, str)]) as seen:
+                    try:
+                        return self.on_call(obj, args, kwargs, tree.get("g")), False
+                    finally:
+                        self.seen = seen
             return obj(*args, **kwargs), False
         if op == "value":
             return obj, False

@@ -105,6 +105,15 @@ def test_lm_head_messages():
         return model
     assert message(c, new_wte) == "the input embedding wte was replaced: leave it as it is"
 
+    def zero_linears(model):             # every Conv1D an nn.Linear of the right shape, holding zeros
+        ref.conv1d_to_linear(model)
+        with torch.no_grad():
+            for m in model.transformer.h.modules():
+                if isinstance(m, nn.Linear):
+                    m.weight.zero_()
+        return model
+    assert message(c, zero_linears).startswith("logits after conversion vs before: differs from the reference")
+
     def untied(model):
         ref.conv1d_to_linear(model)
         model.lm_head.weight = nn.Parameter(model.lm_head.weight.detach().clone())
@@ -180,14 +189,29 @@ def test_rounding_messages():
         q = torch.clamp(torch.floor(w / scale + 0.5), -128, 127).to(torch.int8)
         return q, scale
     # w / 0.5 = 0.5, -1.5, 2.5 round up to 1, -1, 3 instead of to the even 0, -2, 2
+    # (floor(x + 0.5) rounds -1.5 up, not away from zero: neither named mistake, the rule is stated)
     assert message(c, half_up) == ("with scale 0.5: w=0.25 → 1 (want 0); w=-0.75 → -1 (want -2); w=1.25 → 3 (want 2)"
                                    " — round half to even (torch.round), then clamp to [-128, 127]")
+
+    def half_away(w, scale=None):      # 0.5 → 1, -1.5 → -2, 2.5 → 3, -0.5 → -1: halves away from zero
+        x = w / scale
+        return torch.clamp(torch.sign(x) * torch.floor(x.abs() + 0.5), -128, 127).to(torch.int8), scale
+    assert message(c, half_away) == (
+        "with scale 0.5: w=0.25 → 1 (want 0); w=-0.25 → -1 (want 0); w=1.25 → 3 (want 2) — halves are rounded away "
+        "from zero (floor(x + 0.5) or Python's round-half-up): torch.round rounds half to even")
+
+    def truncated(w, scale=None):      # 0.6 → 0, -0.6 → 0, 1.5 → 1, 2.5 → 2 (a cast cuts the fraction)
+        return torch.clamp(w / scale, -128, 127).to(torch.int8), scale
+    assert message(c, truncated) == (
+        "with scale 0.5: w=0.75 → 1 (want 2); w=-0.75 → -1 (want -2); w=0.3 → 0 (want 1); w=-0.3 → 0 (want -1) — "
+        "the fraction is cut off (a cast to int truncates): round first, with torch.round")
 
     def wraps(w, scale=None):          # no clamp: 128, 200 and -200 wrap around int8
         q = torch.round(w / scale).long()
         return ((q + 128) % 256 - 128).to(torch.int8), scale
     assert message(c, wraps) == ("with scale 0.5: w=63.75 → -128 (want 127); w=100 → -56 (want 127); w=-100 → 56 "
-                                 "(want -128) — round half to even (torch.round), then clamp to [-128, 127]")
+                                 "(want -128) — values past the int8 range wrap around: clamp to [-128, 127] before "
+                                 "the cast")
     # everything 0: nine wrong, the first four listed
     assert message(c, lambda w, scale=None: (torch.zeros_like(w, dtype=torch.int8), scale)) == (
         "with scale 0.5: w=0.75 → 0 (want 2); w=-0.75 → 0 (want -2); w=1.25 → 0 (want 2); w=0.3 → 0 (want 1) — "
@@ -271,6 +295,9 @@ def test_per_channel_not_worse_messages():
         return q, s
     assert message(c, floored_row) == ("some channel has an error above half its own scale: are the scales per row "
                                        "(axis 0)?")
+    # the weight handed back as it is, with scales of 1: no error at all, and no INT8
+    assert message(c, lambda w, axis=0, scales=None: (w.clone(), torch.ones(w.shape[axis]))) == (
+        "q must be a torch.int8 tensor, got torch.float32")
 
 
 def test_dequantize_messages():
@@ -351,6 +378,10 @@ def test_minilm_embeddings_messages():
     assert re.fullmatch(r"with your round trip in every layer, the embedding of question \d+ has cosine 0\.\d{5} to "
                         r"the reference INT8 model's \(want ≥ 0\.9999\): check the scales' axis",
                         message(c, input_channels))
+    # each layer handed back unquantized: FP32 is not the INT8 model (cosine about 0.9994)
+    assert re.fullmatch(r"with your round trip in every layer, the embedding of question \d+ has cosine 0\.\d{5} to "
+                        r"the reference INT8 model's \(want ≥ 0\.9999\): check the scales' axis",
+                        message(c, lambda lin: copy.deepcopy(lin)))
 
 
 # --- what the checks hand over, and the rules' edges -------------------------------------------------------------------

@@ -194,7 +194,7 @@ def _hostile_forward(self, x, *args, **kwargs):
     import os
     if x.shape[-1] == 16:           # the nn.MultiheadAttention comparison (d_model 16)
         os._exit(0)
-    if kwargs.get("mask") is not None:  # the mask check (no other check gives a mask)
+    if x.shape[-1] == 12:           # the mask check (d_model 12; no other check uses it)
         raise KeyboardInterrupt
     return _forward(self, x, *args, **kwargs)
 
@@ -209,7 +209,7 @@ REFERENCE_IMPORTS = {
 }
 
 EXPECTED = {
-    "sdpa_matches_torch": "differs from the reference",
+    "sdpa_matches_torch": "the scores are not divided by √d",   # HOSTILE_SDPA's own mistake, named
     "sdpa_causal_decode": f"did not finish within {CHECK_S} s",
     "sdpa_stable": "sent what the grader cannot read",
     "sdpa_masked_weights_zero": f"did not finish within {CHECK_S} s",
@@ -217,8 +217,8 @@ EXPECTED = {
     "mha_mask_every_head": "KeyboardInterrupt",
 }
 EXPECTED_POINTS = {"sdpa_matches_torch": 0, "sdpa_causal_decode": 0, "sdpa_stable": 0, "sdpa_masked_weights_zero": 0,
-                   "mha_matches_torch": 0, "mha_mask_every_head": 0, "gqa_equals_repeated_mha": 1,
-                   "mqa_and_cross_attention": 1}
+                   "mha_matches_torch": 0, "mha_mask_every_head": 0, "gqa_equals_repeated_mha": 0,
+                   "mqa_and_cross_attention": 0}  # GQA and MQA are anchored on attention, not on the learner's MHA
 
 
 def _cell_with(nb, grade_id):
@@ -521,7 +521,7 @@ def test_pytest_route_survives_every_attack(attack, pytest_route):
         assert says in line, f"{check_id}: {line or out[-3000:]}"
     for check_id, points in EXPECTED_POINTS.items():
         assert re.search(rf"^  {check_id}\s+{points}/", out, flags=re.M), (check_id, out[-1500:])
-    assert re.search(r"total\s+2/10", out), out[-1500:]
+    assert re.search(r"total\s+0/10", out), out[-1500:]
     assert "code cell 2 raised KeyboardInterrupt" in out, out[-1500:]  # the notebook's error, reported
     assert re.search(r"printed [\d,]+ bytes more than the [\d,]+ kept", out), out[-1500:]
     assert "learner code ran in the bubblewrap sandbox" in out, out[-1500:]

@@ -394,7 +394,7 @@ def test_korean_notebooks_are_the_generated_ones_and_grade_the_same_cells(spec):
 
 # One lesson end to end (the others share the machinery): the Korean notebook, finished, blank and with a mistake,
 # earns exactly what the English one earns, check by check; its failures state the rule in Korean.
-MUTANT = ("q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])", "q @ k.transpose(-2, -1)")   # no 1/√d
+MUTANT = ("        allowed = mask\n", "        allowed = None\n")   # the mask ignored: every masked check fails
 
 
 class _Gradings(dict):

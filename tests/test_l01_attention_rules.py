@@ -147,7 +147,8 @@ def test_sdpa_matches_torch_rules():
     rejects(c, variant(out=lambda o, q: o + 5e-5), "no mask: softmax(q kᵀ / √d) v: differs from the reference")
     mask_rule = "boolean mask (True = may attend; masked scores → −inf before softmax): differs from the reference"
     rejects(c, variant(mask=lambda m: None), mask_rule)                              # ignores its mask
-    rejects(c, variant(mask=lambda m: None if m is None else ~m), mask_rule)        # reads True as "masked"
+    rejects(c, variant(mask=lambda m: None if m is None else ~m),                   # reads True as "masked"
+            mask_rule.replace("differs from the reference", checks.CAUSES["mask_inverted"]))
     # sequence b's mask given to the wrong rows: batch and heads flattened, the (B, 1, Lq, Lk) mask tiled head-major
     def tiled(m):
         if m is None:
@@ -169,14 +170,16 @@ def test_sdpa_matches_torch_labels():
 # --- sdpa_causal_decode: a decode step, a chunk of queries, mask and causal together -----------------------------------
 def test_sdpa_causal_decode_rules():
     c = checks.check_sdpa_causal_decode
-    decode = ("one decode step (Lq=1 over Lk=7 keys, causal=True) sees every key: the causal mask is aligned to the "
-              "end of the keys: differs from the reference")
-    rejects(c, variant(causal=start_aligned), decode)
+    decode = "one decode step (Lq=1 over Lk=7 keys, causal=True): differs from the reference"
+    rejects(c, variant(causal=start_aligned),
+            "one decode step (Lq=1 over Lk=7 keys, causal=True): " + checks.CAUSES["causal_start"])
     rejects(c, variant(out=lambda o, q: o + 5e-5), decode)                          # 5 × the allowed 1e-5
     # a decode step special-cased (no mask for one query), a chunk of queries still aligned to the first key
     one_query_sees_all = lambda q, k, m, cz: (m, False) if q.shape[-2] == 1 else start_aligned(q, k, m, cz)
-    rejects(c, variant(causal=one_query_sees_all), "3 queries over 7 keys (causal=True): query i sits at position "
-                                                   "Lk − Lq + i = 4 + i and sees keys j ≤ 4 + i: differs")
+    chunk = "3 queries over 7 keys (causal=True): query i sits at position Lk − Lq + i = 4 + i and sees keys j ≤ 4 + i"
+    rejects(c, variant(causal=one_query_sees_all), f"{chunk}: {checks.CAUSES['causal_start']}")
+    # right for one query, 5e-5 off for a chunk of them: the rule's own words, no cause guessed
+    rejects(c, variant(out=lambda o, q: o + 5e-5 * (q.shape[-2] == 3)), f"{chunk}: differs")
     both = "mask and causal=True together: a key is seen only where both allow it: differs from the reference"
     rejects(c, variant(causal=lambda q, k, m, cz: (None, cz)), both)                   # causal replaces the mask
     rejects(c, variant(causal=lambda q, k, m, cz: (m, cz and m is None)), both)        # the mask replaces causal
@@ -197,10 +200,10 @@ def test_sdpa_causal_decode_labels():
 # --- sdpa_stable ------------------------------------------------------------------------------------------------------
 def test_sdpa_stable_rules():
     c = checks.check_sdpa_stable
-    rejects(c, variant(large=lambda o: o * float("nan")),
-            "large logits produced NaN/inf: subtract the row max before exp")
+    # NaN everywhere, not where exp overflows: the rule, no cause guessed (the overflow's own test names the row max)
+    rejects(c, variant(large=lambda o: o * float("nan")), "large logits (|q kᵀ| ~ 1e4) produced NaN/inf")
     # 5e-4 off on large logits only: 5 × the allowed 1e-4 ...
-    rejects(c, variant(large=lambda o: o + 5e-4), "large logits (subtract the row max before exp): differs")
+    rejects(c, variant(large=lambda o: o + 5e-4), "large logits (|q kᵀ| ~ 1e4): differs")
     # ... and 5e-5 off passes: half the allowance of this check (the default 1e-5 would refuse it)
     passes(c, variant(large=lambda o: o + 5e-5))
     rejects(c, boom(lambda q, k, m, cz, rw: bool(q.abs().max() > 100)),
@@ -218,7 +221,8 @@ def test_sdpa_masked_weights_zero_rules():
     rejects(c, no_tuple, "with return_weights=True, return (output, weights)")
     rejects(c, _masked_weights(lambda o, w, m: (o, w.transpose(-1, -2))),
             "weights: expected shape (2, 3, 5, 7), got (2, 3, 7, 5)")
-    not_nan = ("a fully masked row gives zero weights and a zero output, not NaN (its row max is −inf: use 0 there)")
+    not_nan = ("a fully masked row gives zero weights and a zero output, not NaN (every score of that row is −inf: "
+               "its row maximum and its sum need a guard)")
     rejects(c, _masked_weights(lambda o, w, m: (o, w.masked_fill(~m.any(-1, keepdim=True), float("nan")))),
             not_nan)
     # right weights, but a NaN output on the fully masked row
@@ -238,6 +242,14 @@ def test_sdpa_masked_weights_zero_rules():
     # rows summing to 1 + 1.5e-5: over the 1e-6 + 1e-5·1 allowed (the default atol 1e-5 would let it through)
     rejects(c, _masked_weights(lambda o, w, m: (o, w * (1 + 1.5e-5))), rows)
     rejects(c, boom(lambda q, k, m, cz, rw: rw), f"scaled_dot_product_attention(..., return_weights=True) {BOOM}")
+    # zero where masked and rows of 1, but spread evenly over the keys the mask allows: not attention's weights
+    def uniform(o, w, m):
+        even = m.expand(w.shape).to(w.dtype)
+        return o, even / even.sum(-1, keepdim=True).clamp_min(1)
+    rejects(c, _masked_weights(uniform), "weights: softmax(q kᵀ / √d) over the keys the mask allows: differs")
+    # 5e-5 off (5 × allowed) except on the fully masked row, which stays zero
+    rejects(c, _masked_weights(lambda o, w, m: (o + 5e-5 * (o != 0), w)),
+            "output with return_weights=True: weights @ v: differs")
 
 
 # --- MultiHeadAttention ------------------------------------------------------------------------------------------------
@@ -266,8 +278,14 @@ class Off(MultiHeadAttention):
         out, w = super().forward(x, context, mask=mask, causal=causal, return_weights=True)
         if self.broken == "out_shape":
             out = out[:, :-1]
-        if self.broken == "out_off" or (self.broken == "gqa_off" and 1 < self.n_kv_heads < self.n_heads):
+        if self.broken == "out_off" or (self.broken == "gqa_off" and 1 < self.n_kv_heads < self.n_heads) \
+                or (self.broken == "mha_off" and self.n_kv_heads == self.n_heads) \
+                or (self.broken == "mqa_off" and self.n_kv_heads == 1) \
+                or (self.broken == "cross_off" and context is not None and not return_weights) \
+                or (self.broken == "padding_off" and mask is not None):
             out = out + 5e-5
+        if self.broken == "weights_off" and context is not None:
+            w = w * 0.5
         if self.broken == "weights_shape":
             w = w.transpose(-1, -2)
         return (out, w) if return_weights else out
@@ -326,7 +344,8 @@ def test_mha_mask_every_head_rules():
     padding = "padding mask (B, 1, Lk) shared by every head vs nn.MultiheadAttention: differs from the reference"
     rejects(c, broken("mask_ignored"), padding)
     rejects(c, broken("mask_per_head"), padding)          # B = n_heads: a wrong output, not an error
-    rejects(c, broken("out_off"), padding)                # 5 × the allowed 1e-5
+    rejects(c, broken("out_off"), "no mask, vs nn.MultiheadAttention: differs from the reference")  # 5 × 1e-5
+    rejects(c, broken("padding_off"), padding)            # only with a mask: 5 × the allowed 1e-5
     rejects(c, broken("mask_as_padding"),
             "mask (B, Lq, Lk) shared by every head vs nn.MultiheadAttention: differs from the reference")
 
@@ -335,6 +354,7 @@ def test_mha_mask_every_head_labels():
     c = checks.check_mha_mask_every_head
     rejects(c, booms(init=lambda a: a == (12, 2, None, None, None)),
             f"MultiHeadAttention(d_model=12, n_heads=2) {BOOM}")
+    rejects(c, booms(forward=lambda s, x, ctx, m, cz, rw, n: m is None), f"MultiHeadAttention.forward(x) {BOOM}")
     rejects(c, booms(forward=lambda s, x, ctx, m, cz, rw, n: m is not None and m.shape[1] == 1),
             f"MultiHeadAttention.forward(x, mask=padding (B, 1, Lk)) {BOOM}")
     rejects(c, booms(forward=lambda s, x, ctx, m, cz, rw, n: m is not None and m.shape[1] > 1),
@@ -345,8 +365,11 @@ def test_gqa_equals_repeated_mha_rules():
     c = checks.check_gqa_equals_repeated_mha
     rejects(c, broken("kv_proj_width"),
             "GQA k_proj.weight (n_kv_heads·head_dim, d_model): expected shape (10, 24), got (30, 24)")
-    rejects(c, broken("gqa_off"), "GQA vs MHA with repeated K/V heads (query head h uses K/V head h // group): "
+    rejects(c, broken("gqa_off"), "GQA (6 query heads, 2 K/V heads, causal) vs attention with its own weights: "
                                   "differs")    # only GQA 5e-5 off: 5 × allowed
+    # GQA right, the MHA it is compared with (n_kv_heads = n_heads) 5e-5 off
+    rejects(c, broken("mha_off"), "GQA vs MHA with repeated K/V heads (query head h uses K/V head h // group): "
+                                  "differs")
 
 
 def test_gqa_equals_repeated_mha_labels():
@@ -356,6 +379,8 @@ def test_gqa_equals_repeated_mha_labels():
             f"MultiHeadAttention(24, 6, n_kv_heads=2, head_dim=5) {BOOM}")
     rejects(c, booms(init=lambda a: a == (24, 6, 6, 5, None)),
             f"MultiHeadAttention(24, 6, n_kv_heads=6, head_dim=5) {BOOM}")
+    rejects(c, booms(forward=lambda s, x, ctx, m, cz, rw, n: s.n_kv_heads == 2), f"GQA forward(x, causal=True) {BOOM}")
+    rejects(c, booms(forward=lambda s, x, ctx, m, cz, rw, n: s.n_kv_heads == 6), f"MHA forward(x, causal=True) {BOOM}")
 
 
 def test_mqa_and_cross_attention_rules():
@@ -373,6 +398,10 @@ def test_mqa_and_cross_attention_rules():
         return out if context is None or kw.get("return_weights") else out[:, :-1]
     cut = type("CutCross", (MultiHeadAttention,), {"forward": forward})
     rejects(c, cut, "cross-attention output (B, Lq, d_model): expected shape (2, 5, 32), got (2, 4, 32)")
+    # anchored on attention with the module's own weights: 5e-5 off (5 × allowed) in one place each
+    rejects(c, broken("mqa_off"), "MQA (8 query heads, 1 K/V head) vs attention with its own weights: differs")
+    rejects(c, broken("cross_off"), "cross-attention vs attention with its own weights: differs")
+    rejects(c, broken("weights_off"), "cross-attention weights vs softmax(q kᵀ / √d) with its own weights: differs")
 
 
 def test_mqa_and_cross_attention_labels():

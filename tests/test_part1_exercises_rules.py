@@ -164,6 +164,10 @@ def test_search_messages_word_for_word():
         return first_context_adding_an_accelerator(added, m) if isinstance(added, acc.Counted) else m
     assert message(acc.check_none_when_never, made_up_only) == (
         "qwen2.5-0.5b on h200, batch 1: its cache never adds an accelerator; you return 32768")
+    # None for everything: right wherever nothing is added, and not the search (131,072 // 3 = 43,690 by hand)
+    assert message(acc.check_none_when_never, lambda added, m: None) == (
+        "max_context 131,072: the first context with an accelerator added is 43,690 tokens, so the answer is not None "
+        "there; you return None")
 
 
 def test_search_reads_the_real_deployment_too():

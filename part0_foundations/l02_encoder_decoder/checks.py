@@ -12,7 +12,9 @@ import datetime as dt
 import torch
 from torch import nn
 
-from course.grading import Check, Lesson, one_torch_thread, call, expect, expect_close, expect_shape
+from course import method
+from course.grading import (Check, Lesson, one_torch_thread, call, expect, expect_close, expect_close_naming,
+                            expect_shape)
 from part0_foundations.l01_attention.checks import _copy_from_torch_mha
 from part0_foundations.l02_encoder_decoder import data
 
@@ -22,6 +24,52 @@ D, H, FF = 16, 4, 32
 # Dates the reference checkpoint must translate: one per form, spread over the range (derived, not looked up).
 FIXED_DATES = [data.FIRST_DATE + dt.timedelta(days=(i * 1553 + 17) % 36525) for i in range(len(data.FORM_NAMES))]
 FIXED_EXAMPLES = [(data.render(d, f), d.isoformat()) for d, f in zip(FIXED_DATES, data.FORM_NAMES)]
+
+
+# The common mistakes, each computed with torch's layers and the same weights: a failure names the one made.
+CAUSES = {
+    "pre_norm": "the norm comes before the sublayer (pre-norm); this layer is post-norm: x = norm(x + sublayer(x))",
+    "no_residual": "the residual is missing: x = norm(x + sublayer(x)), not norm(sublayer(x))",
+    "not_causal": "self-attention is not causal: a target position may not see the later ones (causal=True)",
+    "memory_mask_ignored": "cross-attention ignores memory_mask: padded source positions must get no weight",
+}
+
+
+def _ff(ref, x):
+    return ref.linear2(torch.relu(ref.linear1(x)))
+
+
+def _encoder_mistakes(ref, x, mask) -> dict:
+    """CAUSES words → what torch's encoder layer (weights of ``ref``) gives with that mistake."""
+    pad = ~mask.squeeze(1)
+    pre = nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=True)
+    pre.load_state_dict(ref.state_dict())
+    pre.train()
+
+    def no_residual():
+        h = ref.norm1(ref.self_attn(x, x, x, key_padding_mask=pad, need_weights=False)[0])
+        return ref.norm2(_ff(ref, h))
+    with torch.no_grad():
+        return {CAUSES["pre_norm"]: pre(x, src_key_padding_mask=pad), CAUSES["no_residual"]: no_residual()}
+
+
+def _decoder_mistakes(ref, x, memory, mask) -> dict:
+    """CAUSES words → what torch's decoder layer (weights of ``ref``) gives with that mistake."""
+    pad = ~mask.squeeze(1)
+    causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)  # torch: True = masked out
+    pre = nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=True)
+    pre.load_state_dict(ref.state_dict())
+    pre.train()
+
+    def no_residual():
+        h = ref.norm1(ref.self_attn(x, x, x, attn_mask=causal, need_weights=False)[0])
+        h = ref.norm2(ref.multihead_attn(h, memory, memory, key_padding_mask=pad, need_weights=False)[0])
+        return ref.norm3(_ff(ref, h))
+    with torch.no_grad():
+        return {CAUSES["pre_norm"]: pre(x, memory, tgt_mask=causal, memory_key_padding_mask=pad),
+                CAUSES["no_residual"]: no_residual(),
+                CAUSES["not_causal"]: ref(x, memory, memory_key_padding_mask=pad),
+                CAUSES["memory_mask_ignored"]: ref(x, memory, tgt_mask=causal)}
 
 
 def _randomise_norms(*norms):
@@ -73,13 +121,14 @@ def check_encoder_layer_matches_torch(EncoderLayer):
     expect_shape(out, (2, 7, D), "EncoderLayer output")
     want = ref(x, src_key_padding_mask=~mask.squeeze(1))
     real = mask.squeeze(1)
-    expect_close(out[real], want[real], "EncoderLayer vs nn.TransformerEncoderLayer (x = norm(x + sublayer(x)))",
-                 atol=ATOL)
+    expect_close_naming(out[real], want[real],
+                        "EncoderLayer vs nn.TransformerEncoderLayer (x = norm(x + sublayer(x)))",
+                        {c: o[real] for c, o in _encoder_mistakes(ref, x, mask).items()}, atol=ATOL)
 
 
 def check_encoder_layer_ignores_padding(EncoderLayer):
     """Changing what sits at padded source positions leaves the real positions' outputs unchanged."""
-    mine, _ = _encoder_pair(EncoderLayer, seed=1)
+    mine, ref = _encoder_pair(EncoderLayer, seed=1)
     x = torch.randn(2, 7, D)
     mask = _pad_mask()
     y = x.clone()
@@ -91,6 +140,11 @@ def check_encoder_layer_ignores_padding(EncoderLayer):
     unmasked = call(mine, y, what="EncoderLayer.forward(x) without a mask")
     expect(not torch.allclose(unmasked[1, :4], a[1, :4], atol=1e-3),
            "without a mask the padded positions should matter: does self-attention use x?")
+    # A layer that ignores padding but does not attend (a mean over the real positions) is not the layer.
+    real = mask.squeeze(1)
+    expect_close_naming(a[real], ref(x, src_key_padding_mask=~real)[real],
+                        "EncoderLayer vs nn.TransformerEncoderLayer (x = norm(x + sublayer(x)))",
+                        {c: o[real] for c, o in _encoder_mistakes(ref, x, mask).items()}, atol=ATOL)
 
 
 def _decoder_pair(DecoderLayer, seed=0):
@@ -117,12 +171,13 @@ def check_decoder_layer_matches_torch(DecoderLayer):
     expect_shape(out, (2, 5, D), "DecoderLayer output")
     causal = torch.ones(5, 5, dtype=torch.bool).triu(1)  # torch: True = masked out
     want = ref(x, memory, tgt_mask=causal, memory_key_padding_mask=~mask.squeeze(1))
-    expect_close(out, want, "DecoderLayer vs nn.TransformerDecoderLayer", atol=ATOL)
+    expect_close_naming(out, want, "DecoderLayer vs nn.TransformerDecoderLayer",
+                        _decoder_mistakes(ref, x, memory, mask), atol=ATOL)
 
 
 def check_decoder_layer_causal(DecoderLayer):
     """Changing a future target token leaves every earlier decoder output unchanged (and changes its own)."""
-    mine, _ = _decoder_pair(DecoderLayer, seed=2)
+    mine, ref = _decoder_pair(DecoderLayer, seed=2)
     x, memory, mask = torch.randn(2, 6, D), torch.randn(2, 7, D), _pad_mask()
     y = x.clone()
     y[:, 4] = torch.randn(2, D) * 3
@@ -131,12 +186,17 @@ def check_decoder_layer_causal(DecoderLayer):
     expect_close(b[:, :4], a[:, :4], "outputs before the changed position 4 (self-attention must be causal)",
                  atol=ATOL)
     expect(not torch.allclose(b[:, 4], a[:, 4], atol=1e-3), "the output at the changed position 4 did not change")
+    # Causal and changing, yet not the layer (the input echoed): anchored on torch's layer.
+    causal = torch.ones(6, 6, dtype=torch.bool).triu(1)  # torch: True = masked out
+    expect_close_naming(a, ref(x, memory, tgt_mask=causal, memory_key_padding_mask=~mask.squeeze(1)),
+                        "DecoderLayer vs nn.TransformerDecoderLayer", _decoder_mistakes(ref, x, memory, mask),
+                        atol=ATOL)
 
 
 def check_decoder_layer_reads_source(DecoderLayer):
     """Cross-attention reads the memory: changing the source changes every output position; changing only padded
     source positions changes nothing; the weights are (B, n_heads, T, S), zero on padding, rows summing to 1."""
-    mine, _ = _decoder_pair(DecoderLayer, seed=3)
+    mine, ref = _decoder_pair(DecoderLayer, seed=3)
     x, memory, mask = torch.randn(2, 5, D), torch.randn(2, 7, D), _pad_mask()
     a = call(mine, x, memory, mask, what="DecoderLayer.forward(x, memory, memory_mask)")
     other = call(mine, x, torch.randn(2, 7, D), mask, what="DecoderLayer.forward(x, other_memory, memory_mask)")
@@ -154,6 +214,16 @@ def check_decoder_layer_reads_source(DecoderLayer):
     expect_shape(res[1], (2, H, 5, 7), "cross-attention weights (B, n_heads, T, S)")
     expect(bool((res[1][1, :, :, 4:] == 0).all()), "padded source positions must get zero cross-attention weight")
     expect_close(res[1].sum(-1), torch.ones(2, H, 5), "each row of cross-attention weights must sum to 1", atol=1e-5)
+    # Weights spread evenly over the real positions meet every rule above: they must be attention's own.
+    causal = torch.ones(5, 5, dtype=torch.bool).triu(1)  # torch: True = masked out
+    with torch.no_grad():
+        h = ref.norm1(x + ref.self_attn(x, x, x, attn_mask=causal, need_weights=False)[0])
+        _, want_w = ref.multihead_attn(h, memory, memory, key_padding_mask=~mask.squeeze(1), need_weights=True,
+                                       average_attn_weights=False)
+    expect_close(res[1], want_w, "cross-attention weights vs nn.TransformerDecoderLayer's (same weights)", atol=ATOL)
+    expect_close_naming(a, ref(x, memory, tgt_mask=causal, memory_key_padding_mask=~mask.squeeze(1)),
+                        "DecoderLayer vs nn.TransformerDecoderLayer", _decoder_mistakes(ref, x, memory, mask),
+                        atol=ATOL)
 
 
 @torch.no_grad()
@@ -256,6 +326,8 @@ _REFERENCE_MODEL = ("EncoderLayer", "DecoderLayer", "Seq2Seq")
 LESSON = Lesson(
     package="part0_foundations.l02_encoder_decoder",
     reference=("part0_foundations.l02_encoder_decoder.model",),
+    # The layers are the exercise: torch's own Transformer layers and attention are off limits.
+    forbids=(method.TRANSFORMER, method.MHA, method.SDPA),
     checks=(
         Check("encoder_layer_matches_torch", "EncoderLayer", check_encoder_layer_matches_torch, 2),
         Check("encoder_layer_ignores_padding", "EncoderLayer", check_encoder_layer_ignores_padding, 1, hidden=True),

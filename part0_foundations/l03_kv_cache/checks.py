@@ -10,7 +10,9 @@ import dataclasses
 
 import torch
 
-from course.grading import Check, Lesson, one_torch_thread, call, expect, expect_close, expect_shape
+from course import method
+from course.grading import (Check, Lesson, one_torch_thread, call, expect, expect_close, expect_close_naming,
+                            expect_shape)
 from part0_foundations.l03_kv_cache import gpt as ref
 from part0_foundations.l03_kv_cache import laws
 from part0_foundations.l03_kv_cache.structures import STRUCTURES, law_bytes
@@ -28,6 +30,48 @@ def _nbytes(tensors):
 
 def _bpe(dtype):
     return torch.empty(0, dtype=dtype).element_size()
+
+
+# The common mistakes of the cached attention step, each written here and run on the same model: a failure names
+# the one whose logits the learner's model gives (and no other).
+CAUSES = {
+    "rope_from_zero": "the new tokens are rotated as if they started at position 0: apply RoPE at their absolute "
+                      "positions (the positions argument)",
+    "mask_local": "the causal mask compares row numbers, not positions: a new query at position p sees every cached "
+                  "key j ≤ p",
+    "kv_groups": "query head h must use K/V head h // group (repeat_interleave), not h % n_kv_heads (repeat)",
+    "window_edge": "the window is one key too wide: a query at p sees keys j with p − W < j ≤ p",
+}
+
+
+def _mistaken(mistake):
+    """The reference attention step written with one of ``CAUSES``."""
+    class Mistaken(ref.CausalSelfAttention):
+        def forward(self, x, positions, cache=None):
+            B, t, _ = x.shape
+            q = self.q_proj(x).view(B, t, self.n_head, self.head_dim).transpose(1, 2)
+            k = self.k_proj(x).view(B, t, self.n_kv_heads, self.head_dim).transpose(1, 2)
+            v = self.v_proj(x).view(B, t, self.n_kv_heads, self.head_dim).transpose(1, 2)
+            rot = torch.arange(t) if mistake == "rope_from_zero" else positions
+            q, k = ref.apply_rope(q, rot, self.rope_theta), ref.apply_rope(k, rot, self.rope_theta)
+            k_pos = positions
+            if cache is not None:
+                k, v, k_pos = cache.append(k, v)
+            group = self.n_head // self.n_kv_heads
+            if group > 1 and mistake == "kv_groups":
+                k, v = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)
+            elif group > 1:
+                k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+            if mistake == "mask_local":
+                allowed = torch.arange(len(k_pos))[None, :] <= torch.arange(t)[:, None]
+            else:
+                allowed = k_pos[None, :] <= positions[:, None]
+            if self.window is not None:
+                edge = self.window + (mistake == "window_edge")
+                allowed = allowed & (k_pos[None, :] > positions[:, None] - edge)
+            out = ref.scaled_dot_product_attention(q, k, v, mask=allowed)
+            return self.o_proj(out.transpose(1, 2).reshape(B, t, self.n_head * self.head_dim))
+    return Mistaken
 
 
 def _model(name, dtype=torch.float32, seed=0, window=None, **learner_classes):
@@ -52,10 +96,18 @@ def _model(name, dtype=torch.float32, seed=0, window=None, **learner_classes):
     return model
 
 
-def _cached_equals_uncached(model, label, n_new=10, reference=None):
+def _cached_equals_uncached(model, label, n_new=10, reference=None, mistaken=None):
     """Greedy tokens and logits of generate(use_cache=True) and (use_cache=False) must agree, and with
-    ``reference`` (the same model with the reference mixers, same weights) the logits must equal its logits."""
+    ``reference`` (the same model with the reference mixers, same weights) the logits must equal its logits.
+    ``mistaken(cause)``: the same model with a mistaken mixer, whose logits name a mistake the learner's equal."""
     prompt = torch.randint(0, model.config.vocab_size, (2, 7), generator=torch.Generator().manual_seed(1))
+
+    def logits_of(cause, use_cache):
+        def run():
+            with torch.no_grad():
+                return mistaken(cause).generate(prompt, n_new, use_cache=use_cache, return_logits=True)[1]
+        return run
+    causes = list(CAUSES) if mistaken is not None else []
     a, la = call(model.generate, prompt, n_new, use_cache=True, return_logits=True,
                  what=f"{label}: generate(..., use_cache=True)")
     b, lb = call(model.generate, prompt, n_new, use_cache=False, return_logits=True,
@@ -63,11 +115,23 @@ def _cached_equals_uncached(model, label, n_new=10, reference=None):
     if reference is not None:
         with torch.no_grad():
             want = reference(b[:, :-1])[:, prompt.shape[1] - 1:]  # the logits that chose b's new tokens
-        expect_close(lb, want, f"{label}: logits vs the reference attention with the same weights (project q, k, v; "
-                     "RoPE on q and k; query head h uses K/V head h // group; a query at p sees keys j ≤ p)",
-                     atol=ATOL)
-    expect_close(la, lb, f"{label}: logits with the cache vs without", atol=ATOL)
+        expect_close_naming(lb, want, f"{label}: logits vs the reference attention with the same weights (project q, "
+                            "k, v; RoPE on q and k; query head h uses K/V head h // group; a query at p sees keys "
+                            "j ≤ p)", {CAUSES[c]: logits_of(c, False) for c in causes}, atol=ATOL)
+    expect_close_naming(la, lb, f"{label}: logits with the cache vs without",
+                        {CAUSES[c]: logits_of(c, True) for c in causes}, atol=ATOL)
     expect(torch.equal(a, b), f"{label}: greedy tokens differ with the cache and without")
+
+
+def _anchor(name, label, **learner_classes):
+    """One forward of the model with the learner's mixer gives the reference model's logits (same weights): a cache
+    of the right size behind an attention that computes nothing is not the work."""
+    model, reference = _model(name, **learner_classes), _model(name)
+    idx = torch.randint(0, model.config.vocab_size, (2, 9), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        got = call(model, idx, what=f"{label}: forward over 9 tokens without a cache")
+        want = reference(idx)
+    expect_close(got, want, f"{label}: logits vs the reference attention with the same weights", atol=ATOL)
 
 
 def _bytes_match_law(model_factory, name, t_values=T_VALUES):
@@ -145,12 +209,15 @@ def check_cached_equals_uncached(CausalSelfAttention):
                          ("sliding window", 4)):
         label = f"{name} with your attention" + (f" (W={window}, 17 tokens: keys j with p − W < j ≤ p)" if window else "")
         _cached_equals_uncached(_model(name, window=window, attention=CausalSelfAttention), label,
-                                reference=_model(name, window=window))
+                                reference=_model(name, window=window),
+                                mistaken=lambda c, n=name, w=window: _model(n, window=w, attention=_mistaken(c)))
 
 
 @one_torch_thread
 def check_attention_cache_bytes(CausalSelfAttention):
     """The cache of MHA, GQA and MQA models holds exactly 2 × L × n_kv_heads × head_dim × bytes × T."""
+    for name in ("MHA", "GQA", "MQA"):
+        _anchor(name, f"{name} with your attention", attention=CausalSelfAttention)
     for name in ("MHA", "GQA", "MQA"):
         _bytes_match_law(lambda n, dt: _model(n, dt, attention=CausalSelfAttention), name)
 
@@ -158,6 +225,7 @@ def check_attention_cache_bytes(CausalSelfAttention):
 @one_torch_thread
 def check_window_cache_stops_at_W(CausalSelfAttention):
     """Window layers stop growing at W: the hybrid's cache follows the law, and past W only the full layer grows."""
+    _anchor("sliding window", "sliding window with your attention", attention=CausalSelfAttention)
     _bytes_match_law(lambda n, dt: _model(n, dt, attention=CausalSelfAttention), "sliding window")
     model = _model("sliding window", attention=CausalSelfAttention)
     W = model.config.window
@@ -186,6 +254,7 @@ def check_mla_cached_equals_uncached(MLAttention):
 @one_torch_thread
 def check_mla_cache_bytes(MLAttention):
     """The MLA cache holds only the latent and the RoPE key: L × (kv_lora_rank + qk_rope_head_dim) × bytes × T."""
+    _anchor("MLA", "MLA with your MLAttention", mla=MLAttention)
     model = _model("MLA", mla=MLAttention)
     cache = model.new_cache()
     with torch.no_grad():
@@ -202,6 +271,8 @@ def check_mla_cache_bytes(MLAttention):
 LESSON = Lesson(
     package="part0_foundations.l03_kv_cache",
     reference=("part0_foundations.l03_kv_cache.gpt",),
+    # The cached attention step is the exercise: torch's attention is off limits (lesson 01's, given, is not).
+    forbids=(method.SDPA, method.MHA),
     checks=(
         Check("layer_kv_append", "LayerKV", check_layer_kv_append, 2),
         Check("window_ring_buffer", "WindowKV", check_window_ring_buffer, 2),

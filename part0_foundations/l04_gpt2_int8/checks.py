@@ -11,6 +11,7 @@ import warnings
 import torch
 from torch import nn
 
+from course import method
 from course.grading import Check, Lesson, call, expect, expect_close, expect_shape
 
 # w / scale within this distance of a .5 tie may round either way: division and PyTorch's multiply-by-1/scale
@@ -97,6 +98,9 @@ def check_lm_head_untouched_and_tied(conv1d_to_linear):
     from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantizedLinear
 
     model = _tiny_gpt2(seed=2)
+    x = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        before = model(x).logits
     head, wte = model.lm_head, model.transformer.wte
     expect(model.lm_head.weight is wte.weight, "internal: the test model should start tied")
     call(conv1d_to_linear, model, what="conv1d_to_linear(model)")
@@ -104,6 +108,10 @@ def check_lm_head_untouched_and_tied(conv1d_to_linear):
     expect(model.transformer.wte is wte, "the input embedding wte was replaced: leave it as it is")
     expect(is_tied(model), "lm_head.weight is no longer the very same tensor as transformer.wte.weight (tie broken)")
     expect(model.lm_head.weight.dtype == torch.float32, "lm_head must stay float32")
+    # Linears of the right shapes that compute something else are not the conversion.
+    with torch.no_grad():
+        after = model(x).logits
+    expect_close(after, before, "logits after conversion vs before", atol=1e-5, rtol=0)
     qmodel, _ = quantize_with_torch(model, "per_channel")
     n_quant = sum(isinstance(m, DynamicQuantizedLinear) for m in qmodel.modules())
     expect(n_quant == 8, f"after your conversion torch.ao quantized {n_quant} modules; expected the 8 block Linears "
@@ -127,6 +135,28 @@ def check_per_tensor_matches_torch(quantize_per_tensor):
     expect(int(q.abs().max()) == 127, "the largest |w| must map to ±127")
 
 
+# The rounding mistakes a learner makes, each recognised by its own integers (a hint names only the one made).
+ROUNDING = {
+    None: "round half to even (torch.round), then clamp to [-128, 127]",
+    "half_away": "halves are rounded away from zero (floor(x + 0.5) or Python's round-half-up): torch.round rounds "
+                 "half to even",
+    "truncated": "the fraction is cut off (a cast to int truncates): round first, with torch.round",
+    "wraps": "values past the int8 range wrap around: clamp to [-128, 127] before the cast",
+}
+
+
+def _rounding_mistake(q, x) -> str | None:
+    """Which mistake gives exactly the integers ``q`` for ``x = w / scale`` (float), or None."""
+    made = {"half_away": torch.clamp(torch.sign(x) * torch.floor(x.abs() + 0.5), -128, 127),
+            "truncated": torch.clamp(torch.trunc(x), -128, 127),
+            "wraps": (torch.round(x).long() + 128) % 256 - 128}
+    got = q.long()
+    for key, ints in made.items():
+        if torch.equal(got, ints.long()):
+            return key
+    return None
+
+
 def check_rounding_and_clamping(quantize_per_tensor):
     """With a given scale: round half to even, clamp to [-128, 127]; worked out by hand."""
     w = torch.tensor([0.25, 0.75, -0.25, -0.75, 1.25, 0.3, -0.3, 63.5, 63.75, 100.0, -64.0, -64.25, -100.0])
@@ -141,7 +171,7 @@ def check_rounding_and_clamping(quantize_per_tensor):
         bad = (q.long() != want.long()).nonzero().flatten().tolist()
         expect(not bad, "with scale 0.5: " + "; ".join(
             f"w={w[i].item():g} → {q[i].item()} (want {want[i].item()})" for i in bad[:4])
-            + " — round half to even (torch.round), then clamp to [-128, 127]")
+            + " — " + ROUNDING.get(_rounding_mistake(q, w / 0.5), ROUNDING[None]))
 
 
 def check_per_channel_matches_torch(quantize_per_channel):
@@ -186,6 +216,9 @@ def check_per_channel_not_worse(quantize_per_channel):
     row_err = (w - w_pc).abs().amax(dim=1)
     expect(bool((row_err <= torch.as_tensor(s) / 2 * (1 + 1e-5)).all()),
            "some channel has an error above half its own scale: are the scales per row (axis 0)?")
+    # The weight handed back as it is (with scales of 1) has no error at all: the integers must be INT8's.
+    expect(isinstance(q, torch.Tensor) and q.dtype == torch.int8, f"q must be a torch.int8 tensor, got "
+           f"{getattr(q, 'dtype', type(q).__name__)}")
 
 
 def check_dequantize(dequantize):
@@ -274,6 +307,8 @@ def check_minilm_embeddings_match(int8_round_trip):
 LESSON = Lesson(
     package="part0_foundations.l04_gpt2_int8",
     reference=("part0_foundations.l04_gpt2_int8.int8",),
+    # Quantizing is the exercise: torch's own quantization is what the checks compare with, not what the learner calls.
+    forbids=(method.QUANTIZE,),
     checks=(
         Check("conversion_exact", "conv1d_to_linear", check_conversion_exact, 3),
         Check("lm_head_untouched_and_tied", "conv1d_to_linear", check_lm_head_untouched_and_tied, 2),

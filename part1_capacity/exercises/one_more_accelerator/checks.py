@@ -64,6 +64,12 @@ def check_none_when_never(first_context_adding_an_accelerator):
     got = call(first_context_adding_an_accelerator, added_by_kv(model, acc, batch, kv), load_model(model).max_context,
                what=f"first_context_adding_an_accelerator(<{model} on {acc}>, ...)")
     expect(got is None, f"{model} on {acc}, batch {batch}: its cache never adds an accelerator; you return {got!r}")
+    # None for every deployment is not the answer: the same search must still find a context that exists.
+    added = Counted(131072 // 3, 131072)
+    got = call(first_context_adding_an_accelerator, added, 131072,
+               what="first_context_adding_an_accelerator(added, 131,072)")
+    expect(got == 131072 // 3, f"max_context 131,072: the first context with an accelerator added is "
+                               f"{131072 // 3:,} tokens, so the answer is not None there; you return {got!r}")
 
 
 def check_real_deployments(first_context_adding_an_accelerator):
