@@ -56,6 +56,10 @@ PUBLISHED = {
     "phi-3-small-8k-instruct": (None, 7.39e9),
     # MPT-7B-Instruct: its checkpoint index's 13,298,573,312 bytes of bfloat16 hold 6,649,286,656 (see the README)
     "mpt-7b-instruct": (None, 6_649_286_656),
+    # model card: QwQ-32B "32.5B" parameters
+    "qwq-32b": (None, 32.5e9),
+    # model card: Phi-4 "14B parameters"; the Hub's safetensors total 14.7B (40 × 340.8M + 2 × 100,352 × 5,120 by hand)
+    "phi-4": (None, 14.7e9),
 }
 
 

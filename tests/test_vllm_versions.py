@@ -43,6 +43,19 @@ def test_non_torch_memory_by_release_and_by_link():
     assert not any("PCIe only" in n for n in _startup("h100", 2, None).notes)
 
 
+def test_v0_non_torch_memory_on_cards_without_nvlink():
+    # V0 on GeForce logged far less than v0.6.5 on an H100 (1.79 GiB): 0.35 GiB alone (three RTX 3090 runs,
+    # vllm issue #10517, v0.6.4) and 0.33 GiB per pipeline stage (two RTX 5090, issue #14452, v0.8.5)
+    assert _startup("rtx-3090", 1, "0.6.4").budget["non_torch_bytes"] == 0.35 * GIB
+    assert _startup("h100", 1, "0.6.5").budget["non_torch_bytes"] == 1.79 * GIB
+    m, acc = load_model("llama-3.1-8b"), load_accelerator("rtx-5090")
+    pp2 = vm.startup(m, acc, 8192, 16.06e9, 1, 2, flags=vm.StartupFlags(vllm_version="0.8.5"))
+    assert pp2.budget["non_torch_bytes"] == 0.33 * GIB
+    # a release without a separate PCIe figure keeps its own (v0.19 alone: 0.25 GiB on any card)
+    assert _startup("rtx-3090", 1, None).budget["non_torch_bytes"] == 0.25 * GIB
+    assert vm.non_torch_bytes(1, 1, None, vm.RELEASES["0.6"]) == 1.79 * GIB
+
+
 def test_the_default_utilization_and_v0_scheduler_by_release():
     assert _startup("h100", 1, None).budget["utilization"] == 0.9
     assert _startup("h100", 1, "0.21").budget["utilization"] == 0.92          # after v0.19 (PR #38284)

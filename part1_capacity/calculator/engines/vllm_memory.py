@@ -77,12 +77,20 @@ class Release:
 
 RELEASES = {
     "0.6": Release("0.6", 0.9, {"single": 1.79 * GiB, "tensor": 3.58 * GiB, "pipeline": 1.79 * GiB,
-                                "tensor_pcie": 0.25 * GiB}, True,
+                                "tensor_pcie": 0.25 * GiB, "single_pcie": 0.35 * GiB, "pipeline_pcie": 0.33 * GiB},
+                   True,
                    "vLLM v0.6 (V0 engine, vllm/worker/worker.py determine_num_available_blocks): non-torch memory "
                    "1.79 GiB alone and 3.58 GiB per rank at tensor 2 on H100 (vllm-project/vllm PR #10511's "
                    "memory-profiling log, v0.6.5); 0.25 GiB per rank on two PCIe RTX 4090s (vllm-project/vllm "
                    "issue #13061, v0.7.2, whose 0.19 GiB activation peak at a 128K context shows a 2,048-token "
-                   "chunked step and no large sampler pass)"),
+                   "chunked step and no large sampler pass); on a card without NVLink (GeForce) alone 0.35 GiB, "
+                   "the 'non_torch_memory=0.35GiB' three RTX 3090 runs of vllm-project/vllm issue #10517 logged "
+                   "(v0.6.4, Llama-3.1-8B at 20K, 29K and 35K tokens: the same figure whatever the context), "
+                   "and with pipeline stages 0.33 GiB per stage ('non_torch_memory takes 0.33GiB' on two RTX 5090, "
+                   "vllm-project/vllm issue #14452, v0.8.5 V0) — read in those logs, not derived. Not modelled: "
+                   "later V0 releases logged less alone whatever the card (0.09 GiB on an A100, v0.8.2; 0.07-0.08 GiB "
+                   "on an RTX 4090, v0.9.0), so the H100's 1.79 GiB may belong to v0.6.5's profiler rather than to "
+                   "the card"),
     "0.10": Release("0.10", 0.9, {"single": 0.25 * GiB, "tensor": 1.38 * GiB, "pipeline": 0.07 * GiB,
                                   "tensor_pcie": 0.21 * GiB}, False,
                     "vLLM v0.10 (V1 engine, vllm/v1/worker/gpu_worker.py): non-torch memory 1.38 GiB per rank at "
@@ -217,7 +225,11 @@ def non_torch_bytes(tp: int, pp: int, acc=None, rel: Release | None = None) -> f
     nt = (rel or RELEASES[DEFAULT_RELEASE]).non_torch
     if tp > 1:
         return nt["tensor"] if acc is None or fast_link(acc) else nt["tensor_pcie"]
-    return nt["pipeline"] if pp > 1 else nt["single"]
+    key = "pipeline" if pp > 1 else "single"
+    # a release that logged a different figure on cards without NVLink (V0 on GeForce) names it "<key>_pcie"
+    if acc is not None and not fast_link(acc) and f"{key}_pcie" in nt:
+        return nt[f"{key}_pcie"]
+    return nt[key]
 
 
 @dataclass
