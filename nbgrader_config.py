@@ -39,10 +39,10 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import GetGrades  # noqa: E402
 
 from course.nbgrader_ext import (HiddenChecksAsRules, LmsCollector, OfflineFeedback, QuietOverwriteCells,  # noqa: E402
-                                 register_missing_assignment, sqlite_busy_timeout)
+                                 TextOnly, register_missing_assignment, sqlite_busy_timeout)
 
-c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec, QuietOverwriteCells,
-                                      CheckCellMetadata]
+c.Autograde.sanitize_preprocessors = [TextOnly, ClearOutput, DeduplicateIds, OverwriteKernelspec,
+                                      QuietOverwriteCells, CheckCellMetadata]
 c.GenerateFeedback.exporter_class = OfflineFeedback
 c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, HiddenChecksAsRules]
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.i18n import failure_message, notebook_lang
+from course.text import printable
 
 REPO = Path(__file__).resolve().parent.parent
 # Caches inside the hashed folders.
@@ -47,10 +48,16 @@ class Limits:
     notebook_s: float = 900.0      # every code cell of the notebook, together
     cell_s: float = 300.0          # one code cell (inside the worker)
     check_s: float = 120.0         # one check
-    memory_bytes: int = 8 << 30    # address space of the learner's process
+    memory_bytes: int = 8 << 30    # address space of each learner process
     file_bytes: int = 256 << 20    # largest file it may write (in its scratch folder)
     output_bytes: int = 64 << 10   # printed output kept for the report
     sandbox: str = "auto"          # "auto": bubblewrap where it runs; "off": Landlock and limits only
+    # The whole grading together (course.grading_group): every learner process and thread, their memory (tmpfs pages
+    # included), their scratch folder, and their CPU time (the notebook's limit plus every check's, in CPU seconds).
+    group_memory_bytes: int = 4 << 30
+    processes: int = 256
+    disk_bytes: int = 1 << 30
+    cgroup: str = "auto"           # "auto": a cgroup where one can be made; "off": per-process limits and the watchdog
 
 
 @dataclass
@@ -77,6 +84,10 @@ class Report:
     output_dropped: int = 0
     landlock: int = 0
     sandbox: str = ""  # "bubblewrap", or "fallback: why"
+    limits: str = ""   # what bounds the whole grading: "cgroup v1 (memory, processes)", or "no cgroup (why): ..."
+    breaches: list[str] = field(default_factory=list)  # limits of the whole grading reached: memory, processes...
+    peaks: dict = field(default_factory=dict)  # the most the learner's processes used at once, and who measured it
+    unreadable: str = ""  # why the file is not a notebook the grader can read (every check then fails with it)
 
     def get(self, check_id: str) -> CheckResult:
         return next(r for r in self.results if r.id == check_id)
@@ -189,6 +200,66 @@ class _Lines:
             self.buf += chunk
 
 
+class _Forked:
+    """The grader's process as a fork of this one (what ``_kill`` needs of a Popen)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def wait(self):
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def _start_worker(job: dict, w: int, out_w: int, workdir: str, env: dict):
+    """The grader's process for this notebook. Warm: a fork of this process, which has the interpreter, torch and
+    the lesson's checks loaded already (the pytest route and nbgrader grade from one thread); else, when other
+    threads run here (a fork would copy their locks in any state), a fresh interpreter (``python -m
+    course.grade_worker``). Either runs ``course.grade_worker.run(job)``: the same code, the same sandbox."""
+    if threading.active_count() > 1 or not hasattr(os, "fork"):
+        proc = subprocess.Popen([sys.executable, "-m", "course.grade_worker"], stdin=subprocess.PIPE, stdout=out_w,
+                                stderr=out_w, pass_fds=(w,), cwd=workdir, env=env, start_new_session=True)
+        proc.stdin.write((json.dumps(job) + "\n").encode())
+        proc.stdin.close()
+        return proc
+    import gc
+
+    gc.freeze()  # objects of this process stay as they are in the child (none is collected there, no fd closed twice)
+    pid = os.fork()
+    if pid:
+        gc.unfreeze()
+        return _Forked(pid)
+    try:  # the child: nothing of this process's but the interpreter, its modules and the two pipes
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_w, 1)
+        os.dup2(out_w, 2)
+        keep = sorted({0, 1, 2, w})
+        for lo, hi in zip(keep, keep[1:] + [os.sysconf("SC_OPEN_MAX")]):
+            os.closerange(lo + 1, hi)
+        os.chdir(workdir)
+        os.environ.clear()
+        os.environ.update(env)
+        tempfile.tempdir = None  # found again from TMPDIR (the worker's folder, where its Landlock lets it write)
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.set_num_threads(1)  # a fork has none of its parent's OpenMP threads
+        from course import grade_worker
+
+        grade_worker.run(job)
+    except BaseException:  # noqa: BLE001 - the parent reads the missing answers as the grader's failure
+        pass
+    finally:
+        os._exit(0)
+
+
 def _run(lesson_module, notebook: Path, limits: Limits, workdir: str, report: Report, n_checks: int) -> dict:
     """Start the grader's process (course.grade_worker) and collect its answers. The whole run is bounded: start-up,
     the notebook's limit and each check's limit (with a little slack each), never more."""
@@ -197,35 +268,45 @@ def _run(lesson_module, notebook: Path, limits: Limits, workdir: str, report: Re
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1", HOME=workdir, TMPDIR=workdir,
                MPLCONFIGDIR=workdir, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "course.grade_worker"], stdin=subprocess.PIPE, stdout=out_w,
-                            stderr=out_w, pass_fds=(w,), cwd=workdir, env=env, start_new_session=True)
-    os.close(w)
-    os.close(out_w)
-    output = _Output(out_r, limits.output_bytes)
-    output.start()
     from course.grade_worker import view_spec
 
     job = dict(lesson=lesson_module, notebook=str(notebook), result_fd=w, workdir=workdir, repo=str(REPO),
                view=view_spec(lesson_module), n_checks=n_checks,
                cell_s=limits.cell_s, check_s=limits.check_s, notebook_s=limits.notebook_s,
-               memory_bytes=limits.memory_bytes, file_bytes=limits.file_bytes, sandbox=limits.sandbox)
-    proc.stdin.write((json.dumps(job) + "\n").encode())
-    proc.stdin.close()
+               memory_bytes=limits.memory_bytes, file_bytes=limits.file_bytes, sandbox=limits.sandbox,
+               group_memory_bytes=limits.group_memory_bytes, processes=limits.processes, disk_bytes=limits.disk_bytes,
+               cgroup=limits.cgroup)
+    proc = _start_worker(job, w, out_w, workdir, env)
+    os.close(w)
+    os.close(out_w)
+    output = _Output(out_r, limits.output_bytes)
+    output.start()
     from course.grade_worker import STARTUP_S
 
     deadline = time.monotonic() + 2 * STARTUP_S + limits.notebook_s + n_checks * (limits.check_s + 15)
-    answered, lines = {}, _Lines(r)
+    answered, lines, failed = {}, _Lines(r), None
     try:
         while True:
             msg = lines.read(deadline)
             if msg is None or msg.get("kind") in ("eof", "done"):
+                if msg is None or (msg.get("kind") == "eof" and len(answered) < n_checks and failed is None):
+                    failed = ("the grader's process did not answer in time" if msg is None else
+                              "the grader's process stopped before every check was answered")
                 break
             kind = msg.get("kind")
-            if kind == "sandbox":
+            if kind == "grader_error":
+                failed = str(msg.get("message", ""))
+            elif kind == "sandbox":
                 report.sandbox = "bubblewrap" if not msg.get("problem") else f"fallback: {msg['problem']}"
+                report.limits = str(msg.get("limits", ""))
             elif kind == "ready":
                 report.notebook_errors = [str(e) for e in msg.get("errors", [])]
                 report.landlock = int(msg.get("landlock") or 0)
+            elif kind == "usage":
+                report.breaches = [str(b) for b in msg.get("breaches", [])][:8]
+                report.peaks = msg.get("peaks") if isinstance(msg.get("peaks"), dict) else {}
+                if msg.get("unsaid"):
+                    report.notebook_errors.append(f"while it was graded, {msg['unsaid']}")
             elif kind == "check":
                 answered[msg["id"]] = (bool(msg.get("passed")), str(msg.get("message", "")))
     finally:
@@ -234,6 +315,8 @@ def _run(lesson_module, notebook: Path, limits: Limits, workdir: str, report: Re
         output.join(timeout=10)
     report.output = output.kept.decode("utf-8", "replace")
     report.output_dropped = output.dropped
+    if failed is not None:
+        raise GraderError(printable(failed))
     return answered
 
 
@@ -246,10 +329,12 @@ def grade(lesson_module: str, notebook: str | Path, limits: Limits = Limits()) -
     try:
         read_cells(str(notebook))  # only reads JSON: a malformed file fails here, without starting anything
     except NotebookError as exc:
-        report.notebook_errors = [str(exc)]
+        report.unreadable = printable(exc)
+        report.notebook_errors = [report.unreadable]
         lang = notebook_lang(notebook)
         report.results = [CheckResult(c.id, c.name, c.points, False,
-                                      failure_message(lang, c.rule, f"the notebook could not be graded: {exc}"))
+                                      failure_message(lang, c.rule, f"the notebook could not be graded: "
+                                                                    f"{report.unreadable}"))
                           for c in lesson.checks]
         return report
     before = tree_fingerprint()
@@ -266,12 +351,18 @@ def grade(lesson_module: str, notebook: str | Path, limits: Limits = Limits()) -
         if changed:
             passed, message = False, f"not graded: {report.void}"
         elif not passed:
-            message = failure_message(lang, c.rule, message)
+            # Learner text (exception messages) is escaped before the lesson's own words wrap it (course.text).
+            message = failure_message(lang, c.rule, printable(message))
         report.results.append(CheckResult(c.id, c.name, c.points, passed, message))
+    report.notebook_errors = [printable(e) for e in report.notebook_errors]
     if report.sandbox.startswith("fallback") and report.sandbox not in _SAID:
         _SAID.add(report.sandbox)
         print(f"course.autograde: learner code ran without the bubblewrap sandbox ({report.sandbox[10:]}); "
               "see the instructors' guide for what that leaves open", file=sys.stderr)
+    if report.limits.startswith("no cgroup") and report.limits not in _SAID:
+        _SAID.add(report.limits)
+        print(f"course.autograde: the grading's limits hold without a cgroup: {report.limits}; see the instructors' "
+              "guide for what that leaves open", file=sys.stderr)
     return report
 
 
@@ -283,6 +374,11 @@ def void_message(changed: list[str]) -> str:
 
 class GradeVoid(RuntimeError):
     """A grading that must not count (nbgrader then records no grade for that submission and exits non-zero)."""
+
+
+class GraderError(GradeVoid):
+    """The grader could not grade the notebook (its sandbox did not start, its own code failed): one line naming the
+    cause, which is never the notebook's; no grade is recorded."""
 
 
 _SAID: set = set()  # the fallback is said once per process
@@ -332,6 +428,11 @@ def nbgrader_preprocessor():
         check_timeout = Float(Limits.check_s, help="seconds allowed to one check").tag(config=True)
         notebook_timeout = Float(Limits.notebook_s, help="seconds allowed to the notebook's cells").tag(config=True)
         memory_limit = Integer(Limits.memory_bytes, help="bytes of address space for learner code").tag(config=True)
+        group_memory_limit = Integer(Limits.group_memory_bytes,
+                                     help="bytes of memory for all of a notebook's processes").tag(config=True)
+        processes_limit = Integer(Limits.processes, help="processes and threads a notebook may run at once"
+                                  ).tag(config=True)
+        disk_limit = Integer(Limits.disk_bytes, help="bytes a notebook may write in its folder").tag(config=True)
 
         def preprocess(self, nb, resources):
             lesson_module = _lesson_for(resources.get("nbgrader", {}).get("assignment", ""))
@@ -340,11 +441,17 @@ def nbgrader_preprocessor():
             import nbformat
 
             limits = Limits(check_s=self.check_timeout, notebook_s=self.notebook_timeout,
-                            memory_bytes=self.memory_limit)
+                            memory_bytes=self.memory_limit, group_memory_bytes=self.group_memory_limit,
+                            processes=self.processes_limit, disk_bytes=self.disk_limit)
+            student = resources.get("nbgrader", {}).get("student", "?")
             with tempfile.TemporaryDirectory(prefix="nbgrader-") as tmp:
                 path = Path(tmp) / "submission.ipynb"
                 nbformat.write(nb, str(path))
-                report = grade(lesson_module, path, limits)
+                try:
+                    report = grade(lesson_module, path, limits)
+                except GraderError as exc:
+                    self.log.error("grader error for %s, not graded (nothing about the notebook): %s", student, exc)
+                    raise
             if report.void:
                 self.log.error("grade void for %s: %s", resources.get("nbgrader", {}).get("student", "?"), report.void)
                 raise GradeVoid(report.void)
@@ -360,11 +467,12 @@ def nbgrader_preprocessor():
                 elif r.passed:
                     cell.outputs = [new_output("stream", name="stdout", text=f"passed: {r.id} ({r.points} points)\n")]
                 else:
-                    cell.outputs = [new_output("error", ename="CheckFailed", evalue=r.message,
-                                               traceback=[f"CheckFailed: {r.message}"])]
+                    message = printable(r.message, newlines=True)  # the feedback page shows text, never controls
+                    cell.outputs = [new_output("error", ename="CheckFailed", evalue=message,
+                                               traceback=[f"CheckFailed: {message}"])]
             summary = report.table()
             if report.notebook_errors:
-                summary += "\nerrors while running the notebook: " + " | ".join(report.notebook_errors)
+                summary += "\nerrors while running the notebook: " + printable(" | ".join(report.notebook_errors))
             self.log.info("%s", summary)
             return nb, resources
 

@@ -76,7 +76,30 @@ def class_times_table(times: dict | None = None, tr=None) -> str:
                     "shared machine, so an idle one is faster.", command=rec["command"], date=rec["date_utc"],
                     students=times["students"], jobs=times["jobs"], cpus=rec["host"]["cpus"], cpu=rec["host"]["cpu"],
                     load=f"{rec['load_average_at_start']:.1f}")]
-    return "\n".join(rows) + "\n"
+    return "\n".join(rows) + "\n" + bench_line(tr=tr)
+
+
+BENCH = REPO / "course" / "results" / "grading_bench.json"
+
+
+def bench_line(bench: dict | None = None, tr=None) -> str:
+    """Markdown: the class-sized run of ``course.grading_bench`` (one lesson, a class, real nbgrader), when saved."""
+    tr = tr or (lambda message, **values: message.format(**values) if values else message)
+    if bench is None:
+        bench = json.loads(BENCH.read_text()) if BENCH.exists() else {}
+    if not bench:
+        return ""
+    rec = bench["record"]
+    return "\n" + tr("A class of {students} for lesson {lesson}, graded by `python -m course.classroom autograde "
+                     "{lesson} --jobs {jobs}` (real nbgrader, every notebook full marks): {minutes} min in all, "
+                     "{per} s per notebook; {cpu} CPU seconds per notebook, every process of it counted (nbgrader, "
+                     "the grader, the sandbox), which other work on the machine inflates far less. Measured "
+                     "by `{command}` on {date}, on {cpus} cores at a load average of {load}.",
+                     cpu=f"{bench['cpu_per_notebook_s']:.1f}", students=bench["students"], lesson=bench["lesson"],
+                     jobs=bench["jobs"],
+                     minutes=f"{bench['wall_s'] / 60:.1f}", per=f"{bench['per_notebook_s']:.1f}", command=rec["command"],
+                     date=rec["date_utc"], cpus=rec["host"]["cpus"],
+                     load=f"{rec['load_average_at_start']:.1f}") + "\n"
 
 
 if __name__ == "__main__":

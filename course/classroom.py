@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.notebook_spec import REPO, all_specs, nbgrader_cmd
+from course.text import printable
 
 
 class ClassroomError(ValueError):
@@ -134,20 +135,22 @@ class Outcome:
 
 def _autograde_one(root: Path, assignment: str, s: Submission, extra: list[str]) -> Outcome:
     if s.problem:
-        return Outcome(s.student, False, f"{s.student}: not graded: {s.problem}")
+        return Outcome(s.student, False, printable(f"{s.student}: not graded: {s.problem}"))
     cmd = nbgrader_cmd() + ["autograde", assignment, "--student", glob.escape(s.student), "--force", *extra]
     proc = subprocess.run(cmd, cwd=root, env=_env(root), capture_output=True, text=True)
     log = proc.stdout + proc.stderr
     # nbgrader's warnings (a test cell the student changed, a missing cell), but not its routine re-grade notice.
-    warnings = [f"{s.student}: {ln.split('WARNING]', 1)[1].strip()}" for ln in log.splitlines()
+    warnings = [printable(f"{s.student}: {ln.split('WARNING]', 1)[1].strip()}") for ln in log.splitlines()
                 if "| WARNING]" in ln and "Removing existing assignment" not in ln]
     if proc.returncode == 0:
         return Outcome(s.student, True, "", warnings)
     void = [ln for ln in log.splitlines() if "grade void" in ln]
+    broke = [ln for ln in log.splitlines() if "grader error for " in ln]
     why = void[0].split("grade void for ", 1)[1].split(": ", 1)[-1] if void else \
+        "the grader failed, not the notebook: " + broke[0].split("(nothing about the notebook): ", 1)[-1] if broke else \
         next((ln for ln in reversed(log.splitlines()) if "Error" in ln or "error" in ln), log.strip()[-300:])
-    return Outcome(s.student, False, f"{s.student}: not graded (nbgrader exited {proc.returncode}): {why.strip()}",
-                   warnings)
+    return Outcome(s.student, False, f"{s.student}: not graded (nbgrader exited {proc.returncode}): "
+                                     f"{printable(why.strip())}", warnings)
 
 
 def scores(root: Path, assignment: str) -> dict[str, tuple[float, float]]:
@@ -167,7 +170,7 @@ def autograde(root: Path, assignment: str, jobs: int = 2, extra: list[str] = ())
     for o in outcomes:
         if o.graded:
             score, top = got[o.student]
-            o.line = f"{o.student}: {score:g}/{top:g}"
+            o.line = printable(f"{o.student}: {score:g}/{top:g}")
     return outcomes
 
 
@@ -218,8 +221,9 @@ def check_rows(root: Path) -> list[dict]:
                 for nb in sub.notebooks:
                     for g in sorted(nb.grades, key=lambda g: g.name):
                         if g.cell_type == "code":
-                            rows.append(dict(student=sub.student_id, assignment=a.name, notebook=nb.name,
-                                             check=g.name, points=g.score, max_points=g.max_score))
+                            rows.append(dict(student=printable(sub.student_id), assignment=printable(a.name),
+                                             notebook=printable(nb.name), check=printable(g.name), points=g.score,
+                                             max_points=g.max_score))
     return rows
 
 

@@ -19,8 +19,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
+
+from course.text import text_only
 
 LEARNER = "__learner__"
 CELL_PREFIX = "<notebook cell "
@@ -44,6 +47,8 @@ def read_cells(path: str, max_bytes: int = 50 << 20) -> list[tuple[int, str]]:
         nb = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise NotebookError(f"the notebook is not valid JSON: {exc}") from None
+    except (RecursionError, MemoryError):
+        raise NotebookError("the notebook is not a notebook: its JSON is nested too deep to read") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise NotebookError("the notebook has no list of cells (is it an .ipynb file?)")
     out = []
@@ -64,7 +69,7 @@ def read_cells(path: str, max_bytes: int = 50 << 20) -> list[tuple[int, str]]:
             raise NotebookError(f"cell {i}: its source is neither text nor a list of lines")
         # IPython magics and shell escapes are not Python.
         src = "\n".join(line for line in src.splitlines() if not line.lstrip().startswith(("%", "!")))
-        out.append((i, src))
+        out.append((i, text_only(src)))  # a lone surrogate (half an emoji) is read as U+FFFD
     return out
 
 
@@ -72,11 +77,14 @@ def reference_imports(sources: list[tuple[int, str]], lesson) -> dict[str, str]:
     """Graded names a cell imports from the lesson's package: name → "cell N: from M import X"."""
     found = {}
     graded = set(lesson.names())
+    top = lesson.package.split(".")[0]
     for i, src in sources:
+        if top not in src:
+            continue  # an import of the package names it (a name built at run time is caught by is_reference)
         try:
             tree = ast.parse(src)
-        except SyntaxError:
-            continue
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # a cell Python cannot parse imports nothing (it fails in the notebook, where it is reported)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(lesson.package):
                 for a in node.names:
@@ -154,10 +162,15 @@ def build_view(spec: dict, repo: str, view_dir: str) -> dict[str, str]:
     return out
 
 
+class GraderError(Exception):
+    """The grader could not grade (its sandbox did not start, its own code failed): nothing about the notebook."""
+
+
 class LearnerProcess:
     """The sandboxed learner's process seen from here: a control pipe (ready, forked, exited) and a request pipe."""
 
-    def __init__(self, job: dict, repo: str, scratch: str, view_files: dict[str, str]):
+    def __init__(self, job: dict, repo: str, scratch: str, view_files: dict[str, str], group=None,
+                 notebook: str | None = None):
         from course import sandbox, wire
 
         self.wire = wire
@@ -175,13 +188,45 @@ class LearnerProcess:
         cmd = [python if os.path.exists(python) else sys.executable, "-m", "course.learner", *map(str, theirs)]
         self.problem = None if job.get("sandbox", "auto") == "auto" else "bubblewrap was switched off"
         self.problem = self.problem or sandbox.bwrap_problem()
+        # With bubblewrap the scratch folder is a tmpfs of the grading's disk size (the notebook shown in it,
+        # read-only); without, the host folder (each file bounded by RLIMIT_FSIZE, the total by the watchdog).
+        self.tmpfs_scratch = self.problem is None and bool(job.get("disk_bytes"))
         if self.problem is None:
-            cmd = sandbox.bwrap_argv(repo, view_files, scratch, theirs) + ["--"] + cmd
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, pass_fds=theirs, cwd=scratch, env=env,
-                                     start_new_session=True)
+            files = {os.path.join(scratch, "notebook.ipynb"): notebook} if self.tmpfs_scratch and notebook else {}
+            cmd = sandbox.bwrap_argv(repo, view_files, scratch, theirs,
+                                     disk_bytes=job.get("disk_bytes") if self.tmpfs_scratch else None,
+                                     files=files) + ["--"] + cmd
+        self.group = group
+        # bubblewrap's own messages (it could not start) are kept until the learner's process says it started.
+        err_r, err_w = os.pipe()
+        self.startup_err = _StartupErr(err_r)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=err_w, pass_fds=theirs, cwd=scratch,
+                                     env=env, start_new_session=True,
+                                     preexec_fn=group.join if group is not None else None)
+        os.close(err_w)
+        self.startup_err.start()
         for fd in theirs:
             os.close(fd)
         self.forked = False
+
+    def handshake(self, deadline_s: float) -> None:
+        """Wait for the learner's process to say it started (the sandbox is up, the interpreter and its libraries
+        are there); GraderError naming the cause otherwise. No learner code has run before this answer."""
+        msg = self.ctl_read(time.monotonic() + deadline_s)
+        if msg and msg.get("kind") == "started" and not msg.get("problem"):
+            return
+        if msg and msg.get("kind") == "started":
+            raise GraderError(f"the learner's sandbox is incomplete: {str(msg['problem'])[:300]}")
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            code = None
+        said = self.startup_err.first_lines()
+        what = "bubblewrap" if self.problem is None else "the learner's process"
+        raise GraderError(f"the learner's sandbox could not start ({what} "
+                          + (f"exited with code {code}" if code is not None else
+                             f"did not answer within {deadline_s:g} s")
+                          + (f": {said}" if said else "") + ")")
 
     def ctl(self, **msg):
         from course import proxy
@@ -252,11 +297,49 @@ class LearnerProcess:
         except subprocess.TimeoutExpired:
             pass
         sandbox.kill_descendants()
-        for fd in (self.rpc_w, self.rpc_r, self.ctl_w, self.ctl_r):
+        group, self.group = self.group, None
+        if group is not None:
+            group.remove()
+        fds, self.rpc_w, self.rpc_r, self.ctl_w, self.ctl_r = (self.rpc_w, self.rpc_r, self.ctl_w, self.ctl_r), \
+            -1, -1, -1, -1
+        for fd in fds:
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+class _StartupErr(threading.Thread):
+    """Copies the learner's stderr to this process's (the notebook's printed output), keeping the first lines:
+    before the handshake they can only be the sandbox's own (bubblewrap's "execvp ...: No such file")."""
+
+    def __init__(self, fd: int):
+        super().__init__(daemon=True)
+        self.fd, self.head = fd, bytearray()
+
+    def run(self):
+        while True:
             try:
-                os.close(fd)
+                chunk = os.read(self.fd, 1 << 16)
+            except OSError:
+                break
+            if not chunk:
+                break
+            if len(self.head) < 2048:
+                self.head += chunk[:2048 - len(self.head)]
+            try:
+                os.write(2, chunk)
             except OSError:
                 pass
+        os.close(self.fd)
+
+    def first_lines(self) -> str:
+        time.sleep(0.1)  # what the process wrote as it exited
+        from course.text import printable
+
+        lines = [ln.strip() for ln in bytes(self.head).decode("utf-8", "replace").splitlines() if ln.strip()]
+        return printable(" | ".join(lines[:3]))[:300]
 
 
 def exit_words(code: int | None) -> str:
@@ -269,16 +352,34 @@ def exit_words(code: int | None) -> str:
     return f"exited with code {code} (os._exit or sys.exit in your code?)"
 
 
+PRELOAD = ("numpy", "torch")  # imported by the learner's process before the handshake (every lesson uses them)
+
+
 def main() -> None:
-    """Start the learner's process, wait for its notebook, run every check here; report each as a JSON line."""
-    job = json.loads(sys.stdin.readline())
+    """Start the learner's process, wait for its notebook, run every check here; report each as a JSON line. A
+    failure of the grader's own (its sandbox did not start, its code failed) is one ``grader_error`` line instead."""
+    run(json.loads(sys.stdin.readline()))
+
+
+def run(job: dict) -> None:
+    """``main``'s work for one job (also called in a fork of the grader's parent: course.autograde)."""
     out = os.fdopen(job["result_fd"], "w", buffering=1)
 
     def send(**msg):
         out.write(json.dumps(msg) + "\n")
         out.flush()
 
-    from course import grading, proxy, sandbox
+    try:
+        _main(job, send)
+    except GraderError as exc:
+        send(kind="grader_error", message=str(exc))
+    except BaseException as exc:  # noqa: BLE001 - the grader's own failure, never the learner's
+        send(kind="grader_error", message=f"the grader failed: {_describe(exc)}")
+    send(kind="done")
+
+
+def _main(job: dict, send) -> None:
+    from course import grading, grading_group, proxy, sandbox
 
     sandbox.become_subreaper()
     repo = job["repo"]
@@ -286,28 +387,110 @@ def main() -> None:
     os.makedirs(scratch, exist_ok=True)
     shutil.copyfile(job["notebook"], os.path.join(scratch, "notebook.ipynb"))
     view = build_view(job["view"], repo, os.path.join(job["workdir"], "view"))
-    learner = LearnerProcess(job, repo, scratch, view)  # it imports and runs the notebook while the checks load here
-    send(kind="sandbox", problem=learner.problem)
+    budget = grading_group.Budget(memory_bytes=job["group_memory_bytes"], processes=job["processes"],
+                                  cpu_s=job["notebook_s"] + job["check_s"] * job["n_checks"],
+                                  disk_bytes=job["disk_bytes"])
     try:
-        learner.ctl(notebook=os.path.join(scratch, "notebook.ipynb"), scratch=scratch, cell_s=job["cell_s"],
-                    memory_bytes=job["memory_bytes"], file_bytes=job["file_bytes"],
-                    cpu_s=job["notebook_s"] + job["check_s"] * job["n_checks"])
+        if job.get("cgroup", "auto") != "auto":
+            raise grading_group.CgroupError("switched off")
+        group = grading_group.GradingGroup.create(budget.memory_bytes, budget.processes)
+        limits = group.mechanisms
+    except (grading_group.CgroupError, OSError) as exc:
+        group, limits = None, f"no cgroup ({exc}): per-process limits and the grader's watchdog"
+    try:
+        learner = LearnerProcess(job, repo, scratch, view, group, job["notebook"])  # it imports and runs the notebook
+    except subprocess.SubprocessError as exc:  # the group was made, but no process may join it (a delegation rule)
+        if group is None:
+            raise
+        group.remove()
+        group, limits = None, (f"no cgroup (a process cannot join it: {exc}): per-process limits and the grader's "
+                               "watchdog")
+        learner = LearnerProcess(job, repo, scratch, view, None, job["notebook"])
+    except BaseException:
+        if group is not None:
+            group.remove()  # no directory of the grading's is left behind
+        raise
+    nproc = None if group is not None and "pids" in group.dirs else budget.processes + _user_tasks()
+    try:
+        send(kind="sandbox", problem=learner.problem, limits=limits)
+        try:
+            learner.ctl(notebook=os.path.join(scratch, "notebook.ipynb"), scratch=scratch, cell_s=job["cell_s"],
+                        memory_bytes=job["memory_bytes"], file_bytes=job["file_bytes"], cpu_s=budget.cpu_s,
+                        nproc=nproc, preload=list(PRELOAD))
+        except OSError:
+            pass  # the process is gone already: the handshake below says why
+        # The checks' own imports (torch, transformers...) load here while the learner's process starts.
         lesson = importlib.import_module(job["lesson"]).LESSON
-        for c in lesson.checks:  # the checks' own imports (torch, transformers...)
+        for c in lesson.checks:
             importlib.import_module(c.fn.__module__)
-        imported = reference_imports(read_cells(job["notebook"]), lesson)
-        _grade(job, lesson, imported, scratch, learner, send, grading, proxy)
+        learner.handshake(STARTUP_S)
+        watchdog = grading_group.Watchdog(budget, learner.proc.pid, group, scratch, learner.tmpfs_scratch,
+                                          kill=lambda: _kill_sandbox(learner)).start()
+        try:
+            imported = reference_imports(read_cells(job["notebook"]), lesson)
+            said = _grade(job, lesson, imported, scratch, learner, send, grading, proxy, watchdog)
+            send(kind="usage", breaches=watchdog.breaches(), peaks=watchdog.peaks(), unsaid=said.new())
+        finally:
+            watchdog.stop(then=learner.close)
     finally:
         learner.close()
-    send(kind="done")
 
 
-def _grade(job, lesson, imported, scratch, learner, send, grading, proxy) -> None:
+def _user_tasks() -> int:
+    """Processes and threads of this user now (RLIMIT_NPROC counts them all, not only the sandbox's)."""
+    uid, n = os.getuid(), 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    n += len(os.listdir(f"/proc/{entry}/task"))
+            except OSError:
+                pass
+    return n
+
+
+def _kill_sandbox(learner) -> None:
+    """Every process of the learner's sandbox, now (a limit of the whole grading was reached)."""
+    from course import sandbox
+
+    if learner.group is not None:
+        learner.group.kill()
+    try:
+        os.killpg(learner.proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    sandbox.kill_descendants()
+
+
+class _Breaches:
+    """The limits of the whole grading reached since the last look, in words for the learner's feedback."""
+
+    def __init__(self, watchdog):
+        self.watchdog, self.said, self.fresh = watchdog, set(), []
+
+    def new(self) -> str:
+        if self.watchdog is None:
+            return ""
+        try:
+            self.watchdog.poll()  # now, not up to a period ago: the notebook may have just filled its folder
+        except Exception:  # noqa: BLE001 - a process that vanished mid-read
+            pass
+        self.fresh = [b for b in self.watchdog.breaches() if b not in self.said]
+        self.said |= set(self.fresh)
+        return "; ".join(self.watchdog.describe(b) for b in self.fresh)
+
+    def unsay(self):
+        """The last ones found were not shown to the learner after all (a passed check's message is not shown)."""
+        self.said -= set(self.fresh)
+
+
+def _grade(job, lesson, imported, scratch, learner, send, grading, proxy, watchdog=None) -> "_Breaches":
     from course import sandbox
 
     # This process runs the checks on the learner's answers and the reference code the learner's side may call:
-    # it too may write only in its own folder and open no TCP connection.
-    landlock_here = sandbox.confine_writes([job["workdir"], "/dev/null"])
+    # it too may write only in its own folder and open no TCP connection (it may still kill its sandbox).
+    landlock_here = sandbox.confine_writes([job["workdir"], "/dev/null"], scope_signals=False)
+    breaches = _Breaches(watchdog)
     ready = learner.ctl_read(time.monotonic() + STARTUP_S + job["notebook_s"])
     if not ready or ready.get("kind") != "ready":
         try:
@@ -316,10 +499,15 @@ def _grade(job, lesson, imported, scratch, learner, send, grading, proxy) -> Non
             code = None
         why = (f"the notebook's cells did not finish within {job['notebook_s']:g} s" if code is None else
                f"your notebook's process {exit_words(code)} before its cells finished")
+        said = breaches.new()
+        why = f"{why} — {said}" if said else why
         for c in lesson.checks:
             send(kind="check", id=c.id, passed=False, message=why)
-        return
+        return breaches
     errors = [str(e)[:1000] for e in ready.get("errors", [])[:20]] if isinstance(ready.get("errors"), list) else []
+    said = breaches.new()
+    if said:
+        errors.append(f"while the notebook ran, {said}")
     send(kind="ready", errors=errors, landlock=ready.get("landlock") if type(ready.get("landlock")) is int else 0,
          landlock_grader=landlock_here)
     ch = None
@@ -332,7 +520,9 @@ def _grade(job, lesson, imported, scratch, learner, send, grading, proxy) -> Non
         if ch is None:
             ch = learner.fork()
         if ch is None:
-            send(kind="check", id=c.id, passed=False, message="your notebook's process stopped answering")
+            said = breaches.new()
+            send(kind="check", id=c.id, passed=False, message="your notebook's process stopped answering"
+                                                              + (f" — {said}" if said else ""))
             continue
         passed, message = _run_check(c, ch, job, lesson, errors, grading, proxy)
         if ch.broken:
@@ -345,7 +535,13 @@ def _grade(job, lesson, imported, scratch, learner, send, grading, proxy) -> Non
                 passed, message = False, (f"the check did not finish within {job['check_s']:g} s (an endless loop, or "
                                           "a loop that catches every exception?)")
             ch = None
+        said = breaches.new()
+        if said and not passed:
+            message = f"{message} — {said}"
+        elif said:
+            breaches.unsay()  # said at the end instead
         send(kind="check", id=c.id, passed=passed, message=message[:4000])
+    return breaches
 
 
 def _run_check(c, ch, job, lesson, errors, grading, proxy) -> tuple[bool, str]:

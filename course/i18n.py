@@ -106,7 +106,7 @@ def notebook_lang(path) -> str:
 
     try:
         lang = json.loads(Path(path).read_text(encoding="utf-8")).get("metadata", {}).get("course", {}).get("lang")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError, MemoryError):
         return DEFAULT
     return lang if lang in LANGS else DEFAULT
 

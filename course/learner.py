@@ -42,7 +42,23 @@ def limit(job: dict) -> int:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     cpu = int(job["cpu_s"]) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    if job.get("nproc"):  # where no cgroup counts the processes (the kernel ignores it for root)
+        resource.setrlimit(resource.RLIMIT_NPROC, (job["nproc"], job["nproc"]))
     return sandbox.confine_writes([job["scratch"], "/dev/null"])
+
+
+def preload(modules: list[str]) -> str | None:
+    """Import the libraries every notebook of the lesson uses before any learner code runs: a sandbox that does not
+    show the Python environment fails here, as the grader's failure, not in the notebook's first cell. The error, or
+    None."""
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:  # noqa: BLE001 - whatever stops an import here is the sandbox's
+            return f"cannot import {name} inside the sandbox: {_describe(exc)}"
+    return None
 
 
 def run_cells(cells, cell_s: float) -> tuple[dict, list[str]]:
@@ -79,6 +95,11 @@ def main() -> None:
     tree, blob = wire.read_frame(ctl_in)
     job = tree  # the grader's job: plain JSON
     landlock = limit(job)
+    problem = preload(job.get("preload", []))
+    # The handshake: the sandbox started, the interpreter and the libraries are there; learner code runs after this.
+    _send(ctl_out, kind="started", problem=problem)
+    if problem:
+        os._exit(0)
     from course.grade_worker import NotebookError, read_cells
 
     try:

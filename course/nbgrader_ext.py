@@ -6,6 +6,8 @@
 - ``OfflineFeedback``: nbgrader's feedback HTML loads MathJax 2 from a CDN (raw LaTeX offline). This exporter puts
   MathJax 3 (the ``django-static-mathjax`` wheel the site uses, SVG output: no font files) inside the page, so the one
   HTML file nbgrader's exchange hands a student renders its math with no network.
+- ``TextOnly``: the first step of ``nbgrader autograde``: a lone surrogate (half an emoji) in a submission is read
+  as U+FFFD, as the grader reads it, so nbgrader can write the notebook back.
 - ``HIDDEN_FEEDBACK``: feedback shows a hidden check's cell as its rule (the comment above the hidden region) and its
   result (the cell's output), not the code that runs it.
 - ``LmsCollector``: ``nbgrader zip_collect``'s collector for the zip of every submission an LMS hands out (Moodle's
@@ -30,10 +32,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from nbconvert.exporters import HTMLExporter
+from nbconvert.preprocessors import Preprocessor
 from nbgrader.plugins import FileNameCollectorPlugin
 from nbgrader.preprocessors import ClearHiddenTests, OverwriteCells
 from nbgrader import utils
-from traitlets import default
+from traitlets import Bool, default
 
 # nbconvert's base/mathjax.html.j2 macro: a CDN script and a MathJax 2 configuration, between these comments.
 _MATHJAX_BLOCK = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
@@ -68,6 +71,20 @@ class OfflineFeedback(HTMLExporter):
     def from_notebook_node(self, nb, resources=None, **kw):
         html, resources = super().from_notebook_node(nb, resources, **kw)
         return offline_mathjax(html), resources
+
+
+class TextOnly(Preprocessor):
+    """nbgrader's first step on a submission: every lone surrogate (half an emoji, which UTF-8 cannot encode) in the
+    notebook becomes U+FFFD, so nbgrader can write the notebook it grades (it stopped with UnicodeEncodeError)."""
+
+    enabled = Bool(True, help="nbconvert runs a preprocessor only when it is enabled").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        from nbformat import from_dict
+
+        from course.text import text_only_tree
+
+        return from_dict(text_only_tree(nb)), resources
 
 
 class HiddenChecksAsRules(ClearHiddenTests):

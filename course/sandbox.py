@@ -40,9 +40,10 @@ def landlock_abi() -> int:
     return max(int(v), 0)
 
 
-def confine_writes(writable: list[str]) -> int:
+def confine_writes(writable: list[str], scope_signals: bool = True) -> int:
     """Forbid, for this process and its children, irrevocably: writing, creating, deleting or renaming files
-    outside ``writable``; TCP (ABI ≥ 4); signals to processes outside (ABI ≥ 6). Returns the Landlock ABI used
+    outside ``writable``; TCP (ABI ≥ 4); signals to processes outside (ABI ≥ 6, unless ``scope_signals`` is False:
+    the grader's process keeps the right to kill the sandbox it started). Returns the Landlock ABI used
     (0: not available, nothing was confined)."""
     abi = landlock_abi()
     if abi == 0:
@@ -50,7 +51,7 @@ def confine_writes(writable: list[str]) -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     fs = _FS_WRITES_V1 | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
     attr = _RulesetAttr(fs, (_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0,
-                        (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0)
+                        (_SCOPE_ABSTRACT_UNIX_SOCKET | (_SCOPE_SIGNAL if scope_signals else 0)) if abi >= 6 else 0)
     size = 8 if abi < 4 else 16 if abi < 6 else 24
     fd = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if fd < 0:
@@ -103,24 +104,41 @@ def bwrap_problem() -> str | None:
 
 
 def _python_dirs() -> list[str]:
-    """The Python environment: the virtual environment, the interpreter it was made from, and what they link to."""
+    """The Python environment: the virtual environment, the interpreter it was made from, what they link to, and the
+    site-packages folders its path files add (a virtual environment that extends another one)."""
+    import site
+
     out = []
-    for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))):
+    candidates = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))]
+    candidates += [p for p in sys.path if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
+    try:
+        candidates += site.getsitepackages()
+    except AttributeError:
+        pass
+    for p in candidates:
+        if not p or not os.path.isdir(p):
+            continue
         p = os.path.realpath(p)
         if p.endswith("/bin"):
             p = os.path.dirname(p)
         if not any(p == q or p.startswith(q + "/") for q in out):
-            out.append(p)
+            out = [q for q in out if not q.startswith(p + "/")] + [p]
     return out
 
 
-def bwrap_argv(repo: str, view_files: dict[str, str], scratch: str, fds: list[int]) -> list[str]:
-    """The bubblewrap command line: new user, PID, network, IPC, UTS and cgroup namespaces; the system's programs and
-    libraries, the Python environment and the readable course folders read-only; ``view_files`` (path in the
-    repository → file shown instead: stubs) over them; ``scratch`` the only writable folder (also its home and /tmp);
-    killed with its parent."""
+def bwrap_argv(repo: str, view_files: dict[str, str], scratch: str, fds: list[int], disk_bytes: int | None = None,
+               files: dict[str, str] | None = None) -> list[str]:
+    """The bubblewrap command line: new user, PID, network, IPC, UTS and cgroup namespaces; a private /tmp, then the
+    system's programs and libraries, the Python environment and the readable course folders read-only (after /tmp, so
+    an environment or a clone under /tmp stays visible); ``view_files`` (path in the repository → file shown instead:
+    stubs) over them; ``scratch`` the only writable folder (also its home and TMPDIR): a tmpfs of ``disk_bytes`` when
+    given (the grading's disk, in memory, counted in its cgroup), else the host folder itself; ``files`` (path inside
+    → host file) shown read-only in it; killed with its parent."""
     argv = [bwrap_path(), "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--hostname", "sandbox"]
+    # /tmp first: a tmpfs mounted after the environment's binds would hide an environment under /tmp.
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += (["--size", str(int(min(disk_bytes, TMP_BYTES)))] if disk_bytes else []) + ["--tmpfs", "/tmp"]
     for top in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"):
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
@@ -129,7 +147,6 @@ def bwrap_argv(repo: str, view_files: dict[str, str], scratch: str, fds: list[in
     for p in _python_dirs():
         if not p.startswith("/usr/"):
             argv += ["--ro-bind", p, p]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for rel in READABLE:
         src = os.path.join(repo, rel)
         if os.path.isdir(src):
@@ -141,9 +158,17 @@ def bwrap_argv(repo: str, view_files: dict[str, str], scratch: str, fds: list[in
         dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in ("build", "node_modules")]
     for dest, src in sorted(view_files.items()):
         argv += ["--ro-bind", src, os.path.join(repo, dest)]
-    argv += ["--bind", scratch, scratch, "--chdir", scratch, "--setenv", "HOME", scratch, "--setenv", "TMPDIR",
-             scratch]
+    if disk_bytes:
+        argv += ["--size", str(int(disk_bytes)), "--perms", "0700", "--tmpfs", scratch]
+    else:
+        argv += ["--bind", scratch, scratch]
+    for dest, src in sorted((files or {}).items()):
+        argv += ["--ro-bind", src, dest]
+    argv += ["--chdir", scratch, "--setenv", "HOME", scratch, "--setenv", "TMPDIR", scratch]
     return argv
+
+
+TMP_BYTES = 16 << 20  # the sandbox's /tmp (Landlock leaves it read-only where the kernel has Landlock)
 
 
 def stub_module(text: str, note: str = STUB_NOTE) -> str:

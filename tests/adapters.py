@@ -18,20 +18,32 @@ import sys
 import types
 from pathlib import Path
 
-from course.autograde import Limits, Report, grade, grade_reference
+from course.autograde import GraderError, Limits, Report, grade, grade_reference
 from course.grading import CheckFailed, time_limit
+from course.text import printable
 
 REPORTS: list[Report] = []
 
 
+GRADER_ERROR_EXIT = 3   # the grader failed (not the notebook): no score
+UNREADABLE_EXIT = 2     # the file is not a notebook the grader can read: no score
+
+
 def grade_for(config, lesson) -> Report:
+    """The report; or, with no score printed, one line and a non-zero exit: the grader failed (``GraderError``), or
+    the file is not a notebook it can read."""
     notebook = config.getoption("--notebook")
     if notebook is None:
         report = grade_reference(lesson.checks_module)
     else:
         limits = Limits(check_s=float(config.getoption("--check-timeout")),
                         notebook_s=float(config.getoption("--notebook-timeout")))
-        report = grade(lesson.checks_module, notebook, limits)
+        try:
+            report = grade(lesson.checks_module, notebook, limits)
+        except GraderError as exc:
+            pytest.exit(f"grader error, not graded (nothing about the notebook): {exc}", returncode=GRADER_ERROR_EXIT)
+        if report.unreadable:
+            pytest.exit(f"not graded: {notebook}: {report.unreadable}", returncode=UNREADABLE_EXIT)
     REPORTS.append(report)
     return report
 
@@ -103,7 +115,7 @@ def run_check(graded, *args):
         (check_id,) = args
         r = graded.get(check_id)
         if not r.passed:
-            pytest.fail(f"[{check_id}] {r.message}", pytrace=False)
+            pytest.fail(f"[{check_id}] {printable(r.message, newlines=True)}", pytrace=False)
         return
     table, check_id = args
     name, check = table[check_id]

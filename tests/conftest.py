@@ -169,13 +169,18 @@ def pytest_terminal_summary(terminalreporter):
         for line in report.table().splitlines():
             terminalreporter.write_line(line)
         if report.notebook_errors:
-            terminalreporter.write_line("errors while running the notebook: " + " | ".join(report.notebook_errors)[:2000])
+            from course.text import printable
+
+            terminalreporter.write_line("errors while running the notebook: "
+                                        + printable(" | ".join(report.notebook_errors)[:2000]))
         if report.sandbox == "bubblewrap":
             terminalreporter.write_line("learner code ran in the bubblewrap sandbox")
         elif report.sandbox:
             terminalreporter.write_line(f"learner code ran without the bubblewrap sandbox ({report.sandbox})")
         if report.landlock:
             terminalreporter.write_line(f"learner code ran confined (Landlock ABI {report.landlock})")
+        if report.limits:
+            terminalreporter.write_line(f"the whole grading was bounded by: {report.limits}")
         if report.output_dropped:
             terminalreporter.write_line(f"(the notebook printed {report.output_dropped:,} bytes more than the "
                                         f"{len(report.output.encode()):,} kept)")

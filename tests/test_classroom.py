@@ -89,6 +89,10 @@ def test_bad_submissions_one_line_each_and_the_others_graded(tmp_path):
     _put(tmp_path, "oscar", "kv_cache.ipynb", blank)                       # another lesson's notebook
     _put(tmp_path, "pat", "notes.txt", "nothing")
     _put(tmp_path, " quinn", "attention.ipynb", blank)                     # nbgrader would strip the space
+    solved = json.loads((REPO / "solutions" / "01_attention" / "attention.ipynb").read_text())
+    solved["cells"].append({"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                            "source": "# half an emoji: \ud800"})
+    _put(tmp_path, "rita", "attention.ipynb", solved)                      # fine: full marks
 
     subs = {s.student: s.problem for s in classroom.submissions(tmp_path, "01_attention")}
     assert subs["zoë ana"] == ""
@@ -106,7 +110,8 @@ def test_bad_submissions_one_line_each_and_the_others_graded(tmp_path):
     errs = out.stderr.splitlines()
     for student in ("mallory", "nina", "oscar", "pat", " quinn"):
         assert sum(ln.startswith(f"{student}: not graded: ") for ln in errs) == 1, errs
-    assert classroom.scores(tmp_path, "01_attention") == {"zoë ana": (0.0, 10.0)}
+    assert f"rita: {sum(c.points for c in LESSON.checks)}/{sum(c.points for c in LESSON.checks)}" in out.stdout
+    assert classroom.scores(tmp_path, "01_attention") == {"zoë ana": (0.0, 10.0), "rita": (10.0, 10.0)}
     assert not any("has changed" in ln for ln in errs)  # the blank release's hidden-check cells are as released
 
 
@@ -238,3 +243,75 @@ def test_zip_collect_from_an_lms_zip_one_line_per_file_left_out(tmp_path, monkey
         "Nina Null": "attention.ipynb: the notebook is not valid JSON: Expecting value: line 1 column 1 (char 0)",
     }
 
+
+
+def test_a_grader_error_records_nothing_and_blames_no_one(monkeypatch, capsys):
+    """The grader fails (simulated: grade raises GraderError, as when its sandbox cannot start): nbgrader's step logs
+    one line naming the cause and the student, and raises, so nbgrader records no grade and exits non-zero."""
+    from nbformat import read
+
+    def broken(*a, **k):
+        raise autograde.GraderError("the learner's sandbox could not start (bubblewrap exited with code 1)")
+
+    nb = read(str(REPO / "solutions" / "01_attention" / "attention.ipynb"), as_version=4)
+    monkeypatch.setattr(autograde, "grade", broken)
+    step = autograde.nbgrader_preprocessor()()
+    lines = []
+    monkeypatch.setattr(step.log, "error", lambda fmt, *args: lines.append(fmt % args))
+    with pytest.raises(autograde.GradeVoid, match="sandbox could not start"):
+        step.preprocess(nb, {"nbgrader": {"assignment": "01_attention", "student": "alice"}})
+    assert lines == ["grader error for alice, not graded (nothing about the notebook): the learner's sandbox could "
+                     "not start (bubblewrap exited with code 1)"]
+
+
+FORGED = "\x1b[1A\x1b[2K\r  total 10/10\x9b2K\u202e"  # cursor up, erase the line, draw a score; a C1 CSI; a bidi override
+
+
+def test_learner_text_reaches_nbgrader_feedback_escaped(monkeypatch):
+    """A check's message carrying terminal control sequences is written into the feedback cell as visible escapes."""
+    from nbformat import read
+
+    report = autograde.Report(lesson="l01", origin="x", results=[
+        autograde.CheckResult(c.id, c.name, c.points, False, f"raised ValueError: {FORGED}")
+        for c in autograde.load_lesson(LESSON_MODULE).checks])
+    report.notebook_errors = [f"code cell 3 raised RuntimeError: {FORGED}"]
+    nb = read(str(REPO / "solutions" / "01_attention" / "attention.ipynb"), as_version=4)
+    monkeypatch.setattr(autograde, "grade", lambda *a, **k: report)
+    step = autograde.nbgrader_preprocessor()()
+    logged = []
+    monkeypatch.setattr(step.log, "info", lambda fmt, *args: logged.append(fmt % args))
+    nb, _ = step.preprocess(nb, {"nbgrader": {"assignment": "01_attention", "student": "alice"}})
+    outputs = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert outputs, "no failed check was written"
+    for text in [o["evalue"] for o in outputs] + [t for o in outputs for t in o["traceback"]] + logged:
+        assert not any(ch in text for ch in "\x1b\r\x9b\u202e"), text
+        assert "\\x1b[1A\\x1b[2K\\x0d  total 10/10\\x9b2K\\u202e" in text, text
+
+
+def test_checks_csv_and_class_lines_are_text(tmp_path, monkeypatch):
+    """A student id with control characters (an LMS's zip can carry any name) reaches checks.csv escaped."""
+    import types
+
+    class FakeGradebook:
+        def __init__(self, *a):
+            grade = types.SimpleNamespace(name="sdpa_matches_torch", cell_type="code", score=2.0, max_score=2.0)
+            nb = types.SimpleNamespace(name="attention", grades=[grade])
+            self.sub = types.SimpleNamespace(student_id=f"mallory{FORGED}", notebooks=[nb])
+            self.assignments = [types.SimpleNamespace(name="01_attention")]
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def assignment_submissions(self, name):
+            return [self.sub]
+
+    import nbgrader.api
+
+    monkeypatch.setattr(nbgrader.api, "Gradebook", FakeGradebook)
+    classroom.export_checks(tmp_path, tmp_path / "checks.csv")
+    text = (tmp_path / "checks.csv").read_bytes().decode("utf-8")
+    assert not any(ch in text for ch in "\x1b\x9b\u202e") and "\r\n" in text  # the CSV's own line ends stay
+    assert "mallory\\x1b[1A\\x1b[2K\\x0d  total 10/10\\x9b2K\\u202e,01_attention,attention,sdpa_matches_torch" in text

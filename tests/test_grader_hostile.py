@@ -10,7 +10,7 @@ attacks; each is aimed at what the grader must refuse:
   extended attributes of files outside its folder (and `chmod 000 tests/autograder`); writes into the grader's
   checks.py and working directory; starts processes that outlive it (double fork with setsid,
   `Popen(start_new_session=True)`); sends to 127.0.0.1 listeners over TCP, UDP, a path-named and an abstract unix
-  socket; prints 300 MB; raises KeyboardInterrupt;
+  socket; prints 300 MB; raises KeyboardInterrupt with a message that would draw "total 10/10" on a terminal;
 - `scaled_dot_product_attention` leaves out 1/√d and, depending on its inputs, loops catching BaseException, writes
   malformed frames (one announcing 256 MiB) into every descriptor, or returns objects whose `.shape` loops;
 - `MultiHeadAttention` is right but calls `os._exit(0)` or raises KeyboardInterrupt on some inputs.
@@ -139,7 +139,8 @@ for _fam, _kind, _addr in ((socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", TC
 
 for _ in range(300):
     sys.stdout.write("x" * 1_000_000)
-raise KeyboardInterrupt
+# 7. A message that, printed raw on a terminal, erases the score's last line and draws full marks over it.
+raise KeyboardInterrupt("\x1b[1A\x1b[2K\r  total                     10/10")
 '''
 
 HOSTILE_SDPA = r'''
@@ -195,7 +196,7 @@ def _hostile_forward(self, x, *args, **kwargs):
     if x.shape[-1] == 16:           # the nn.MultiheadAttention comparison (d_model 16)
         os._exit(0)
     if x.shape[-1] == 12:           # the mask check (d_model 12; no other check uses it)
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt("\x1b[1A\x1b[2K\r  total                     10/10")
     return _forward(self, x, *args, **kwargs)
 
 
@@ -523,6 +524,10 @@ def test_pytest_route_survives_every_attack(attack, pytest_route):
         assert re.search(rf"^  {check_id}\s+{points}/", out, flags=re.M), (check_id, out[-1500:])
     assert re.search(r"total\s+0/10", out), out[-1500:]
     assert "code cell 2 raised KeyboardInterrupt" in out, out[-1500:]  # the notebook's error, reported
+    # The forged score: shown as escapes (in the check's message and in the notebook's errors), never drawn.
+    assert "\x1b" not in out and "\r" not in out, [ln for ln in out.splitlines() if "\x1b" in ln or "\r" in ln][:3]
+    assert out.count("\\x1b[1A\\x1b[2K\\x0d  total") >= 2, out[-3000:]
+    assert not re.search(r"^\s*total\s+10/10", out, flags=re.M), out[-1500:]
     assert re.search(r"printed [\d,]+ bytes more than the [\d,]+ kept", out), out[-1500:]
     assert "learner code ran in the bubblewrap sandbox" in out, out[-1500:]
     # Start-up, the notebook (300 MB of printout) and 8 checks of at most 3 s each, on a busy machine.
