@@ -17,7 +17,7 @@ GGML_FLAGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGM
 # Tools spawned by nbgrader/jupyter (alembic, kernels) come from the venv without activating it.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup setup-core run test test-long site notebooks doctor clean
+.PHONY: setup setup-core run test test-long site serve notebooks doctor clean
 
 # Everything the tests need: the Python stack, Chromium, bubblewrap, CJK fonts, Pyodide for the calculator page,
 # llama.cpp (compiled once per machine: see `llama`), matmul-bench.
@@ -82,9 +82,15 @@ run: $(LIGHT)
 	$(BIN)/python tools/main_job.py calculator
 	$(MAKE) --no-print-directory setup-core pyodide site-packages
 	$(BIN)/python tools/main_job.py site
+	@$(BIN)/python tools/main_job.py next
 
 site: $(CORE) pyodide
 	$(BIN)/python tools/build_site.py
+
+# The built site on http://127.0.0.1:8080/ (tools/main_job.py's SERVE_PORT): the live calculator and the search need
+# a server (a browser loads neither from a file:// address). Standard library only.
+serve:
+	@$(or $(wildcard $(BIN)/python),$(PYTHON)) tools/main_job.py serve
 
 # The default suite on both cores (pytest-xdist: a module's tests on one worker), kept under 5 minutes on 2 cores;
 # the slowest ten tests are listed at the end. It skips the long end-to-end runs (marked `long`), each naming the
@@ -216,6 +222,11 @@ $(PYODIDE_DIR)/.done-$(PYODIDE_PKG):
 	tar -xzf $(PYODIDE_DIR)/*.tgz -C $(PYODIDE_DIR) --strip-components=1 $(addprefix package/,$(PYODIDE_FILES))
 	rm $(PYODIDE_DIR)/*.tgz
 	touch $@
+
+# The stamp above, as course/doctor.py finds it (tests/test_doctor.py checks they agree).
+.PHONY: print-pyodide-stamp
+print-pyodide-stamp:
+	@echo $(PYODIDE_DIR)/.done-$(PYODIDE_PKG)
 
 # matmul-bench: the speed model's kernel microbenchmark (part1_capacity/experiments/engine/matmul_bench.c, the project's own
 # code) linked against the ggml libraries of the one llama.cpp build above (the shared ones llama_cpp and

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -55,6 +56,14 @@ def cache_entries(cache: Path) -> list[tuple[Path, bool]]:
     if not cache.is_dir():
         return []
     return [(p, (p / "done").is_file()) for p in sorted(cache.iterdir()) if p.is_dir() and p.name != "sdist"]
+
+
+def pyodide_stamp(repo: Path) -> Path:
+    """The file `make pyodide` writes last, named by the Makefile's PYODIDE_PKG (read from the Makefile, the one
+    place the version is written; a clone without one is read with this clone's)."""
+    makefile = repo / "Makefile" if (repo / "Makefile").is_file() else REPO / "Makefile"
+    found = re.search(r"^PYODIDE_PKG\s*:=\s*(\S+)", makefile.read_text(encoding="utf-8"), re.M)
+    return repo / "build" / "pyodide" / f".done-{found.group(1) if found else 'pyodide'}"
 
 
 def _executable(path: Path) -> bool:
@@ -104,8 +113,9 @@ def check(repo: Path = REPO, cache: Path | None = None) -> list[Component]:
     chromium = shutil.which("chromium")
     out.append(Component("Chromium", bool(chromium), chromium or "not on PATH",
                          "make system-packages (apt: chromium)", "make test (the site in a headless browser)"))
-    pyodide = repo / "build" / "pyodide" / ".done"
-    out.append(Component("Pyodide", pyodide.is_file(), "build/pyodide" if pyodide.is_file() else "not unpacked",
+    pyodide = pyodide_stamp(repo)
+    out.append(Component("Pyodide", pyodide.is_file(), f"build/pyodide ({pyodide.name[len('.done-'):]})"
+                         if pyodide.is_file() else f"not unpacked ({pyodide.name[len('.done-'):]})",
                          "make pyodide", "make run, make site, make test (the calculator page)"))
     bwrap = shutil.which("bwrap")
     out.append(Component("bubblewrap", bool(bwrap), bwrap or "bwrap not on PATH",

@@ -87,7 +87,7 @@ def exercise_block(spec, times: dict | None = None, lang: str = DEFAULT) -> str:
                  "cells marked `YOUR CODE HERE` and run the test cells under each. Then grade the whole notebook:",
                  nb=nb, names=names) + "\n\n"
             f"    ```bash\n"
-            f"    {open_command(spec, lang)}\n"
+            f"    {open_command(spec, lang)}    # " + tr("as root: add --allow-root") + "\n"
             f"    {grade_command(spec, lang)}\n"
             f"    ```\n\n"
             f"    {time_sentence(spec, times, lang)} "

@@ -36,7 +36,7 @@ from nbconvert.preprocessors import Preprocessor
 from nbgrader.plugins import FileNameCollectorPlugin
 from nbgrader.preprocessors import ClearHiddenTests, OverwriteCells
 from nbgrader import utils
-from traitlets import Bool, default
+from traitlets import Bool, List, default
 
 # nbconvert's base/mathjax.html.j2 macro: a CDN script and a MathJax 2 configuration, between these comments.
 _MATHJAX_BLOCK = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
@@ -89,6 +89,12 @@ class TextOnly(Preprocessor):
 
 class HiddenChecksAsRules(ClearHiddenTests):
     """Feedback: a hidden check's cell keeps its rule and its result, not the code between the hidden markers."""
+
+    # The HTML exporter configures `display_data_priority` for every NbConvertBase; nbgrader's preprocessors carry
+    # it without the config tag, so traitlets warned "not recognized by HiddenChecksAsRules" on every
+    # generate_feedback. Declared configurable here (as nbgrader's own GetGrades does), with nbgrader's default.
+    display_data_priority = List(["text/html", "application/pdf", "text/latex", "image/svg+xml", "image/png",
+                                  "image/jpeg", "text/plain"]).tag(config=True)
 
     def preprocess_cell(self, cell, resources, cell_index):
         if cell.cell_type == "code" and self.begin_test_delimeter in cell.source:

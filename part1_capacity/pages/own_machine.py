@@ -35,10 +35,10 @@ def fit_lines(tr=EN) -> str:
     if one.limited_by != "memory" or many.limited_by != "memory":
         raise AssertionError(f"own-machine section: the prose says memory limits {mid} on {CARD}; it is now "
                              f"{one.limited_by} / {many.limited_by}")
-    return tr("`capacity fit --model {model} --accelerator {acc} --weights-dtype {dtype} --engine llama.cpp`: at one "
-              "sequence the longest context is **{T} tokens** (one more block of {block} tokens does not fit beside "
-              "the weights); at {C} tokens, **{B} sequences** fit.",
-              model=mid, acc=CARD, dtype=dtype, T=f"{one.value:,}", block=one.block, C=f"{CONTEXT:,}",
+    return tr("`.venv/bin/capacity fit --model {model} --accelerator {acc} --weights-dtype {dtype} --engine llama.cpp "
+              "--batch 1`: the longest context is **{T} tokens** (one more block of {block} tokens does not fit "
+              "beside the weights); with `--context {C}` instead, **{B} sequences** fit.",
+              model=mid, acc=CARD, dtype=dtype, T=f"{one.value:,}", block=one.block, C=CONTEXT,
               B=f"{many.value:,}") + "\n"
 
 

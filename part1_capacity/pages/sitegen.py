@@ -6,6 +6,9 @@ make the build fail if the calculator stops supporting them.
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +49,13 @@ CUSTOMERS = (
 CUSTOMERS_EXPECT = ("kv_cache", "kv_cache", "weights")
 STRUCTURES_EXPECT = {"gqa": "kv_cache", "mla": "weights", "ssm_hybrid": "weights"}
 HEATMAPS = (("llama-3.1-70b", "h100", "bf16"), ("deepseek-v3", "h200", "fp8"))
+# The original study's figure for the hybrid at 128K, as published (0.75 GB, for nemotron-3-nano-30b-a3b): set
+# beside the course's with the reason they differ.
+STUDY_128K = {"model": "nemotron-3-nano-30b-a3b", "context": 131072, "figure": "0.75 GB"}
+# The page's first answer (the README's engineer line): one model, one accelerator, one workload.
+FIRST = dict(model="llama-3.1-70b", accelerator="h100", context=32768, batch=16)
+FIRST_ARGS = ["plan", "--model", FIRST["model"], "--accelerator", FIRST["accelerator"], "--context", "32K",
+              "--batch", str(FIRST["batch"])]
 
 
 def _cell(x) -> str:
@@ -130,10 +140,46 @@ def worked_examples(confirmed: dict | None = None, tr=EN) -> str:
                         kind=m.ssm.kind, formula=rf"\({m.ssm.n_layers} \times {m.ssm.state_elements:,} \times {sb:g}\)",
                         bytes=fmt_bytes(m.state_bytes(sb)))
                      + (tr(" (state in {dtype}, as vLLM keeps it)", dtype=m.ssm.state_dtype) if m.ssm.state_dtype else ""))
+        study = ""
+        if m.id == STUDY_128K["model"] and T == STUDY_128K["context"]:
+            study = " " + tr("The original study gave {figure} for it at this length: its attention cache alone, "
+                             "{attn} here ({gib} GiB); the course adds the recurrent state, {state}, which a server "
+                             "keeps beside it (a difference of scope, not of law).", figure=STUDY_128K["figure"],
+                             attn=fmt_bytes(m.attention_cache_bytes(T, 2)),
+                             gib=f"{m.attention_cache_bytes(T, 2) / GIB:.2f}", state=fmt_bytes(m.state_bytes(sb)))
         lines.append(f"- **{m.structure}**, {m.name}: {law}{extra}. "
                      + tr("At {T} tokens one sequence holds **{total}**. Engine check: {check}.", T=f"{T:,}",
-                          total=fmt_bytes(total), check=engine_check(m.structure, confirmed, tr)))
+                          total=fmt_bytes(total), check=engine_check(m.structure, confirmed, tr)) + study)
     return "\n".join(lines) + "\n"
+
+
+def first_output() -> str:
+    """What `capacity plan` prints for FIRST, run as a learner runs it (the CLI in a process of its own)."""
+    done = subprocess.run([sys.executable, "-m", "part1_capacity.cli", *FIRST_ARGS], cwd=REPO, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "COLUMNS": "120"})
+    if done.returncode:
+        raise RuntimeError(f"capacity {' '.join(FIRST_ARGS)} failed: {done.stderr.strip()}")
+    return done.stdout.rstrip("\n")
+
+
+def first_answer(output: str, tr=EN) -> str:
+    """The page's worked example: the command, its output as printed, and the output read top to bottom with the
+    plan's own numbers."""
+    d = make_plan(FIRST["model"], FIRST["accelerator"],
+                  Workload(context=FIRST["context"], batch=FIRST["batch"])).to_dict()
+    par = d["parallelism"]
+    return ("```console\n$ .venv/bin/capacity " + " ".join(FIRST_ARGS) + "\n" + output + "\n```\n\n" + tr(
+        "Read it top to bottom. The weights take **{weights}**. Each token of each sequence adds **{per_token}** of "
+        "KV cache, so one sequence of {context} tokens holds **{per_seq}** and the {batch} sequences **{total}**: "
+        "{ratio}× the weights. The weights alone fit on **{without}** accelerators; the cache adds **{added}**, for "
+        "**{needed}** in all (tensor {tensor} × pipeline {pipeline} × data {data}). The bottleneck is therefore "
+        "`{bottleneck}`, and the last lines say what that implies and where the cache that does not fit could go.",
+        weights=fmt_bytes(d["weights_bytes"]), per_token=fmt_bytes(d["kv_bytes_per_token"]),
+        context=f"{FIRST['context']:,}", per_seq=fmt_bytes(d["kv_bytes_per_sequence"]), batch=FIRST["batch"],
+        total=fmt_bytes(d["kv_bytes_total"]), ratio=f"{d['kv_to_weights_ratio']:.2f}",
+        without=fmt_count(d["accelerators_without_kv"]), added=fmt_count(d["accelerators_added_by_kv"]),
+        needed=fmt_count(d["accelerators_needed"]), tensor=par["tensor"], pipeline=par["pipeline"],
+        data=par["data"], bottleneck=d["bottleneck"]) + "\n")
 
 
 def roofline_table(plans, tr=EN) -> str:
@@ -422,6 +468,8 @@ def build(out):
     i18n.write_text(out, "roofline_summary.md", lambda tr: roofline_summary(plans, tr))
     calculator_checks(plans, out)
     i18n.write_text(out, "worked.md", lambda tr: worked_examples(confirmed, tr))
+    printed = first_output()
+    i18n.write_text(out, "first_answer.md", lambda tr: first_answer(printed, tr))
     i18n.write_text(out, "engines.md", engines_table)
     for lang, tr in i18n.each_language():
         growth_figure(out / i18n.localized("growth.png", lang), plt, tr)

@@ -292,7 +292,8 @@ def profile_from_fields(config: dict, defaults: dict | None = None, where: str =
         parameters = count_model_parameters(config, defaults, where)
     total = sum(numel(s) for _, s in parameters)
     routed = [(n, s) for n, s in parameters if is_routed_expert(n)]
-    active = total - sum(numel(s) for n, s in parameters if MULTIMODAL.search(n))
+    multimodal = sum(numel(s) for n, s in parameters if MULTIMODAL.search(n))
+    active = total - multimodal
     f = Fields(config, defaults, where)
     routed_params = sum(numel(s) for _, s in routed)
     if routed:
@@ -302,6 +303,8 @@ def profile_from_fields(config: dict, defaults: dict | None = None, where: str =
     prof["params_total"], prof["params_active"] = float(total), float(active)
     if routed_params:
         prof["params_routed"] = float(routed_params)
+    if multimodal:
+        prof["params_multimodal"] = float(multimodal)
 
     quant = config.get("quantization_config") or (config.get("text_config") or {}).get("quantization_config") or {}
     # the weights' dtype as the file names it (transformers 5 writes "dtype", older files "torch_dtype"); a file

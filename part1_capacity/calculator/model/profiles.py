@@ -63,6 +63,7 @@ class ModelProfile:
     native_dtype: str = "bf16"
     model_dtype: str = ""    # the dtype the model computes in (torch_dtype; "": native_dtype), e.g. bf16 for FP8
     params_routed: float = 0.0     # of params_total, the routed experts (0: not known, or dense)
+    params_multimodal: float = 0.0  # of params_total, a vision/audio tower no text token runs (0: none, or not known)
     vocab_size: int = 0            # tokens in the vocabulary (0: not known)
     intermediate_size: int = 0     # the MLP's inner width (0: not known)
     moe_intermediate_size: int = 0  # one routed expert's inner width (0: dense, or not known)
@@ -89,7 +90,9 @@ class ModelProfile:
 
     @property
     def is_moe(self) -> bool:
-        return self.params_active < self.params_total
+        """Routed experts: fewer parameters run per token than the text model holds. A multimodal checkpoint's
+        vision tower (also not run per text token) is not an expert: Gemma 3's is dense."""
+        return self.params_active + self.params_multimodal < self.params_total
 
     @property
     def structure(self) -> str:
@@ -224,6 +227,15 @@ def _routed(d: dict, total: float, where: str) -> float:
     return float(v)
 
 
+def _multimodal(d: dict, total: float, active: float, where: str) -> float:
+    """A vision/audio tower's parameters (0: none or unknown), at most what the text model does not run."""
+    v = d.get("params_multimodal") or 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= total - active:
+        raise InputError(f"{where}: field 'params_multimodal' must be a number between 0 and params_total − "
+                         f"params_active, got {v!r}")
+    return float(v)
+
+
 def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
     """Validate a profile dict (the bundled table's format) and build a ``ModelProfile``."""
     pid = str(d.get("id") or where)
@@ -267,7 +279,7 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
         n_kv_shared_layers=(_positive_int(d, "n_kv_shared_layers", w, allow_zero=True)
                             if "n_kv_shared_layers" in d else 0),
         model_dtype=get_dtype(d["model_dtype"], f"{w}.model_dtype").name if d.get("model_dtype") else "",
-        params_routed=_routed(d, total, w),
+        params_routed=_routed(d, total, w), params_multimodal=_multimodal(d, total, active, w),
         **{k: _positive_int(d, k, w, allow_zero=True) for k in SHAPE_FIELDS if d.get(k) is not None},
         ssm=ssm, params_checkpoint=float(d.get("params_checkpoint") or 0.0), native_dtype=native,
         hf_repo=str(d.get("hf_repo", "")), source=str(d.get("source", "")),

@@ -125,8 +125,8 @@ def expert_bytes(model, wl, weights_bytes: float) -> tuple[float, str]:
     groups = [g for g in model.weight_groups if "expert" in g.name.lower()] if native else []
     if groups:
         return float(min(sum(g.bytes for g in groups), weights_bytes)), "the checkpoint's expert weight group"
-    return (weights_bytes * (1 - model.params_active / model.params_total),
-            "total − active parameters (dense part ≤ active)")
+    return (weights_bytes * (1 - (model.params_active + model.params_multimodal) / model.params_total),
+            "total − active parameters (dense part ≤ active; a vision tower is no expert)")
 
 
 @dataclass(frozen=True)

@@ -750,8 +750,8 @@ def _placeholder(path, tr=EN):
 
 
 # --- the original study's figures beside this course's ---------------------------------------------------------------
-# The study's E1 reported an engine slope of 48.0 KiB per token for a GQA model; its figure fits gpt-oss-20b with all
-# 24 layers caching the full context (24 × 8 K/V heads × 64 × 2 × 2 B).
+# The study's E1 reported an engine slope of 48.0 KiB per token for a GQA model it does not name; its figure fits
+# gpt-oss-20b with all 24 layers caching the full context (24 × 8 K/V heads × 64 × 2 × 2 B): an inference, said so.
 STUDY_E1 = {"slope_kib": 48.0, "model": "gpt-oss-20b"}
 RUNGS = ("F16", "Q8_0", "Q5_0", "Q4_K_M")
 
@@ -767,8 +767,9 @@ def e1_study(r, tr=EN) -> str:
     width_study = g.n_kv_heads * g.head_dim
     full = 2 * g.n_layers * width_study * 2 / 1024            # every layer at full length, bf16
     return tr("The original study's E1 reported {study} KiB per token; this model's engine slope is {here} KiB. Both "
-              "are 2 × layers × K/V heads × head_dim × 2 bytes. The study's figure is {model} with all {layers} of its "
-              "layers caching the full context ({kv} K/V heads × {hd} = {width} values per layer: {full} KiB); here "
+              "are 2 × layers × K/V heads × head_dim × 2 bytes. The study does not name its model; its figure fits {model} "
+              "with all {layers} of its layers caching the full context ({kv} K/V heads × {hd} = {width} values per "
+              "layer: {full} KiB), so {model} is this course's inference, not the study's word; here "
               "{kv_here} × {hd_here} = {width_here} values per layer over {layers_here} layers. The width per layer "
               "is {same}; the difference is the layer count. ({model} keeps half its layers to a 128-token window: "
               "counted that way it grows {growing} KiB per token, as the calculator has it.)",

@@ -423,7 +423,7 @@ def calculator_md(runs, tr=EN) -> str:
     plan = index_memory.plan_index("flat", r["index_vectors"], r["index_dim"], host_memory_bytes=host_gb * 1e9,
                                    results_dir=RESULTS, host=k.host)
     keys = {key: value for key, value in plan.to_dict().items() if key not in ("hot_cache_source", "hot_cache_warning")}
-    return (f"```console\n$ capacity index --vectors {r['index_vectors']} --dim {r['index_dim']} --type flat "
+    return (f"```console\n$ .venv/bin/capacity index --vectors {r['index_vectors']} --dim {r['index_dim']} --type flat "
             f"--host-memory-gb {host_gb:.2f} --json\n{json.dumps(keys, indent=1)}\n```\n\n" + tr(
                 "The host had {host} GB available with the index cached and the hog at 0; the calculator says other "
                 "processes may take {headroom} before p99 leaves its baseline. The run measured its p99 knee with "
@@ -505,17 +505,19 @@ def monitoring_md(plotted, study, tr=EN) -> str:
                   available=f"{s['available_at_p99_knee_gb']:.2f}", pct=_pct(s["available_at_p99_knee_fraction"]),
                   later=f"{s['p50_knee_after_p99_knee_gb']:.2f}") + "\n"
     k = run["knee_p99"]
-    base = run["cycles"][: run["config"]["baseline_cycles"]]
     at = run["cycles"][k["cycle"]]
 
     def ratio(key):
-        b = sorted(c[key] for c in base)[len(base) // 2]
-        return at[key] / b if b else float("inf")
+        # The same baseline as the knee itself and the median's table (re-taken with the hog in place, index
+        # cached: _ratios), never the first idle cycles, which ran before the index was read into memory.
+        return _ratios(run, key)[k["cycle"]]
 
     psi = tr("not available on this kernel") if at["psi_some_avg10"] is None else \
         tr("some {some}%, full {full}%", some=f"{at['psi_some_avg10']:.2f}", full=f"{at['psi_full_avg10']:.2f}")
     lines = [
-        tr("At the p99 knee of the {index} run (hog at {hog}):", index=_gb(run["index_bytes"]), hog=_gb(k["hog_bytes"])),
+        tr("At the p99 knee of the {index} run (hog at {hog}); each signal against its own baseline re-taken with the "
+           "hog in place and the index in memory, as the knee and the median's tables above:",
+           index=_gb(run["index_bytes"]), hog=_gb(k["hog_bytes"])),
         "",
         *tables.head(tr("| signal | at the p99 knee | vs. baseline |")),
         tables.row(tr("p99 page read"), f"{at['p99_us']:,.1f} µs", f"×{ratio('p99_us'):,.0f}"),
