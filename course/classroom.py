@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.notebook_spec import REPO, all_specs, nbgrader_cmd
+from course.notebook_spec import REPO, SKIPPED, all_specs, nbgrader_cmd
 from course.text import printable
 
 
@@ -183,8 +183,6 @@ class Collected:
 def zip_collect(root: Path, assignment: str) -> Collected:
     """``nbgrader zip_collect`` of the files and zips in ``downloaded/<assignment>/archive/`` into submitted/ (a
     student's earlier submission of it is replaced; nobody else's is touched)."""
-    from course.nbgrader_ext import SKIPPED
-
     check_assignment(assignment)
     archive = root / "downloaded" / assignment / "archive"
     if not archive.is_dir() or not any(archive.iterdir()):

@@ -38,6 +38,9 @@ from nbgrader.preprocessors import ClearHiddenTests, OverwriteCells
 from nbgrader import utils
 from traitlets import Bool, List, default
 
+from course.classroom import ClassroomError, register
+from course.notebook_spec import SKIPPED
+
 # nbconvert's base/mathjax.html.j2 macro: a CDN script and a MathJax 2 configuration, between these comments.
 _MATHJAX_BLOCK = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
 MATHJAX_CONFIG = ("window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], "
@@ -130,7 +133,6 @@ class QuietOverwriteCells(OverwriteCells):
 # download_submissions: the full name with "_" made " ", "_", the participant's number, "_assignsubmission_file_").
 MOODLE_LAYOUT = r".*/(?P<student_id>[^/_]+)_(?P<participant>[0-9]+)_assignsubmission_file_/(?P<file_id>[^/]+)$"
 MOODLE_EXAMPLE = "<Full Name>_<number>_assignsubmission_file_/<notebook>"
-SKIPPED = ": not collected: "  # in each line about a file left out, between who and why (course.classroom reads it)
 
 
 class LmsCollector(FileNameCollectorPlugin):
@@ -271,10 +273,6 @@ def register_missing_assignment(assignment=None, student=None, notebooks=None):
             if not os.path.isdir(source):
                 _refuse(log, f"{step}: the gradebook has no assignment {aid} and there is no source folder {source} "
                              f"to register it from; run `make notebooks` (it writes solutions/) first")
-            from pathlib import Path
-
-            from course.classroom import ClassroomError, register
-
             log.info("%s: not in %s yet; registering it from %s", aid, cd.db_url, source)
             try:
                 register(Path(cd.root), [aid], db_url=cd.db_url)

@@ -205,6 +205,11 @@ def write_source_notebook(spec, solutions_dir: Path | None = None, lang: str = D
     return out
 
 
+# In each line ``nbgrader zip_collect`` logs about a file it leaves out, between who and why: the collector
+# (``nbgrader_ext.LmsCollector``) writes it and ``classroom.zip_collect`` reads it back, so it lives below both.
+SKIPPED = ": not collected: "
+
+
 def nbgrader_cmd() -> list[str]:
     """Run nbgrader with the interpreter of this environment (works inside and outside a venv)."""
     return [sys.executable, "-m", "nbgrader"]

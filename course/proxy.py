@@ -15,6 +15,7 @@ import sys
 import time
 
 from course import method, modules, wire
+from course.failures import Delegated
 
 # Builtin exceptions that cross as themselves (a learner's ValueError is the checks' ValueError); any other type
 # crosses as an Exception subclass of that name. KeyboardInterrupt, SystemExit and StopIteration never cross as
@@ -419,8 +420,6 @@ class Channel:
     @staticmethod
     def _delegated(seen):
         """The learner's call reached what the check forbids (course.method): the check fails, naming it."""
-        from course.grading import Delegated
-
         keys = [k for k in seen if isinstance(k, str)][:20] if isinstance(seen, list) else []
         exc = Delegated(method.message(keys) or "calls a ready-made implementation the exercise forbids")
         exc._wire_answer = True  # an answer came: the two ends are still in step

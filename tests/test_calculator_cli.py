@@ -319,3 +319,18 @@ def test_plan_help_lists_the_common_flags_first_and_its_examples_run(capsys):
         if "path/to" not in e:
             assert main(shlex.split(e)[1:]) == 0, e
             capsys.readouterr()
+
+
+def test_a_tier_fits_when_one_accelerators_overflow_fits_in_its_share():
+    """A tier's capacity is per accelerator, so it is compared with ONE rank's overflow, not the whole. Llama-3.1-70B
+    on H200 at 128K × 64 (as above): 2 ranks, each with 139.80 GiB × 0.9 − 2 GiB − 70.55e9 = 62.40e9 bytes free and
+    32 × 40 GiB = 1,374.39e9 bytes of cache, so 1,311.99e9 bytes over per rank and 2,623.98e9 in all. A pool of
+    2,000 GB per accelerator holds one rank's overflow (fits) though not the whole (which would say it does not)."""
+    from part1_capacity.calculator.hardware.tiers import tier_rows
+    pool = {"id": "pool", "name": "a made-up pool", "kinds": ["datacenter"], "capacity_gb": 2000,
+            "bandwidth_gb_s": 50, "latency_ns": 1000, "status": "assumption", "source": "made up for this test"}
+    plan = make_plan("llama-3.1-70b", "h200", context=T128K, batch=64, tiers=tier_rows([pool], "test tiers"))
+    per_rank = 32 * 40 * GIB - (139.80 * GIB * 0.9 - 2 * GIB - 70.55e9)
+    assert plan.overflow["ranks"] == 2 and plan.overflow["bytes_per_rank"] == pytest.approx(per_rank)
+    assert per_rank < 2000e9 < 2 * per_rank
+    assert [(t["tier"], t["fits"]) for t in plan.overflow_tiers] == [("pool", True)]

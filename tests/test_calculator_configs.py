@@ -56,6 +56,12 @@ PUBLISHED = {
     "phi-3-small-8k-instruct": (None, 7.39e9),
     # MPT-7B-Instruct: its checkpoint index's 13,298,573,312 bytes of bfloat16 hold 6,649,286,656 (see the README)
     "mpt-7b-instruct": (None, 6_649_286_656),
+    # LFM2-1.2B, named for 1.2B: 1,170,340,608 by hand (test_families.py), within 2.5 % of its name, not 2 %
+    "lfm2-1.2b": (None, None),
+    # Kimi-Linear-48B-A3B, "48B": 49,122,675,072 by hand (test_families.py), 2.3 % above the rounded name
+    "kimi-linear-48b-a3b": (None, None),
+    # Llama-3.3-Nemotron-Super-49B-v1 "49B": 49,867,145,216 by hand (test_layers_sized_one_by_one_are_read_block_by_block)
+    "llama-3.3-nemotron-super-49b-v1": (None, 49.867e9),
     # model card: QwQ-32B "32.5B" parameters
     "qwq-32b": (None, 32.5e9),
     # model card: Phi-4 "14B parameters"; the Hub's safetensors total 14.7B (40 × 340.8M + 2 × 100,352 × 5,120 by hand)
@@ -108,6 +114,12 @@ def _hand_attention_layers(c):
         return sum(t["attn_type_list"]), 0
     if mt == "mamba":                                    # Mamba: every block a Mamba mixer, no attention
         return 0, 0
+    if "full_attn_idxs" in t:                            # LFM2: attention at the listed layers, convolutions elsewhere
+        return len(t["full_attn_idxs"]), 0
+    if "block_configs" in t:                             # Nemotron-NAS: the blocks that keep their attention
+        return sum(not b["attention"]["no_op"] for b in t["block_configs"]), 0
+    if "linear_attn_config" in t:                        # Kimi Linear: MLA at the listed layers, KDA elsewhere
+        return len(t["linear_attn_config"]["full_attn_layers"]), 0
     return L, 0
 
 
@@ -119,14 +131,19 @@ def test_kv_bytes_per_token_from_the_config_fields(name):
     full, window = _hand_attention_layers(c)
     if t.get("kv_lora_rank"):                            # MLA: latent + rope key, no factor 2 (Hunyuan: null)
         index = t["index_head_dim"] if "index_topk" in t else 0    # V3.2: the indexer's key too
-        expected = t["num_hidden_layers"] * (t["kv_lora_rank"] + t["qk_rope_head_dim"] + index) * 2
+        layers = full if "linear_attn_config" in t else t["num_hidden_layers"]     # Kimi Linear: its MLA layers
+        expected = layers * (t["kv_lora_rank"] + t["qk_rope_head_dim"] + index) * 2
     elif not full and not window:                        # no attention layer: nothing cached per token
         expected = 0
     else:
         heads = t.get("num_attention_heads", t.get("n_head", t.get("n_heads")))
         hidden = t.get("hidden_size", t.get("n_embd", t.get("d_model")))
         head_dim = t.get("head_dim") or hidden // heads
-        expected = 2 * full * t.get("num_key_value_heads", heads) * head_dim * 2
+        kv = t.get("num_key_value_heads", heads)
+        if "block_configs" in t:                         # Nemotron-NAS: query heads per K/V head, per block
+            kv = heads // next(b["attention"]["n_heads_in_group"] for b in t["block_configs"]
+                               if not b["attention"]["no_op"])
+        expected = 2 * full * kv * head_dim * 2
     assert m.kv_bytes_per_token(2) == expected
     assert (m.n_full_layers, m.n_window_layers) == (full, window) or t.get("kv_lora_rank")
     if window:
@@ -367,6 +384,58 @@ def test_a_checkpoint_quantized_two_ways_is_refused_by_name(tmp_path):
         load_model(_quantized(tmp_path, quant))
 
 
+# NVFP4 (ModelOpt's quantization_config, and llm-compressor's 4-bit floats in groups of 16): 4-bit float matrices
+# and one fp8 E4M3 scale per 16 input weights of a row; MXFP4 in groups of 32 is the mxfp4 type (its 8-bit scale per
+# 32 inside 4.25 bits). vLLM: ModelOptNvFp4Config (group_size 16, ignore / exclude_modules), CompressedTensorsW4A4Fp4.
+_NVFP4_MODELOPT = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16,
+                   "ignore": ["lm_head", "model.layers.*.self_attn*"]}
+_FP4_CT = {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized", "ignore": ["lm_head"],
+           "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+               "num_bits": 4, "type": "float", "symmetric": True, "strategy": "tensor_group", "group_size": 16}}}}
+
+
+@pytest.mark.parametrize("quant, quantized_mats", [
+    # ModelOpt NVFP4 leaving attention unconverted (its ignore globs): the MLP matrices alone
+    (_NVFP4_MODELOPT, lambda mats: [m for i, m in enumerate(mats) if i % 7 >= 4]),
+    # llm-compressor NVFP4: every linear matrix
+    (_FP4_CT, lambda mats: mats),
+])
+def test_nvfp4_counts_its_fp8_scale_per_16_weights(tmp_path, quant, quantized_mats):
+    mats = quantized_mats(_qwen05_matrices())
+    quantized = sum(o * i for o, i in mats)
+    scales = sum(o * (i // 16) for o, i in mats)           # every width of Qwen2.5-0.5B is a multiple of 16
+    assert scales * 16 == quantized
+    kept = load_model(str(CONFIGS / "qwen2.5-0.5b" / "config.json")).params_total - quantized
+    p = make_plan(_quantized(tmp_path, quant), "h100", context=4096).to_dict()
+    assert p["weights_bytes"] == quantized / 2 + scales * 1 + kept * 2      # 4.5 bits a weight, the rest bf16
+    assert [g["dtype"] for g in p["weights_groups"]] == ["fp4", "fp8", "bf16"]
+
+
+def test_mxfp4_in_groups_of_32_is_the_mxfp4_type(tmp_path):
+    quant = json.loads(json.dumps(_FP4_CT))
+    quant["config_groups"]["group_0"]["weights"]["group_size"] = 32
+    quantized = sum(o * i for o, i in _qwen05_matrices())
+    kept = load_model(str(CONFIGS / "qwen2.5-0.5b" / "config.json")).params_total - quantized
+    p = make_plan(_quantized(tmp_path, quant), "h100", context=4096).to_dict()
+    assert p["weights_bytes"] == quantized * 4.25 / 8 + kept * 2
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"}, "q/config.json: quantization_config.quant_algo: "
+                                                                     "ModelOpt 'MIXED_PRECISION'"),
+    ("group 8", "q/config.json: quantization_config.config_groups.weights.group_size 8: 4-bit float"),
+])
+def test_a_4_bit_float_scheme_not_sized_is_refused_naming_the_file(tmp_path, change, fragment):
+    if change == "group 8":
+        quant = json.loads(json.dumps(_FP4_CT))
+        quant["config_groups"]["group_0"]["weights"]["group_size"] = 8
+    else:
+        quant = change
+    with pytest.raises(InputError) as e:
+        load_model(_quantized(tmp_path, quant))
+    assert fragment in str(e.value)
+
+
 def test_a_multimodal_file_silent_on_tying_keeps_its_text_models_head():
     """Mistral-Small-3.1 states tie_word_embeddings nowhere: its text config (a MistralConfig, false) decides, as
     vLLM builds the head, not Mistral3Config's own default (true), which would drop the 131,072 × 5,120 head."""
@@ -475,20 +544,31 @@ def test_latent_experts_route_in_the_latent_width():
     assert m.kv_bytes_per_token(2) == pat.count("*") * 2 * KV * hd * 2 == 8_192
 
 
-def test_layers_sized_one_by_one_are_refused_by_name(capsys):
+def test_layers_sized_one_by_one_are_read_block_by_block(tmp_path):
     """nvidia/Llama-3_3-Nemotron-Super-49B-v1 (DeciLM, model_type nemotron-nas) sizes each of its 80 layers in
-    block_configs: 31 have no attention at all, 49 keep 64 / 8 = 8 K/V heads, the FFN widths differ; its
-    top-level num_key_value_heads and intermediate_size are null. Read as a plain 80-layer decoder it came out
-    88.0B for 49B and 2,621,440 B of K/V per token for 49 × 2 × 8 × 128 × 2 = 200,704: it is refused by name."""
-    path = CONFIGS / "refused" / "llama-3.3-nemotron-super-49b-v1" / "config.json"
+    block_configs: 31 have no attention at all, 49 keep 64 / 8 = 8 K/V heads of 128, the FFN widths differ by layer
+    (int(2 × ffn_mult × 8,192 / 3) rounded up to 256: 5.25 → 28,672 on 49 layers, 2.625 → 14,336 on 6, 1.3125 →
+    7,168 on 10, 1.0 → 5,632 on 8, 0.5 → 2,816 on 6, 3.28125 → 17,920 on 1); its top-level num_key_value_heads and
+    intermediate_size are null. Read as a plain 80-layer decoder it came out 88.0B and 2,621,440 B of K/V per token.
+    By hand: embedding and head 2 × 128,256 × 8,192 = 2,101,346,304; an attention block (norm 8,192, q and o
+    2 × 8,192², k and v 2 × 1,024 × 8,192) 151,003,136 × 49 = 7,399,153,664; an FFN block (norm 8,192, gate, up and
+    down 3 × 8,192 × width): 34,527,911,936 + 2,113,978,368 + 1,761,689,600 + 1,107,361,792 + 415,285,248 +
+    440,410,112 = 40,366,637,056; the final norm 8,192. Total 49,867,145,216 (its card: "49B"). K/V per token:
+    49 × 2 × 8 × 128 × 2 bytes = 200,704."""
+    path = CONFIGS / "llama-3.3-nemotron-super-49b-v1" / "config.json"
     c = json.loads(path.read_text())
     attn = [b["attention"] for b in c["block_configs"]]
     assert sum(a["no_op"] for a in attn) == 31 and {a["n_heads_in_group"] for a in attn if not a["no_op"]} == {8}
-    code = main(["plan", "--model", str(path), "--accelerator", "h100", "--context", "4096"])
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1
-    assert "per-layer blocks whose attention (K/V heads, or none) and FFN width differ by layer ('block_configs'): " \
-           "not modelled" in err
+    m = load_model(str(path))
+    assert m.params_total == 49_867_145_216
+    assert (m.n_layers, m.n_full_layers, m.n_kv_heads, m.head_dim) == (80, 49, 8, 128)
+    assert m.kv_bytes_per_token(2) == 200_704 and m.intermediate_size == 28_672
+    # a block holding what is not modelled is refused by name: K/V head counts that differ between layers
+    c["block_configs"][0]["attention"]["n_heads_in_group"] = 4
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(c))
+    with pytest.raises(InputError, match="block_configs: K/V head counts that differ by layer \\(8, 16\\)"):
+        load_model(str(p))
 
 
 def test_a_sliding_window_pattern_written_in_letters(tmp_path):
@@ -602,3 +682,30 @@ def test_positions_without_a_stated_limit_are_refused_by_name(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "positions with no stated limit" in err and "ALiBi" in err and "max_position_embeddings" in err, err
+
+
+def test_the_global_layer_of_a_period_is_its_last():
+    """A periodic pattern makes layer i global when (i + 1) is a multiple of the period (transformers' Gemma3 and
+    Qwen3-Next configs). With a layer count the period does not divide, the first-of-period reading differs.
+    Gemma 3 (sliding_window_pattern 6) cut to 8 layers: only layer 5 is global (1 full, 7 within the window); the
+    first of each period would make layers 0 and 6 global (2). Qwen3-Next (full_attention_interval 4) cut to 6
+    layers: layer 3 is attention (1), the other 5 linear; first-of-period: layers 0 and 4 (2)."""
+    from part1_capacity.calculator.model.configs import profile_from_fields
+    gemma = {**cfg("gemma-3-12b-it")["text_config"], "num_hidden_layers": 8}
+    g = profile_from_fields(gemma, {}, parameters=[("p", (1,))])
+    assert (g.n_full_layers, g.n_window_layers) == (1, 7)
+    qwen = {**cfg("qwen3-next-80b-a3b"), "num_hidden_layers": 6}
+    q = profile_from_fields(qwen, {}, parameters=[("p", (1,))])
+    assert (q.n_full_layers, q.ssm.n_layers) == (1, 5)
+
+
+def test_group_scales_round_a_partial_group_up():
+    """AWQ with group_size 128 on a row of 200 input weights: 128 + 72, two groups, so ⌈200 / 128⌉ = 2 scales per
+    row (rounding down would give 1). Three rows: 3 × 2 = 6 fp16 scales and, AWQ keeping zero points, 6 more."""
+    from part1_capacity.calculator.model.configs import weight_groups
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 128}
+    groups = {g.name: g for g in weight_groups([("model.layers.0.mlp.down_proj.weight", (3, 200))], "bf16", awq)}
+    assert groups["awq matrices"].params == 600
+    scales = next(g for n, g in groups.items() if "scales" in n)
+    zeros = next(g for n, g in groups.items() if "zero points" in n)
+    assert (scales.params, scales.dtype, zeros.params) == (6, "fp16", 6)

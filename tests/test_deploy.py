@@ -3,6 +3,7 @@ import pytest
 
 from tests.in_process import run
 from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.plan import deploy
 from part1_capacity.calculator.plan.plan import Workload, make_plan
 
 GIB = 2 ** 30
@@ -183,3 +184,27 @@ def test_decode_step_counts_the_tensor_parallel_all_reduces():
     assert plan.decode.time_s == pytest.approx(plan.decode_split.rank_s + plan.decode_split.communication_s)
     one = make_plan("llama-3.1-8b", "h100", Workload(context=4096))
     assert one.parallelism["tensor"] == 1 and one.decode_split.communication_s == 0
+
+
+def test_the_overflow_decode_is_timed_by_pass_time():
+    """The overflow's decode steps go through ``deploy.pass_time``, the one place a pass becomes time: all in the
+    device's memory the step is the weights-only deployment's own decode step; read from a tier it is longer by each
+    rank's overflow read at the tier's bandwidth instead of the device's. Llama-3.1-70B on 2 H200 (tensor 2) at
+    128K × 64, as in test_calculator_cli's overflow test: 32 × 40 GiB of cache against 139.80 GiB (as the runtime
+    reports an H200) × 0.9 − 2 GiB − 70.55e9 free, 1,311.99e9 bytes over on each rank; one micro-batch and a
+    memory-bound step, so host DRAM (63 GB/s) adds 1.31199e12 × (1/63e9 − 1/4.8e12) = 20.55 s."""
+    from course.units import GIB
+    from part1_capacity.calculator.plan import speed
+
+    plan = make_plan("llama-3.1-70b", "h200", Workload(context=131072, batch=64))
+    r, dep0 = plan.resolved, plan.deployment_without_kv
+    assert (dep0.tensor, dep0.pipeline, dep0.data) == (2, 1, 1)
+    over = 32 * 40 * GIB - (139.80 * GIB * 0.9 - 2 * GIB - 70.55e9)
+    in_memory = deploy.decode_time(r, dep0).time_s
+    bandwidth = speed.rates(r.accelerator, "bf16")[1]
+    assert bandwidth == 4.8e12
+    for tier in plan.overflow_tiers:
+        assert tier["decode_step_s"] / tier["slowdown_vs_hbm"] == pytest.approx(in_memory, rel=1e-12)
+        assert tier["decode_step_s"] - in_memory == pytest.approx(over * (1 / tier["bandwidth"] - 1 / bandwidth))
+    dram = next(t for t in plan.overflow_tiers if t["tier"] == "host-dram")
+    assert dram["decode_step_s"] - in_memory == pytest.approx(20.55, abs=0.005)

@@ -82,6 +82,15 @@ def test_encoder_messages():
         "without a mask the padded positions should matter: does self-attention use x?")
 
 
+def test_the_torch_comparison_reads_the_padded_row_too():
+    # Row 0 of the check's batch is all real tokens, row 1 has 3 padded positions: a layer that ignores the mask
+    # equals torch's on row 0 (nothing to mask there) and differs only on row 1's 4 real positions, where it also
+    # attends to the padding. A check reading only the unpadded row would pass it.
+    c = checks.check_encoder_layer_matches_torch
+    assert message(c, encoder(lambda s, x, m, f: f(x, None))).startswith(
+        "EncoderLayer vs nn.TransformerEncoderLayer (x = norm(x + sublayer(x))): differs from the reference by up to")
+
+
 # --- DecoderLayer ------------------------------------------------------------------------------------------------------
 def decoder(forward=None, init_fails=False):
     """The reference DecoderLayer with ``forward(self, x, memory, mask, weights, reference_forward)``."""

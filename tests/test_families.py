@@ -206,10 +206,11 @@ def test_pure_parameter_count_equals_the_meta_device_count(name):
 
 
 def test_every_published_config_with_a_class_is_counted():
-    """MiniMax-M1 and Phi-3-small have no transformers class (their own code): they are counted from their fields,
-    and their cards check those counts (test_parameters_within_one_percent_of_the_card; Phi-3-small's 7.39B by hand
-    in test_calculator_configs.py)."""
-    assert set(ALL) - set(EXACT) == {"minimax-m1", "phi-3-small-8k-instruct"}
+    """MiniMax-M1, Phi-3-small and Llama-3.3-Nemotron-Super (DeciLM) have no transformers class (their own code):
+    they are counted from their fields, and their cards or counts by hand check those counts
+    (test_parameters_within_one_percent_of_the_card; Phi-3-small's 7.39B and the Nemotron-Super's 49.87B block by
+    block in test_calculator_configs.py)."""
+    assert set(ALL) - set(EXACT) == {"minimax-m1", "phi-3-small-8k-instruct", "llama-3.3-nemotron-super-49b-v1"}
 
 
 def test_the_pure_layer_imports_nothing_heavy():
@@ -382,11 +383,55 @@ def test_the_stored_defaults_are_transformers_own():
     (regenerate with `python -m part1_capacity.calculator.model.configs` after changing the pin)."""
     table = configs.stored_defaults()
     assert table["transformers"] == hf_config.version()
-    assert set(table["model_types"]) == set(configs.COUNTED)
+    checked = table["checked_at_default_size"]
+    assert not set(checked) & set(configs.COUNTED)
+    assert set(table["model_types"]) == set(configs.COUNTED) | set(checked)
+    assert set(checked) <= set(hf_config.decoder_types())
     assert table["known_types"] == hf_config.known_types()
     assert table["known_architectures"] == hf_config.known_architectures()
-    for mt in configs.COUNTED:
+    for mt in table["model_types"]:
         assert table["model_types"][mt] == json.loads(json.dumps(hf_config.class_defaults(mt), default=str)), mt
+
+
+# types stored because their count equals transformers' build at the class's default size, whose layouts are rows
+# read from their modeling files (param_count.LAYOUTS): the smoke of the long check of every stored type below
+ROWS_CHECKED_AT_DEFAULT_SIZE = ("cohere2", "glm4", "olmo3", "seed_oss", "phimoe", "granitemoe_swa", "minimax_m2",
+                                "qwen3_5", "arcee")
+
+
+@pytest.mark.parametrize("mt", ROWS_CHECKED_AT_DEFAULT_SIZE)
+def test_a_type_checked_at_its_default_size_counts_as_transformers_builds_it(mt):
+    assert mt in configs.stored_defaults()["checked_at_default_size"]
+    pure, meta = configs.census(mt)
+    assert pure == meta
+
+
+@pytest.mark.long(smoke="tests/test_families.py::test_a_type_checked_at_its_default_size_counts_as_transformers_builds_it[cohere2]")
+def test_every_type_checked_at_its_default_size_still_counts_as_transformers_builds_it():
+    """The stored table's claim, re-run on the installed transformers: every type it plans without transformers
+    beyond the counted ones is counted, at its class's default size, exactly as transformers builds it."""
+    wrong = {}
+    for mt in configs.stored_defaults()["checked_at_default_size"]:
+        c = configs.census(mt)
+        if c is None or c[0] != c[1]:
+            wrong[mt] = c
+    assert wrong == {}
+
+
+def test_a_type_counted_wrong_at_its_default_size_is_left_to_transformers(tmp_path):
+    """The census stores only what it counts exactly: a layout row made wrong on purpose (Cohere's one norm per
+    layer dropped) takes the type out of the table, and a type the pure reader refuses is never stored."""
+    from part1_capacity.calculator.model import param_count
+
+    row = param_count.LAYOUTS.pop("cohere2")
+    try:
+        pure, meta = configs.census("cohere2")
+        assert pure != meta
+        table = configs.write_stored_defaults(tmp_path / "defaults.json", checked=["cohere2", "bart"])
+    finally:
+        param_count.LAYOUTS["cohere2"] = row
+    assert table["checked_at_default_size"] == [] and "cohere2" not in table["model_types"]
+    assert configs.census("bart") is None          # an encoder-decoder: refused, not stored
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -399,9 +444,16 @@ STORED = [n for n in ALL if configs.stored_type(cfg(n))]
 
 
 def test_every_counted_type_has_a_published_config_counted_exactly():
+    """A published file of a type only checked at its default size would be counted by hand here: such a type
+    joins COUNTED."""
     types = {configs.stored_type(cfg(n)) for n in STORED}
     assert types == set(configs.COUNTED)
     assert set(STORED) <= set(EXACT)
+
+
+def test_every_published_config_with_a_class_plans_without_transformers():
+    """Each published file transformers has a class for is read through the stored table (no transformers)."""
+    assert set(STORED) == set(EXACT)
 
 
 @pytest.mark.parametrize("name", STORED)
@@ -449,4 +501,143 @@ def test_per_layer_mlp_widths_and_a_disabled_zero_window_are_read(tmp_path):
     d["use_sliding_window"] = True
     p.write_text(json.dumps(d))
     with pytest.raises(InputError, match="field 'sliding_window': must be a positive integer"):
+        load_model(str(p))
+
+
+# --- LFM2: gated short convolutions beside GQA (LiquidAI/LFM2-1.2B, tests/data/configs/lfm2-1.2b) ---------------
+def test_lfm2_counts_its_layers_by_hand_and_caches_a_convolution_window():
+    """Counted by hand from the file: 16 layers, attention at full_attn_idxs 2, 5, 8, 10, 12, 14, short
+    convolutions elsewhere (Lfm2Config derives layer_types so), hidden 2,048, 32 heads of 64, 8 K/V heads.
+    Parameters: tied embedding 65,536 × 2,048 = 134,217,728; the MLP's block_ff_dim 12,288 auto-adjusted to
+    int(2 × 12,288 / 3) = 8,192 (× 1.0, a multiple of 256): 3 × 2,048 × 8,192 = 50,331,648 per layer, with two norms
+    of 2,048 → 50,335,744 × 16 = 805,371,904; an attention layer q 2,048² + k, v 2 × 512 × 2,048 + out 2,048² + q/k
+    norms 2 × 64 = 10,485,888 × 6 = 62,915,328; a convolution layer, depthwise weight 2,048 × 3 + in_proj
+    3 × 2,048 × 2,048 + out_proj 2,048² = 16,783,360 × 10 = 167,833,600; the final norm 2,048. Total 1,170,340,608.
+    Cache: 6 layers × 2 (K, V) × 8 × 64 × 2 bytes = 12,288 bytes per token; each of the 10 convolution layers
+    keeps its last conv_L_cache − 1 = 2 inputs of 2,048 channels, 4,096 elements, in the state dtype."""
+    m = load_model(path("lfm2-1.2b"))
+    assert m.params_total == m.params_active == 1_170_340_608
+    assert (m.n_full_layers, m.ssm.kind, m.ssm.n_layers, m.ssm.state_elements) == (6, "short_conv", 10, 4096)
+    assert m.kv_bytes_per_token(2) == 12_288
+    assert m.cache_bytes(1000, 2) == 1000 * 12_288 + 10 * 4096 * 2
+    # vLLM: one state page per convolution layer, (conv_L_cache − 1) × channels / TP in the model dtype
+    # (vllm/model_executor/layers/mamba/mamba_utils.py short_conv_state_shape / short_conv_state_dtype)
+    from part1_capacity.calculator.engines import llama_cpp, vllm
+    assert vllm.state_page(m, 1, conv_bytes=2, ssm_bytes=4) == 2 * 2048 * 2
+    assert vllm.state_page(m, 2, conv_bytes=2, ssm_bytes=4) == 2 * 1024 * 2
+    # llama.cpp: the recurrent cache's R rows hold the convolution window in f32, no S (src/llama-hparams.cpp n_embd_r)
+    assert llama_cpp.state_components(m, 1, 4) == {"R": 10 * 4096 * 4, "S": 0}
+
+
+def test_lfm2_attention_layers_listed_out_of_range_are_refused_by_name(tmp_path):
+    d = cfg("lfm2-1.2b")
+    d["full_attn_idxs"] = [2, 5, 16]
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(InputError, match="full_attn_idxs"):
+        load_model(str(p))
+
+
+# --- Kimi Linear: Kimi Delta Attention beside MLA (moonshotai/Kimi-Linear-48B-A3B-Instruct) ------------------------
+def test_kimi_linear_counts_by_hand_and_keeps_its_delta_state_in_float32():
+    """Counted by hand from the file: 27 layers, MLA at the 1-based full_attn_layers 4, 8, …, 24, 27 (7 layers), KDA
+    at the 20 others; hidden 2,304, vocabulary 163,840, untied head.
+    Embedding and head 2 × 163,840 × 2,304 = 754,974,720; two norms per layer 4,608 × 27 = 124,416. An MLA layer
+    (no q_lora_rank): q 32 × (128 + 64) × 2,304 = 14,155,776, kv_a (512 + 64) × 2,304 = 1,327,104 and its norm 512,
+    kv_b 32 × (128 + 128) × 512 = 4,194,304, o 2,304 × 4,096 = 9,437,184: 29,114,880 × 7 = 203,804,160. A KDA layer
+    (32 heads of 128, qkv 4,096): q, k, v 3 × 4,096 × 2,304 = 28,311,552, the convolution 3 × 4,096 × 4 = 49,152, the
+    forget gate 128 × 2,304 + 4,096 × 128 + dt_bias 4,096 + A_log 32, beta 32 × 2,304, the output gate
+    128 × 2,304 + 4,096 × 128, o_norm 128, o 2,304 × 4,096: 39,514,272 × 20 = 790,285,440. Layer 0 a dense MLP
+    3 × 2,304 × 9,216 = 63,700,992; layers 1-26 a router 256 × 2,304, 256 experts of 3 × 2,304 × 1,024 and one shared
+    expert of that width: 1,819,607,040 × 26 = 47,309,783,040. The final norm 2,304. Total 49,122,675,072.
+    Cache: 7 MLA layers × (512 + 64) × 2 bytes = 8,064 bytes per token. State of a KDA layer: the convolution
+    (4 − 1) × 3 × 4,096 = 36,864 elements and the recurrent 32 × 128 × 128 = 524,288, which vLLM keeps in float32
+    (mamba_utils.py kda_state_dtype) and llama.cpp too (its R and S rows, src/llama-hparams.cpp n_embd_r/n_embd_s)."""
+    m = load_model(path("kimi-linear-48b-a3b"))
+    assert m.params_total == 49_122_675_072
+    assert (m.n_full_layers, m.kv_lora_rank, m.qk_rope_head_dim) == (7, 512, 64)
+    assert (m.ssm.kind, m.ssm.n_layers, m.ssm.conv_elements, m.ssm.state_elements) == ("kda", 20, 36_864, 561_152)
+    assert m.ssm.state_dtype == "fp32"
+    assert m.kv_bytes_per_token(2) == 8064
+    assert m.cache_bytes(1000, 2, 4) == 1000 * 8064 + 20 * 561_152 * 4
+    from part1_capacity.calculator.engines import llama_cpp, vllm
+    # vLLM's state page: the convolution in the model dtype, the recurrent matrix in float32, split over TP ranks
+    assert vllm.state_page(m, 1, conv_bytes=2, ssm_bytes=4) == 36_864 * 2 + 524_288 * 4
+    assert vllm.state_page(m, 2, conv_bytes=2, ssm_bytes=4) == (36_864 * 2 + 524_288 * 4) / 2
+    assert llama_cpp.state_components(m, 1, 4) == {"R": 20 * 36_864 * 4, "S": 20 * 524_288 * 4}
+
+
+def test_kimi_linear_layers_listed_twice_or_missed_are_refused_by_name(tmp_path):
+    d = cfg("kimi-linear-48b-a3b")
+    d["linear_attn_config"]["full_attn_layers"] = [4, 8, 12, 16, 20, 24, 26]
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(InputError, match="kda_layers and full_attn_layers must number every layer 1 to 27"):
+        load_model(str(p))
+
+
+# --- headers win over the formula: every published config's model written as a header-only checkpoint ---------------
+SAFETENSORS = {"bf16": ("BF16", 2), "fp16": ("F16", 2), "fp32": ("F32", 4)}
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_a_checkpoints_headers_and_the_formula_agree_and_the_plan_says_which(tmp_path, name):
+    """A model folder holding the config.json (its quantization_config left out: the unquantized release) and one
+    safetensors file whose header lists every tensor transformers builds for it, in the file's own dtype (the data
+    region a sparse hole): the plan takes the headers' bytes and says so; the config.json alone gives the same bytes
+    by the formula (parameters × dtype) and says that."""
+    import struct
+
+    from part1_capacity.calculator.model import weights
+
+    d = json.loads(json.dumps(cfg(name)))
+    for part in (d, d.get("text_config") or {}):
+        part.pop("quantization_config", None)
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(d))
+    formula = load_model(str(folder / "config.json"))
+    dtype, size = SAFETENSORS[formula.native_dtype]
+    header, off = {}, 0
+    for tensor, shape in meta(name):
+        n = param_count.numel(shape) * size
+        header[tensor] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + n]}
+        off += n
+    h = json.dumps(header).encode()
+    with open(folder / "model.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        f.truncate(8 + len(h) + off)                   # the tensors' bytes: a hole, nothing written
+    headers = load_model(str(folder))
+    by_headers, by_formula = weights.weights_report(headers), weights.weights_report(formula)
+    assert (by_headers["weights_bytes_source"], by_formula["weights_bytes_source"]) == ("safetensors",
+                                                                                        "parameters × dtype")
+    assert by_headers["weights_bytes"] == by_formula["weights_bytes"] == off
+
+
+def test_kimi_k3s_own_blocks_are_refused_by_name_not_miscounted(tmp_path):
+    """Kimi-K3 ships a kimi_linear text model in its own code (model_type kimi_k3, no transformers class) with
+    structures the count does not know — routed experts in a latent width (routed_expert_hidden_size),
+    attention-residual projections (attn_res_block_size), a gate on the MLA output — and 4-bit float weights the
+    calculator now sizes: without the refusal it would answer with a parameter count missing those blocks."""
+    text = cfg("kimi-linear-48b-a3b")
+    for field, value, fragment in (
+            ("routed_expert_hidden_size", 1152, "routed experts in a latent width of their own"),
+            ("attn_res_block_size", 2, "attention-residual projections across blocks of layers"),
+            ("mla_use_output_gate", True, "an output gate on MLA attention")):
+        d = {"architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
+             "text_config": {**text, field: value}}
+        p = tmp_path / field
+        p.mkdir()
+        (p / "config.json").write_text(json.dumps(d))
+        with pytest.raises(InputError, match=f"{fragment} \\(Kimi-K3\\) \\('{field}'\\): not modelled"):
+            load_model(str(p / "config.json"))
+
+
+@pytest.mark.parametrize("field", ["conv_bias", "block_auto_adjust_ff_dim", "tie_embedding"])
+def test_lfm2s_switches_must_be_json_booleans(tmp_path, field):
+    """"false" as a string would read as true (biases counted, the MLP width adjusted, the head tied)."""
+    d = {**cfg("lfm2-1.2b"), field: "false"}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(InputError, match=f"field '{field}'"):
         load_model(str(p))

@@ -4,23 +4,28 @@
 - ``part0_foundations`` (lessons) never imports ``part1_capacity`` (calculator and experiments);
 - the CLI layer ``part1_capacity/commands/`` is imported by nothing but ``part1_capacity/cli.py`` (and itself);
 - no private name (``_x``) is imported from another module;
-- the light path — ``capacity plan ... --json`` and ``capacity compare`` — loads neither torch, transformers nor
+- the light path — ``capacity plan ... --json`` (a bundled model or a published config.json) and ``capacity
+  compare`` — loads neither torch, transformers nor
   llama_cpp (checked in a fresh interpreter's ``sys.modules``);
 - Part 1's rooms: the calculator imports no experiment, page generator or command; the experiments no page
   generator or command; the calculator's layers are its folders (``LAYERS`` holds their order) and every module
   sits in one; inside the calculator every arrow points to its own layer's folder or a lower one, and
   no module of Part 1 sits on an import circle — reading every import, inside functions too, and every
-  ``importlib`` string that names a module;
-- lessons import only earlier lessons (``l04`` may use ``l03``, never ``l05``).
+  ``importlib`` string that names a module; nor does any module of ``course/``;
+- lessons import only earlier lessons (``l04`` may use ``l03``, never ``l05``);
+- each rule the calculator once wrote twice lives in one place (``RULES_ONCE``): its shape appears in the code
+  (comments and strings aside) of no other module.
 """
 from __future__ import annotations
 
 import ast
+import io
 import json
 import re
 import os
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -73,8 +78,11 @@ def imports(path: Path) -> list[tuple[str, str | None]]:
 def importlib_strings(path: Path) -> set[str]:
     """Module names written as strings (``importlib.import_module("part1_capacity.x")``, lazy-import tables)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    # a module a new process runs (``[python, "-m", "course.learner"]``) is started, not imported: no arrow
+    run_by_m = {id(b) for n in ast.walk(tree) if isinstance(n, (ast.List, ast.Tuple))
+                for a, b in zip(n.elts, n.elts[1:]) if isinstance(a, ast.Constant) and a.value == "-m"}
     return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-            and re.fullmatch(r"(course|part0_foundations|part1_capacity)(\.\w+)+", n.value)}
+            and re.fullmatch(r"(course|part0_foundations|part1_capacity)(\.\w+)+", n.value) and id(n) not in run_by_m}
 
 
 def sources(*packages: str):
@@ -141,13 +149,19 @@ def test_no_private_name_is_imported_from_another_module():
     assert found <= KNOWN_PRIVATE_IMPORTS, sorted(found - KNOWN_PRIVATE_IMPORTS)
 
 
-def part1_graph() -> dict[str, set[str]]:
-    """Module → the Part 1 modules it imports (its own package's ``__init__`` left out: that is not an arrow)."""
-    mods = {module_name(p): p for p in sources("part1_capacity")}
+def package_graph(package: str) -> dict[str, set[str]]:
+    """Module → the modules of ``package`` it imports, inside functions too (its own package's ``__init__`` left
+    out: that is not an arrow)."""
+    mods = {module_name(p): p for p in sources(package)}
     graph = {}
     for m, p in mods.items():
         graph[m] = {t for t in targets(p) if t in mods and t != m and not m.startswith(t + ".")}
     return graph
+
+
+def part1_graph() -> dict[str, set[str]]:
+    """Module → the Part 1 modules it imports."""
+    return package_graph("part1_capacity")
 
 
 def layer_of(module: str) -> int | None:
@@ -233,8 +247,9 @@ def test_part1_rooms_point_one_way():
     assert bad == []
 
 
-def test_no_import_circle_in_part1():
-    graph, state, circles = part1_graph(), {}, []
+def import_circles(graph: dict[str, set[str]]) -> list[str]:
+    """Every circle a depth-first walk of ``graph`` meets, as ``a -> b -> a``."""
+    state, circles = {}, []
 
     def visit(u, stack):
         state[u] = "open"
@@ -250,7 +265,17 @@ def test_no_import_circle_in_part1():
     for m in sorted(graph):
         if m not in state:
             visit(m, [])
-    assert circles == []
+    return circles
+
+
+def test_no_import_circle_in_part1():
+    assert import_circles(part1_graph()) == []
+
+
+def test_no_import_circle_in_course():
+    # course/ is shared machinery: a circle there (two modules importing each other, one side inside a function
+    # to get past Python's partial-import error) hides which of the two is the lower one
+    assert import_circles(package_graph("course")) == []
 
 
 def test_lessons_import_only_earlier_lessons():
@@ -273,7 +298,10 @@ out = io.StringIO()
 with contextlib.redirect_stdout(out):
     codes = [cli.main(["plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "8192",
                        "--batch", "4", "--json"]),
-             cli.main(["compare"])]
+             cli.main(["compare"]),
+             # a published config.json of a type the calculator counts, its vision tower included (Mistral Small 3.1)
+             cli.main(["plan", "--model", "tests/data/configs/mistral-small-3.1-24b/config.json", "--accelerator",
+                       "h100", "--context", "8192", "--json"])]
 print(json.dumps({"codes": codes, "heavy": sorted({m.split(".")[0] for m in sys.modules} & set(%r))}))
 """
 
@@ -284,7 +312,7 @@ def test_plan_and_compare_load_no_framework():
                          cwd=REPO, timeout=120)
     assert run.returncode == 0, run.stderr
     got = json.loads(run.stdout.strip().splitlines()[-1])
-    assert got == {"codes": [0, 0], "heavy": []}
+    assert got == {"codes": [0, 0, 0], "heavy": []}
 
 
 @pytest.mark.parametrize("source, rule", [
@@ -324,3 +352,85 @@ def test_a_broken_floor_is_caught(tmp_path, monkeypatch, files, rule):
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     with pytest.raises(AssertionError, match=r"assert \[.+\] == \[\]"):
         rule()
+
+
+def test_a_circle_in_course_is_caught(tmp_path, monkeypatch):
+    # the classroom and its nbgrader set-up importing each other, one side inside a function (a copy of the layout)
+    files = {"classroom.py": "def zip_collect():\n    from course.nbgrader_ext import SKIPPED\n",
+             "nbgrader_ext.py": "from course.classroom import register\n", "units.py": ""}
+    for name, source in files.items():
+        (tmp_path / "course").mkdir(exist_ok=True)
+        (tmp_path / "course" / name).write_text(source)
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert import_circles(package_graph("course")) == ["course.classroom -> course.nbgrader_ext -> course.classroom"]
+
+
+# --- each rule once ------------------------------------------------------------------------------------------------
+# A rule written a second time drifts from the first. Each entry: what the rule is and where it lives, the shape of
+# its formula in code (tokens joined by one space, comments and strings left out), the folders searched and the
+# files allowed to write it (its home, and the law it is built on).
+RULES_ONCE = {
+    "⌈B/d⌉, the sequences on one replica: sharding.sequences_per_replica": (
+        r"ceil(_div)? \( (B|batch)\b|- \( - (B|batch) //", ("part1_capacity/calculator",),
+        ("part1_capacity/calculator/sizing/sharding.py",)),
+    "the weights on one rank: sharding.weights_per_rank": (
+        r"\b(W|Wd|We|weights|weights_bytes) / \(? ?(t|tp)\b", ("part1_capacity/calculator",),
+        ("part1_capacity/calculator/sizing/sharding.py",)),
+    "one sequence's cache on a rank and its per-sequence sum: sharding.cache_parts_per_rank, profiles.cache_bytes": (
+        r"\b(attention_cache_bytes|state_fraction_per_rank) \(", ("part1_capacity/calculator",),
+        ("part1_capacity/calculator/sizing/sharding.py", "part1_capacity/calculator/model/profiles.py")),
+    "ggml's block sizes: dtypes.GGUF_BLOCKS": (
+        r"\b(34|22|144|210) (\* 8 )?/ (32|256)\b", ("part1_capacity", "course", "part0_foundations"),
+        ("part1_capacity/calculator/base/dtypes.py",)),
+    "a pass becomes time: deploy.pass_time (through rank_step_time, on the roofline's step_time)": (
+        r"\bstep_time \(", ("part1_capacity",),
+        ("part1_capacity/calculator/plan/deploy.py", "part1_capacity/calculator/sizing/roofline.py")),
+}
+SKIPPED_TOKENS = (tokenize.COMMENT, tokenize.STRING, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+
+
+def code_text(path: Path) -> str:
+    """The code of ``path`` as its tokens joined by one space, without comments and strings (docstrings state the
+    formulas; only code must not restate them)."""
+    tokens = tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline)
+    return " ".join(t.string for t in tokens if t.type not in SKIPPED_TOKENS
+                    and not tokenize.tok_name[t.type].startswith("FSTRING"))
+
+
+def restated_rules() -> list[str]:
+    found = []
+    for rule, (shape, folders, homes) in RULES_ONCE.items():
+        for p in sources(*folders):
+            if rel(p) not in homes and re.search(shape, code_text(p)):
+                found.append(f"{rel(p)} writes {rule}")
+    return found
+
+
+def test_each_rule_lives_once():
+    assert restated_rules() == []
+
+
+@pytest.mark.parametrize("source", [
+    "m = math.ceil(B / d)\n",
+    "m = ceil_div(batch, replicas)  # sequences per replica\n",
+    "w_rank = (W - We) / t + We / (t * d)\n",
+    "weights_rank = weights_bytes / (tp * pp)\n",
+    "per_seq = model.attention_cache_bytes(T, kvb) + model.state_bytes(sb)\n",
+    "bits = 34 * 8 / 32\n",
+    "t_all = p * float(roofline.step_time(f, w, peak, bw))\n",
+])
+def test_a_restated_rule_is_caught(tmp_path, monkeypatch, source):
+    # each rule's old second copy, written again in a copy of the layout, fails the rule
+    bad = tmp_path / "part1_capacity" / "calculator" / "plan" / "plan.py"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(source)
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert len(restated_rules()) == 1
+
+
+def test_a_formula_in_a_docstring_or_comment_is_no_second_copy(tmp_path, monkeypatch):
+    ok = tmp_path / "part1_capacity" / "calculator" / "plan" / "plan.py"
+    ok.parent.mkdir(parents=True)
+    ok.write_text('"""Each replica holds ⌈B/d⌉ = math.ceil(B / d) sequences."""\nx = 1  # W / (t * p) per rank\n')
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert restated_rules() == []

@@ -94,7 +94,10 @@ def test_gptq_dynamic_skips_and_refuses_other_widths(tmp_path):
 
 
 @pytest.mark.parametrize("quant, message", [
-    ({"quant_method": "modelopt", "quant_algo": "NVFP4", "exclude_modules": []}, "quant_algo: ModelOpt 'NVFP4'"),
+    # NVFP4 is sized now (tests/test_calculator_configs.py test_nvfp4_counts_its_fp8_scale_per_16_weights); a scheme
+    # per layer is not
+    ({"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "exclude_modules": []},
+     "quant_algo: ModelOpt 'MIXED_PRECISION'"),
     ({"quant_method": "fp8", "modules_to_not_convert": ["re:(a+)+$"]}, "not a regular expression"),
     ({"quant_method": "fp8", "modules_to_not_convert": ["re:(["]}, "not a regular expression"),
     ({"quant_method": "fp8", "ignored_layers": "lm_head"}, "expected a list of module names"),

@@ -15,7 +15,8 @@ Per sequence:
   ``((T − 1) mod C) + 1`` tokens of the current chunk and must have room for ``min(T, C)``; global layers hold ``T``.
 - MLA with a sparse-attention indexer (DeepSeek-V3.2): the indexer caches one more key per token per layer,
   ``index_head_dim`` wide, beside the latent.
-- SSM hybrid: attention layers grow with ``T``; each state-space layer holds a constant state.
+- SSM hybrid: attention layers grow with ``T``; each state-space layer holds a constant state (a gated short
+  convolution's, LFM2's, is its convolution window alone).
 """
 from __future__ import annotations
 
@@ -150,6 +151,23 @@ def gated_deltanet_state_elements(n_k_heads, n_v_heads, k_head_dim, v_head_dim, 
 def gated_deltanet_conv_state_elements(n_k_heads, n_v_heads, k_head_dim, v_head_dim, d_conv):
     """Gated DeltaNet convolution state: ``(d_conv − 1) × (2 × n_k_heads × d_k + n_v_heads × d_v)`` (q, k, v)."""
     return conv_state_elements(d_conv, 2 * n_k_heads * k_head_dim + n_v_heads * v_head_dim)
+
+
+def kda_state_elements(n_heads, head_dim, d_conv):
+    """Kimi Delta Attention (Kimi Linear) layer state in elements: conv ``(d_conv − 1) × 3 × n_heads × head_dim``
+    (q, k and v each pass a short convolution) plus the recurrent ``n_heads × head_dim × head_dim`` matrix."""
+    return kda_conv_state_elements(n_heads, head_dim, d_conv) + n_heads * head_dim * head_dim
+
+
+def kda_conv_state_elements(n_heads, head_dim, d_conv):
+    """Kimi Delta Attention convolution state: ``(d_conv − 1) × 3 × n_heads × head_dim``."""
+    return conv_state_elements(d_conv, 3 * n_heads * head_dim)
+
+
+def short_conv_state_elements(channels, d_conv):
+    """A gated short convolution's layer state (LFM2) in elements: the last ``d_conv − 1`` inputs of its
+    ``channels`` (the hidden size), ``(d_conv − 1) × channels``, and no recurrent matrix beside it."""
+    return conv_state_elements(d_conv, channels)
 
 
 def lightning_state_elements(n_heads, head_dim):

@@ -31,10 +31,10 @@ def _tiny_hub_repo():
 
 
 def _uncounted(folder: Path) -> str:
-    """The gemma-2-9b file relabelled as Gemma 1 (``gemma``, a type with no pure count): what a config of such a
+    """The gemma-2-9b file relabelled as StableLM (``stablelm``, a type with no pure count): what a config of such a
     type costs, transformers and torch imported and the model built on the meta device. Written for this run."""
     d = json.loads((CONFIGS / "gemma-2-9b" / "config.json").read_text())
-    d.update(model_type="gemma", architectures=["GemmaForCausalLM"])
+    d.update(model_type="stablelm", architectures=["StableLmForCausalLM"])
     p = folder / "uncounted" / "config.json"
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(d))

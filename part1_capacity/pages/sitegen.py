@@ -355,11 +355,12 @@ def overflow_table(plan: dict, tr=EN) -> str:
 
 
 def counted_types(tr=EN) -> str:
-    """The model types the page counts from their config's fields alone (configs.COUNTED), for the live page."""
-    from part1_capacity.calculator.model.configs import COUNTED
+    """The model types the page counts from their config's fields alone (configs.light_types: the counted ones and
+    those checked at their class's default size), for the live page."""
+    from part1_capacity.calculator.model.configs import light_types
 
-    return tr("The page counts these {n} model types from their fields: {types}.", n=len(COUNTED),
-              types=", ".join(f"`{t}`" for t in COUNTED)) + "\n"
+    return tr("The page counts these {n} model types from their fields: {types}.", n=len(light_types()),
+              types=", ".join(f"`{t}`" for t in light_types())) + "\n"
 
 
 def families_table(tr=EN) -> str:

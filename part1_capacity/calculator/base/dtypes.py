@@ -11,6 +11,8 @@ Block-quantized types store a scale beside each block, so their bits per element
   come out lower (this repository's engine checks saw 4.8). Labelled an average, not an exact figure.
 - ``mxfp4``: OCP Microscaling FP4, 32 FP4 values share one 8-bit exponent scale → 4.25 bits (OCP MX spec v1.0);
   gpt-oss ships its MoE experts in it.
+- ``fp4``: the 4-bit float elements (E2M1) alone; NVFP4 checkpoints (ModelOpt's, llm-compressor's) store one fp8 E4M3
+  scale per 16 of them, counted as a weight group of its own (4 + 8 / 16 = 4.5 bits per weight together).
 
 Compute class (``DType.compute``, read by ``accelerators.Accelerator.peak_flops``): fp8 and int8 weights run matrix
 products at the accelerator's fp8 or int8 peak (W8A8); 4-bit and GGUF
@@ -23,6 +25,17 @@ import difflib
 from dataclasses import dataclass
 
 from part1_capacity.calculator.base.errors import InputError
+
+# ggml's block-quantized types: (bytes of one block, values in it), llama.cpp ggml/src/ggml-common.h — block_q8_0
+# (32 int8 + an fp16 scale), block_q5_0 (32 × 5 bits + an fp16 scale), block_q4_K and block_q6_K (super-blocks of
+# 256). The one place these sizes are written; ``GGUF_BLOCKS[t][0] / GGUF_BLOCKS[t][1]`` is bytes per value.
+GGUF_BLOCKS = {"q8_0": (34, 32), "q5_0": (22, 32), "q4_K": (144, 256), "q6_K": (210, 256)}
+
+
+def gguf_bits(block_type: str) -> float:
+    """Bits per value of one of ggml's block types (``GGUF_BLOCKS``), its scales included."""
+    nbytes, values = GGUF_BLOCKS[block_type]
+    return nbytes * 8 / values
 
 
 @dataclass(frozen=True)
@@ -46,8 +59,9 @@ DTYPES = {d.name: d for d in (
     DType("int8", 8, "int8", "per-channel int8 (W8A8)"),
     DType("int4", 4, "16", "weight-only int4 (a config's group scales are a weight group of their own)"),
     DType("mxfp4", 4.25, "16", "OCP MX FP4: 32 values share an 8-bit scale"),
-    DType("q8_0", 34 * 8 / 32, "16", "GGUF: 34 bytes per 32 values"),
-    DType("q5_0", 22 * 8 / 32, "16", "GGUF: 22 bytes per 32 values"),
+    DType("fp4", 4, "16", "4-bit float E2M1, NVFP4's elements (its fp8 scale per 16 values is a weight group of its own)"),
+    DType("q8_0", gguf_bits("q8_0"), "16", "GGUF: 34 bytes per 32 values"),
+    DType("q5_0", gguf_bits("q5_0"), "16", "GGUF: 22 bytes per 32 values"),
     DType("q4_k_m", 4.9, "16", "GGUF mix of Q4_K (4.5) and Q6_K (6.5625); Llama-3-8B average"),
 )}
 

@@ -33,6 +33,7 @@ from course.units import GB, GIB, KB, KIB, MB, MIB, ceil_div
 from part1_capacity.calculator.engines import vllm
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.hardware.accelerators import runtime_memory
+from part1_capacity.calculator.sizing import sharding
 
 GiB = GIB                                # vLLM logs GiB (vllm/utils GiB_bytes)
 VERSION = "vLLM v0.19"
@@ -355,7 +356,7 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
     per_block_all = r.page_bytes * r.group_size
     if weights_per_rank is not None:
         weights_bytes = weights_per_rank * tp * pp      # the stages' shares below are then this rank's
-    weights_rank = weights_bytes / (tp * pp)
+    weights_rank = sharding.weights_per_rank(weights_bytes, tp, pp)
     act = activation_bytes(profile, batched, seqs, tp, sampler_bytes=rel.sampler_bytes_per_logit)
     notes += shapes(profile)[1]
     given_kv = None if f.kv_cache_memory_bytes is None else float(f.kv_cache_memory_bytes)
@@ -376,8 +377,8 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
     def stage_act(last):
         return activation_bytes(profile, batched, seqs, tp, last, rel.sampler_bytes_per_logit)
 
-    blocks, stage_avail, error = _stages(profile, layers, r, per_block_all, budget, given_kv, weights_bytes / tp,
-                                         stage_act, max_model_len, fit)
+    blocks, stage_avail, error = _stages(profile, layers, r, per_block_all, budget, given_kv,
+                                         sharding.weights_per_rank(weights_bytes, tp), stage_act, max_model_len, fit)
     per_request_blocks = max(1, ceil_div(int(round(r.bytes_per_request)), int(per_block_all)))
     if pp > 1:
         notes.append(f"pipeline stages of {', '.join(map(str, layers))} layers (vllm/distributed/utils.py "

@@ -19,6 +19,7 @@ ALIASES = {
                                 "max_seq_len", "model_max_length", "max_seq_length", "seq_len"),  # MPT; Baichuan2
     "intermediate_size": ("intermediate_size", "n_inner", "ffn_hidden_size", "ff_intermediate_size"),  # Phi-3-small
     "vocab_size": ("vocab_size", "padded_vocab_size"),          # ChatGLM: the embedding's padded row count
+    "tie_word_embeddings": ("tie_word_embeddings", "tie_embedding"),   # LFM2 (Lfm2Config pops it into the first)
 }
 SHAPE_FIELDS = ("num_hidden_layers", "num_attention_heads", "hidden_size")   # a file must state these itself
 
@@ -101,7 +102,8 @@ def boolean(v, field: str) -> bool:
 # string "false" or a 0 is refused before transformers sees the file (it would read "false" as true)
 BOOLEAN_FIELDS = ("tie_word_embeddings", "mlp_bias", "attention_bias", "qkv_bias", "use_qk_norm", "mamba_conv_bias",
                   "use_conv_bias", "mamba_proj_bias", "use_bias", "projectors_bias", "multi_query_attention",
-                  "new_decoder_architecture", "multi_query", "use_sliding_window", "is_encoder_decoder", "use_cla")
+                  "new_decoder_architecture", "multi_query", "use_sliding_window", "is_encoder_decoder", "use_cla",
+                  "conv_bias", "block_auto_adjust_ff_dim", "attention_out_bias", "mla_use_output_gate", "tie_embedding")
 
 
 # layer_types names → the calculator's layer kinds. "full": K/V of every token; "window": the last W tokens;
@@ -110,7 +112,7 @@ BOOLEAN_FIELDS = ("tie_word_embeddings", "mlp_bias", "attention_bias", "qkv_bias
 KINDS = {"full_attention": "full", "attention": "full", "global": "full", "full": "full", "global_attention": "full",
          "indexed_attention": "full", "sliding_attention": "window", "sliding": "window", "local": "window",
          "local_attention": "window", "chunked_attention": "chunked", "linear_attention": "linear",
-         "mamba": "linear", "mamba2": "linear", "ssm": "linear", "hybrid": "both", "mlp": "none", "moe": "none",
+         "mamba": "linear", "mamba2": "linear", "ssm": "linear", "conv": "linear", "hybrid": "both", "mlp": "none", "moe": "none",
          "-": "none", "E": "none", "M": "linear", "*": "full"}
 # fields that mean the cache holds something the calculator does not model, and what that is
 NOT_MODELLED = {
@@ -125,10 +127,62 @@ NOT_MODELLED = {
     "sparse_attention_config": "block-sparse attention with its own index keys per token",
     "kv_lora_rank_per_layer": "per-layer MLA latent widths",
     "use_cla": "cross-layer attention: adjacent layers share one K/V (Hunyuan's CLA)",
-    # DeciLM / Nemotron-NAS (Llama-3.3-Nemotron-Super-49B): each layer's own K/V head count, or no attention at all,
-    # and its own FFN width; the file's top-level sizes (num_key_value_heads, intermediate_size) are null
-    "block_configs": "per-layer blocks whose attention (K/V heads, or none) and FFN width differ by layer",
+    # Kimi-K3 (a kimi_linear text model of its own code): routed experts in a latent width with their own
+    # projections, attention-residual projections per block of layers, a gate on the MLA output
+    "routed_expert_hidden_size": "routed experts in a latent width of their own (Kimi-K3)",
+    "attn_res_block_size": "attention-residual projections across blocks of layers (Kimi-K3)",
+    "mla_use_output_gate": "an output gate on MLA attention (Kimi-K3)",
 }
+
+
+def nas_blocks(f: Fields) -> list[dict] | None:
+    """DeciLM / Nemotron-NAS (Llama-3.3-Nemotron-Super-49B): ``block_configs`` sizes each layer — its attention
+    (``n_heads_in_group`` query heads per K/V head, or ``no_op``: none) and its FFN (``ffn_mult``, or ``no_op``); the
+    file's top-level num_key_value_heads and intermediate_size are null. Per layer ``{"kv": K/V heads or 0,
+    "ffn": the FFN's inner width or 0}`` (DeciLM's modeling_decilm.py ``_ffn_mult_to_intermediate_size``:
+    int(2 × ffn_mult × hidden / 3) rounded up to a multiple of 256), or None for a file without blocks. What the
+    blocks may also hold and is not modelled — attention replaced by a linear map, windowed or sink attention,
+    sparsified layers — is refused by name."""
+    blocks = f.raw("block_configs")
+    if blocks is None:
+        return None
+    n = f.int("num_hidden_layers", lo=1, hi=512)
+    if not isinstance(blocks, list) or len(blocks) != n or not all(
+            isinstance(b, dict) and isinstance(b.get("attention"), dict) and isinstance(b.get("ffn"), dict)
+            for b in blocks):
+        raise InputError(f"{f.where}: field 'block_configs' must be {n} objects, one per layer, each with "
+                         "'attention' and 'ffn'")
+    heads, hidden = f.int("num_attention_heads", lo=1, hi=1024), f.int("hidden_size", lo=1)
+    out = []
+    for i, b in enumerate(blocks):
+        a, m = b["attention"], b["ffn"]
+        for part, what in ((a, "attention"), (m, "ffn")):
+            if part.get("replace_with_linear") or part.get("sparsify"):
+                raise InputError(f"{f.where}: block_configs[{i}].{what}: a layer replaced by a linear map or "
+                                 "sparsified is not modelled")
+        if a.get("window_length") or a.get("num_sink_tokens"):
+            raise InputError(f"{f.where}: block_configs[{i}].attention: windowed or sink attention in one layer is "
+                             "not modelled")
+        kv = 0
+        if not a.get("no_op"):
+            group = validate.number(a.get("n_heads_in_group"), f"{f.where}: block_configs[{i}].attention."
+                                    "n_heads_in_group", lo=1, hi=heads, integer=True)
+            if heads % group:
+                raise InputError(f"{f.where}: block_configs[{i}].attention.n_heads_in_group ({group}) must divide "
+                                 f"num_attention_heads ({heads})")
+            kv = heads // group
+        width = 0
+        if not m.get("no_op"):
+            mult = validate.number(m.get("ffn_mult"), f"{f.where}: block_configs[{i}].ffn.ffn_mult", lo=0.001,
+                                   hi=64)
+            width = int(2 * mult * hidden / 3)
+            width = -(-width // 256) * 256
+        out.append({"kv": kv, "ffn": width})
+    counts = {b["kv"] for b in out if b["kv"]}
+    if len(counts) > 1:
+        raise InputError(f"{f.where}: block_configs: K/V head counts that differ by layer "
+                         f"({', '.join(map(str, sorted(counts)))}): not modelled")
+    return out
 
 
 def _periodic(n: int, period: int, last_is_global=True) -> list[bool]:
@@ -149,6 +203,9 @@ def layer_kinds(f: Fields) -> list[str]:
         if v not in (None, False, [], 0):
             raise InputError(f"{f.where}: {what} ('{key}'): not modelled")
     n = f.int("num_hidden_layers", lo=1, hi=512)
+    blocks = nas_blocks(f)
+    if blocks is not None:                     # Nemotron-NAS: attention where a block keeps it, else an FFN alone
+        return ["full" if b["kv"] else "none" for b in blocks]
     kinds = _stated_kinds(f, f.file, n)
     if kinds is None:
         types = f.defaults.get("layer_types") or f.defaults.get("layers_block_type")
@@ -221,6 +278,21 @@ def _stated_kinds(f: Fields, src: dict, n: int) -> list[str] | None:
             return ["chunked" if x else "full" for x in nope]
         every = f.int("no_rope_layer_interval", 4, lo=1, hi=512)
         return ["chunked" if local else "full" for local in _periodic(n, every)]
+    kda = src.get("linear_attn_config")                   # Kimi Linear: 1-based lists of KDA and attention layers
+    if isinstance(kda, dict) and isinstance(kda.get("kda_layers"), list) \
+            and isinstance(kda.get("full_attn_layers"), list):
+        listed = kda["kda_layers"] + kda["full_attn_layers"]
+        if sorted(x for x in listed if isinstance(x, int) and not isinstance(x, bool)) != list(range(1, n + 1)):
+            raise InputError(f"{f.where}: linear_attn_config's kda_layers and full_attn_layers must number every "
+                             f"layer 1 to {n} once, got {validate.show(kda['kda_layers'])} and "
+                             f"{validate.show(kda['full_attn_layers'])}")
+        return ["full" if i + 1 in kda["full_attn_layers"] else "linear" for i in range(n)]
+    idxs = src.get("full_attn_idxs")                       # LFM2: attention at these layers, short convolutions
+    if isinstance(idxs, list) and f.raw("conv_L_cache") is not None:     # elsewhere (Lfm2Config.__post_init__)
+        if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n for i in idxs):
+            raise InputError(f"{f.where}: field 'full_attn_idxs' must list layer indices below {n}, got "
+                             f"{validate.show(idxs)}")
+        return ["full" if i in idxs else "linear" for i in range(n)]
     if src.get("full_attention_interval") and (f.raw("linear_num_key_heads") or f.raw("linear_key_head_dim")):
         return ["linear" if local else "full" for local in _periodic(n, f.int("full_attention_interval", lo=1))]
     p = src.get("sliding_window_pattern") or src.get("_sliding_window_pattern")
@@ -238,6 +310,18 @@ def ssm_fields(f: Fields, n_layers: int) -> dict:
     """The recurrent layers' state shape, by the fields that describe it (the state size itself comes from the
     lesson-03 laws in ``profiles.ssm_from_dict``)."""
     g = f.int
+    kda = f.raw("linear_attn_config")
+    if isinstance(kda, dict) or (f.raw("linear_num_heads") is not None and f.raw("linear_head_dim") is not None):
+        # Kimi Delta Attention: q, k, v of num_heads × head_dim through short convolutions, a head_dim² state per
+        # head kept in float32 by vLLM whatever the cache dtype (mamba_utils.py kda_state_shape / kda_state_dtype)
+        kda = kda if isinstance(kda, dict) else {}
+
+        def pick(key, name):
+            v = kda.get(key, f.raw(name))
+            return validate.number(v, f"{f.where}: field 'linear_attn_config.{key}'", lo=1, hi=4096, integer=True)
+        return {"kind": "kda", "n_layers": n_layers, "n_heads": pick("num_heads", "linear_num_heads"),
+                "head_dim": pick("head_dim", "linear_head_dim"),
+                "d_conv": pick("short_conv_kernel_size", "linear_conv_kernel_dim"), "state_dtype": "fp32"}
     if f.raw("linear_num_key_heads") is not None or f.raw("linear_key_head_dim") is not None:
         out = {"kind": "gated_deltanet", "n_layers": n_layers, "n_k_heads": g("linear_num_key_heads", lo=1),
                "n_v_heads": g("linear_num_value_heads", lo=1), "k_head_dim": g("linear_key_head_dim", lo=1),
@@ -284,6 +368,11 @@ def ssm_fields(f: Fields, n_layers: int) -> dict:
         d_inner = g("intermediate_size", g("expand", lo=1) * g("hidden_size", lo=1), lo=1)
         return {"kind": "mamba1", "n_layers": n_layers, "d_inner": d_inner, "d_state": g("state_size", lo=1),
                 "d_conv": g("conv_kernel", lo=1)}
+    if f.raw("conv_L_cache") is not None:
+        # LFM2's gated short convolution: a depthwise convolution over the hidden size, its window of conv_L_cache
+        # inputs (Lfm2ShortConv; vLLM's MambaStateShapeCalculator.short_conv_state_shape)
+        return {"kind": "short_conv", "n_layers": n_layers, "d_inner": g("hidden_size", lo=1),
+                "d_conv": g("conv_L_cache", lo=1, hi=64)}
     if f.raw("block_size") is not None or f.raw("attn_type_list") is not None or f.raw("linear_attn_alpha_factor"):
         # lightning attention (MiniMax): per head a head_dim × head_dim matrix, no convolution
         heads = g("num_attention_heads", lo=1)
@@ -299,6 +388,9 @@ def kv_heads(f: Fields, heads: int) -> int:
     per query head (MHA)."""
     if f.raw("num_key_value_heads") is not None:
         return f.int("num_key_value_heads", lo=1, hi=1024)
+    blocks = nas_blocks(f)
+    if blocks is not None:                     # Nemotron-NAS: the one K/V head count its attention blocks share
+        return max(b["kv"] for b in blocks) or 1
     if f.flag("multi_query_attention") and f.raw("multi_query_group_num") is not None:
         return f.int("multi_query_group_num", lo=1, hi=1024)
     if f.raw("num_kv_heads") is not None and (f.flag("new_decoder_architecture") or not f.flag("multi_query")):

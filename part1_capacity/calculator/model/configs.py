@@ -9,8 +9,8 @@ Two layers:
   heads and head dims, every way a config marks its layers (``layer_types``, ``layers_block_type``,
   ``hybrid_override_pattern``, ``attn_type_list``, ``no_rope_layers`` with ``attention_chunk_size``,
   ``sliding_window_pattern``, ``full_attention_interval``, a ``sliding_window`` on every layer), MLA latents and
-  DeepSeek-V3.2's indexer keys, recurrent state (Mamba-1, Mamba-2, gated DeltaNet, lightning attention), layers
-  that reuse another layer's K/V (Gemma 3n), experts. A config whose cache holds something not modelled is refused
+  DeepSeek-V3.2's indexer keys, recurrent state (Mamba-1, Mamba-2, gated DeltaNet, lightning attention, LFM2's
+  short convolutions, Kimi Delta Attention), layers that reuse another layer's K/V (Gemma 3n), experts. A config whose cache holds something not modelled is refused
   with that structure named.
 - ``hf_config.defaults_for(config)`` — ``transformers`` builds the config class for the file, so the defaults and
   derived fields are exactly those an engine loading the model sees; ``profile_from_config`` joins the two.
@@ -36,7 +36,7 @@ from part1_capacity.calculator.model.config_fields import (ALIASES, BOOLEAN_FIEL
                                                            kv_heads, layer_kinds, named_kinds, ssm_fields)
 from part1_capacity.calculator.base.dtypes import config_dtype
 from part1_capacity.calculator.base.errors import InputError
-from part1_capacity.calculator.model.param_count import (MULTIMODAL, count_model_parameters, count_parameters,
+from part1_capacity.calculator.model.param_count import (MULTIMODAL, TOWERS, count_model_parameters, count_parameters,
                                                    is_routed_expert, mlp_shapes, numel)
 from part1_capacity.calculator.model.profiles import ModelProfile, profile_from_dict
 from part1_capacity.calculator.model.weights import WeightGroup
@@ -76,6 +76,10 @@ FAMILIES = {
     "glm4_moe": ("GQA, MoE", "zai-org/GLM-4.5-Air"),
     "mamba": ("Mamba-1 on every layer: no attention, one state per sequence", "state-spaces/mamba-2.8b-hf"),
     "exaone4": ("GQA", "LGAI-EXAONE/EXAONE-4.0-1.2B"),
+    "lfm2": ("gated short-convolution hybrid (a convolution window per sequence)", "LiquidAI/LFM2-1.2B"),
+    "kimi_linear": ("Kimi Delta Attention hybrid, MLA, MoE", "moonshotai/Kimi-Linear-48B-A3B-Instruct"),
+    "nemotron-nas": ("GQA on the blocks that keep attention, an FFN width per block (its own code)",
+                     "nvidia/Llama-3_3-Nemotron-Super-49B-v1"),
 }
 
 # The defaults of a file whose repository ships its own config class (a type transformers lacks): what every such
@@ -310,7 +314,7 @@ def profile_from_fields(config: dict, defaults: dict | None = None, where: str =
     # the weights' dtype as the file names it (transformers 5 writes "dtype", older files "torch_dtype"); a file
     # that names none is sized in bf16, the precision checkpoints are published in
     native = f.dtype("dtype", "torch_dtype", default="bf16")
-    groups = weight_groups(parameters, native, quant)
+    groups = weight_groups(parameters, native, quant, f"{where}: quantization_config")
     prof["native_dtype"] = groups[0].dtype
     prof["model_dtype"] = native
     prof["weight_groups"] = [{"name": g.name, "params": g.params, "dtype": g.dtype} for g in groups]
@@ -326,7 +330,8 @@ def structure_summary(p: ModelProfile) -> str:
     parts = [STRUCTURES.get(p.structure, p.structure.replace("_", " "))]
     if p.ssm is not None:
         parts[0] = {"mamba1": "Mamba-1", "mamba2": "Mamba-2", "gated_deltanet": "gated DeltaNet",
-                    "lightning": "lightning attention"}[p.ssm.kind] + f" hybrid ({p.ssm.n_layers} of {p.n_layers} "
+                    "lightning": "lightning attention", "short_conv": "short-convolution",
+                    "kda": "Kimi Delta Attention"}[p.ssm.kind] + f" hybrid ({p.ssm.n_layers} of {p.n_layers} "
         parts[0] += "layers recurrent)"
     if p.n_window_layers:
         kind = "chunked (chunk" if p.window_kind == "chunked" else "sliding-window (window"
@@ -400,7 +405,17 @@ def quant_scheme(quant: dict | None, where: str = "quantization_config") -> dict
       in the model dtype per group, a zero point when not ``symmetric``); other strategies keep one scale per row
       or tensor (not counted); ``ignore`` lists the modules left unconverted (``re:`` patterns are not read).
     - ``fp8`` (block scales of fp32 per 128 × 128, not counted), ``fbgemm_fp8`` (fp8 with a scale per row, not
-      counted), ``mxfp4`` (its 8-bit scale per 32 values is inside the dtype's 4.25 bits)."""
+      counted), ``mxfp4`` (its 8-bit scale per 32 values is inside the dtype's 4.25 bits).
+    - ``modelopt`` (NVIDIA ModelOpt's checkpoints, read by vLLM's ModelOptFp8Config / ModelOptNvFp4Config):
+      ``quant_algo`` FP8 (fp8 matrices, per-tensor scales not counted) or NVFP4 / W4A16_NVFP4 (4-bit float
+      matrices and one fp8 E4M3 scale per ``group_size`` (16) weights of a row; the fp32 per-tensor scales, a few
+      per matrix, not counted); ``ignore`` (or the older ``exclude_modules``) lists the modules left unconverted,
+      as globs. Another algorithm (MIXED_PRECISION: a scheme per layer) is refused by name.
+    - compressed-tensors' 4-bit floats: groups of 16 are NVFP4 (as above), groups of 32 MXFP4 (an 8-bit exponent
+      scale per 32, inside the dtype's 4.25 bits).
+
+    A scheme's ``scale_dtype`` is the storage type of its group scales (absent: fp16 for AWQ / GPTQ, the model
+    dtype for compressed-tensors' integers)."""
     method = (quant or {}).get("quant_method")
     if not method:
         return None
@@ -408,12 +423,20 @@ def quant_scheme(quant: dict | None, where: str = "quantization_config") -> dict
     if method == "fp8" and quant.get("ignored_layers"):        # vLLM's Fp8Config reads this name too
         skip = list(skip) + list(quant["ignored_layers"]) if isinstance(quant["ignored_layers"], list) else None
     if method == "modelopt":
-        algo = str(quant.get("quant_algo", "")).upper()
-        if algo != "FP8":
+        algo = str(quant.get("quant_algo", "")).upper()      # ModelOpt may write it in lower case (vLLM upper-cases)
+        if algo == "FP8":
+            out = {"method": method, "dtype": "fp8", "group": 0, "zeros": False}
+        elif algo in ("NVFP4", "W4A16_NVFP4"):
+            group = validate.number(quant.get("group_size", 16), f"{where}.group_size", lo=1, hi=2 ** 20,
+                                    integer=True)
+            out = {"method": f"{method} {algo}", "dtype": "fp4", "group": group, "zeros": False,
+                   "scale_dtype": "fp8"}
+        else:
             raise InputError(f"{where}.quant_algo: ModelOpt {validate.show(quant.get('quant_algo'))} is not a "
-                             "storage type the calculator sizes; allowed: FP8")
-        out = {"method": method, "dtype": "fp8", "group": 0, "zeros": False}
-        skip = quant.get("exclude_modules") or []
+                             "storage type the calculator sizes (a scheme per layer is not modelled); allowed: FP8, "
+                             "NVFP4, W4A16_NVFP4")
+        # config.json names them "ignore", the older hf_quant_config.json "exclude_modules" (vLLM reads both)
+        skip = quant.get("ignore") or quant.get("exclude_modules") or []
     elif method in ("fp8", "fbgemm_fp8", "mxfp4"):
         out = {"method": method, "dtype": "mxfp4" if method == "mxfp4" else "fp8", "group": 0, "zeros": False}
     elif method in ("awq", "gptq"):
@@ -442,17 +465,25 @@ def quant_scheme(quant: dict | None, where: str = "quantization_config") -> dict
             raise InputError(f"{where}.config_groups: a scheme without 'weights': activations alone quantized "
                              "are not modelled")
         bits, kind = w.get("num_bits"), w.get("type", "int")
-        dtype = {(8, "float"): "fp8", (8, "int"): "int8", (4, "int"): "int4"}.get((bits, kind))
+        dtype = {(8, "float"): "fp8", (8, "int"): "int8", (4, "int"): "int4", (4, "float"): "fp4"}.get((bits, kind))
         if dtype is None:
             raise InputError(f"{where}.config_groups.weights: {validate.show(bits)}-bit {validate.show(kind)} "
                              "weights are not a storage type the calculator sizes; allowed: 8-bit float, 8-bit "
-                             "int, 4-bit int")
-        grouped = w.get("strategy") == "group"
+                             "int, 4-bit int, 4-bit float (NVFP4 in groups of 16, MXFP4 in groups of 32)")
+        grouped = w.get("strategy") in ("group", "tensor_group")       # tensor_group: NVFP4's, with a global scale
         group = validate.number(w.get("group_size") if grouped else 0, f"{where}.config_groups.weights.group_size",
                                 lo=1 if grouped else 0, hi=2 ** 20, integer=True)
         symmetric = w.get("symmetric")
         symmetric = True if symmetric is None else boolean(symmetric, f"{where}.config_groups.weights.symmetric")
         out = {"method": method, "dtype": dtype, "group": group, "zeros": not symmetric}
+        if dtype == "fp4":
+            if group == 16:                         # NVFP4: an fp8 E4M3 scale per 16 (nvfp4-pack-quantized)
+                out.update(method=f"{method} NVFP4", scale_dtype="fp8", zeros=False)
+            elif group == 32:                       # MXFP4: its E8M0 scale per 32 is inside mxfp4's 4.25 bits
+                out.update(method=f"{method} MXFP4", dtype="mxfp4", group=0, zeros=False)
+            else:
+                raise InputError(f"{where}.config_groups.weights.group_size {validate.show(group)}: 4-bit float "
+                                 "weights come in groups of 16 (NVFP4) or 32 (MXFP4); allowed: 16, 32")
         skip = quant.get("ignore") or []
     if not isinstance(skip, list) or not all(isinstance(p, str) for p in skip):
         raise InputError(f"{where}: the modules left unconverted (modules_to_not_convert, ignore): expected a "
@@ -480,13 +511,13 @@ def _compiles(pattern: str) -> bool:
     return True
 
 
-def weight_groups(params, native: str, quant: dict) -> tuple[WeightGroup, ...]:
+def weight_groups(params, native: str, quant: dict, where: str = "quantization_config") -> tuple[WeightGroup, ...]:
     """Parameters by storage precision. Unquantized: everything at the native dtype. A quantized checkpoint
     stores only its matrices quantized — ``mxfp4`` (gpt-oss) the routed-expert matrices, every other method every
     linear matrix — and keeps embeddings, the output head, norms, biases, routers and convolution/state
     parameters in the native dtype (bf16), minus the modules it leaves unconverted; group-quantized integers add
     their scales and zero points (``quant_scheme``)."""
-    q = quant_scheme(quant)
+    q = quant_scheme(quant, where)
     if q is None:
         return (WeightGroup("all parameters", float(sum(numel(s) for _, s in params)), native),)
     method = q["method"]
@@ -507,7 +538,7 @@ def weight_groups(params, native: str, quant: dict) -> tuple[WeightGroup, ...]:
             kept += numel(shape)
     groups = [WeightGroup(f"{method} matrices", float(quantized), q["dtype"])]
     if scales:
-        sdtype = "fp16" if method in ("awq", "gptq") else native
+        sdtype = q.get("scale_dtype") or ("fp16" if method in ("awq", "gptq") else native)
         groups.append(WeightGroup(f"{method} group scales ({sdtype}, one per {q['group']} weights of a row)"
                                   if q["group"] > 0 else f"{method} scales ({sdtype}, one per row)",
                                   float(scales), sdtype))
@@ -523,11 +554,14 @@ def weight_groups(params, native: str, quant: dict) -> tuple[WeightGroup, ...]:
 # Model types whose parameters ``param_count`` counts exactly — the text model and, for a multimodal checkpoint, its
 # vision tower: the tests hold each to transformers' meta-device build on a published config
 # (tests/test_families.py). A config of these types plans in pure Python with the class defaults stored in
-# data/config_defaults.json (no transformers, no torch); every other type goes through transformers.
+# data/config_defaults.json (no transformers, no torch). Beside them, every decoder type transformers has whose
+# pure count equals transformers' own build at the class's default size (``census``, run when the table is
+# regenerated: ``checked_at_default_size`` in the table) plans the same way; every other type goes through
+# transformers.
 COUNTED = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl_moe",
            "qwen3_5_moe", "gpt2", "gemma2", "gemma3", "gpt_oss", "olmo2", "phi3", "hunyuan_v1_moe", "llama4",
            "deepseek_v2", "deepseek_v3", "deepseek_v32", "jamba", "nemotron_h", "granitemoehybrid", "falcon_h1",
-           "glm4_moe")
+           "glm4_moe", "mistral3", "mpt", "exaone4", "mamba", "lfm2", "kimi_linear")
 STORED_DEFAULTS = Path(__file__).resolve().parents[1] / "data" / "config_defaults.json"
 
 
@@ -559,13 +593,55 @@ def transformers_has_class(d: dict) -> bool:
     return d.get("model_type") in table["known_types"] or any(a in table["known_architectures"] for a in archs)
 
 
-def write_stored_defaults(path=STORED_DEFAULTS) -> dict:
-    """Regenerate data/config_defaults.json from the installed transformers (run after changing its pin:
-    ``python -m part1_capacity.calculator.model.configs``)."""
+def light_types() -> tuple[str, ...]:
+    """Every model type the pure path plans: the counted ones and those checked at their class's default size."""
+    table = stored_defaults()
+    return tuple(table["model_types"])
+
+
+def census(model_type: str) -> tuple[int, int] | None:
+    """(the pure count, transformers' meta-device count) of ``model_type``'s class at its default size, the file
+    being the class's own dict (what ``save_pretrained`` writes); None when either side cannot count it (an
+    encoder-decoder, a structure the calculator refuses, a class that cannot be built from its defaults) or when
+    the file's cache read with the stored class defaults differs from the one read with transformers' resolved
+    config. Imports transformers and torch: run when the stored table is regenerated, and by the tests."""
     from part1_capacity.calculator.model import hf_config
 
-    table = {"transformers": hf_config.version(), "model_types": {mt: hf_config.class_defaults(mt) for mt in COUNTED},
-             "architectures": {a: mt for mt in COUNTED for a in hf_config.architectures_of(mt)},
+    try:
+        defaults = json.loads(json.dumps(hf_config.class_defaults(model_type), default=str))
+        cfg = hf_config.build({"model_type": model_type}, model_type)
+        if cfg.get_text_config() is not cfg and model_type not in TOWERS:
+            # a tower the pure count does not know: transformers may fall back to the language model alone,
+            # and the two counts would agree on less than a server loads
+            return None
+        file = {**json.loads(json.dumps(cfg.to_dict(), default=str)), "model_type": model_type}
+        meta = hf_config.meta_parameters(file, model_type)
+        pure = count_model_parameters(file, defaults, model_type)
+        stub = [("p", (1,))]
+        stored = profile_from_fields(file, defaults, model_type, parameters=stub)
+        resolved = profile_from_fields(file, hf_config.defaults_for(file, model_type), model_type, parameters=stub)
+        if any(stored.cache_bytes(T, 2) != resolved.cache_bytes(T, 2) for T in (1, 5000, 200_000)):
+            return None
+    except (Exception, RecursionError):        # any class transformers cannot build at its defaults: not stored
+        return None
+    return sum(numel(s) for _, s in pure), sum(numel(s) for _, s in meta)
+
+
+def write_stored_defaults(path=STORED_DEFAULTS, checked=None) -> dict:
+    """Regenerate data/config_defaults.json from the installed transformers (run after changing its pin:
+    ``python -m part1_capacity.calculator.model.configs``). ``checked``: the decoder types to try beside ``COUNTED``
+    (default: every causal-LM and image-text-to-text type transformers maps); those whose ``census`` is equal to the
+    parameter are stored, the others left to transformers."""
+    from part1_capacity.calculator.model import hf_config
+
+    tried = hf_config.decoder_types() if checked is None else checked
+    exact = sorted(mt for mt in tried if mt not in COUNTED and (c := census(mt)) is not None and c[0] == c[1])
+    stored = list(COUNTED) + exact
+    table = {"transformers": hf_config.version(), "model_types": {mt: hf_config.class_defaults(mt) for mt in stored},
+             # a class two stored types map keeps the counted type's reading
+             "architectures": {**{a: mt for mt in exact for a in hf_config.architectures_of(mt)},
+                               **{a: mt for mt in COUNTED for a in hf_config.architectures_of(mt)}},
+             "checked_at_default_size": exact,
              "known_types": hf_config.known_types(), "known_architectures": hf_config.known_architectures()}
     Path(path).write_text(json.dumps(table, indent=1, sort_keys=True, default=str) + "\n")
     return table

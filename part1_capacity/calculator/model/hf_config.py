@@ -181,6 +181,14 @@ def architectures_of(model_type: str) -> list[str]:
     return [] if cls is None else ([cls] if isinstance(cls, str) else list(cls))
 
 
+def decoder_types() -> list[str]:
+    """Every model_type with a causal-LM or image-text-to-text class (what a server generates text with)."""
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
+
+    return sorted(set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) | set(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES))
+
+
 def known_architectures() -> list[str]:
     """Every class name ``known_model_type`` resolves through ``architectures`` (causal-LM and base-model classes)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES

@@ -19,7 +19,7 @@ import re
 
 from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.model.config_fields import (Fields, attention_free, boolean, experts, head_dim_of,
-                                                           kv_heads, layer_kinds, ssm_fields)
+                                                           kv_heads, layer_kinds, nas_blocks, ssm_fields)
 from part1_capacity.calculator.base.errors import InputError
 
 # a parameter of a vision or audio tower (or its projector): loaded by a server, not run for a text token
@@ -47,7 +47,9 @@ def is_routed_expert(name: str) -> bool:
 # always-on shared expert's width; shared_gate: a sigmoid gate of one output on it (Qwen2-MoE family);
 # always_moe: every layer routes, one expert or many (Hunyuan); mamba_norm: the field that switches the gated norm
 # of a Mamba-2 mixer (always there unless named); o_bias: False when attention_bias biases q/k/v alone and never
-# the output projection (GLM-4.5: Glm4MoeAttention builds o_proj with bias=False).
+# the output projection (GLM-4.5: Glm4MoeAttention builds o_proj with bias=False); norm_bias: LayerNorms with a
+# bias beside their weight (PhiMoE); ff_adjust: LFM2's MLP width rule; dense_first: the field of the dense layers
+# before the first routed one (first_k_dense_replace unless named).
 _QWEN_NEXT = {"qk_norm": "head", "gated_query": True, "shared_gate": True,
               "shared": "shared_expert_intermediate_size"}
 _GEMMA = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
@@ -55,7 +57,7 @@ LAYOUTS = {
     "qwen2": {"qkv_bias": True},
     "qwen2_moe": {"shared_gate": True, "shared": "shared_expert_intermediate_size"},
     "qwen3": {"qk_norm": "head"}, "qwen3_moe": {"qk_norm": "head"},
-    "qwen3_vl_moe_text": {"qk_norm": "head"},
+    "qwen3_vl_moe_text": {"qk_norm": "head"}, "qwen3_vl_text": {"qk_norm": "head"},
     "qwen3_next": _QWEN_NEXT, "qwen3_5_moe_text": _QWEN_NEXT,
     "gemma2": {"norms": _GEMMA}, "gemma3_text": {"norms": _GEMMA, "qk_norm": "head"},
     "olmo2": {"norms": ("post_attention_layernorm", "post_feedforward_layernorm"), "qk_norm": "full"},
@@ -70,6 +72,30 @@ LAYOUTS = {
     "mpt": {"plain": True},                       # MptMLP: up, GELU, down
     # EXAONE 4's reordered norms: after attention and after the MLP, none before; q/k RMS norms per head
     "exaone4": {"norms": ("post_attention_layernorm", "post_feedforward_layernorm"), "qk_norm": "head"},
+    # rows read from each family's modeling file and checked at its class's default size (configs.census):
+    # Cohere's parallel block, attention and MLP on one LayerNorm (no bias) of the same input
+    "cohere": {"norms": ("input_layernorm",)}, "cohere2": {"norms": ("input_layernorm",)},
+    "cohere2_moe": {"norms": ("input_layernorm",)},
+    # GLM-4: norms before and after both attention and the MLP; attention_bias biases q/k/v, never o_proj
+    "glm4": {"norms": ("input_layernorm", "post_attention_layernorm", "post_self_attn_layernorm",
+                       "post_mlp_layernorm"), "o_bias": False},
+    "glm": {"o_bias": False},
+    # OLMo 3 and FlexOlmo keep OLMo 2's layer: norms after attention and after the MLP, q/k norms over all heads
+    "olmo3": {"norms": ("post_attention_layernorm", "post_feedforward_layernorm"), "qk_norm": "full"},
+    "flex_olmo": {"norms": ("post_attention_layernorm", "post_feedforward_layernorm"), "qk_norm": "full"},
+    "hunyuan_v1_dense": {"qk_norm": "head"},     # query_layernorm / key_layernorm of head_dim
+    "minimax_m2": {"qk_norm": "full"}, "olmoe": {"qk_norm": "full"},
+    # PhiMoE: LayerNorms with biases
+    "phimoe": {"norm_bias": True},
+    # Granite with sliding windows: a learned sink logit per head, as gpt-oss
+    "granite_swa": {"sinks": True}, "granitemoe_swa": {"sinks": True},
+    # LFM2: a norm before the operator (attention or short convolution) and one before the MLP, q/k norms per head,
+    # its MLP width adjusted from block_ff_dim (_adjusted_width)
+    "lfm2": {"norms": ("operator_norm", "ffn_norm"), "qk_norm": "head", "ff_adjust": True},
+    # Qwen3.5 dense: Qwen3-Next's gated query and per-head q/k norms, no experts; Arcee (AFM): an un-gated MLP
+    "qwen3_5_text": {"qk_norm": "head", "gated_query": True}, "arcee": {"plain": True},
+    # LFM2-MoE: LFM2's layer with routed experts after its first num_dense_layers dense ones (its MLP width as stated)
+    "lfm2_moe": {"norms": ("operator_norm", "ffn_norm"), "qk_norm": "head", "dense_first": "num_dense_layers"},
 }
 
 
@@ -86,6 +112,8 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
     mt, lay = _layout(f)
     if mt == "gpt2":
         return _gpt2(f)
+    if nas_blocks(f) is not None:
+        return _nas(f, defaults)
     if attention_free(f):
         return _mamba_stack(f)
     kinds = layer_kinds(f)
@@ -98,7 +126,7 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
     out = [("model.embed_tokens.weight", (V, D))]
     if not _tied(f, defaults):
         out.append(("lm_head.weight", (V, D)))
-    dense_first = f.int("first_k_dense_replace", 0) if e else 0
+    dense_first = f.int(lay.get("dense_first", "first_k_dense_replace"), 0) if e else 0
     mlp_only = set(f.raw("mlp_only_layers") or [])
     # every step-th layer routes: Qwen-MoE's decoder_sparse_step, Llama 4's interleave_moe_layer_step (Maverick: 2,
     # Llama4TextConfig's moe_layers = range(step - 1, layers, step)), unless the file lists its moe_layers itself
@@ -114,9 +142,10 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
     pattern = f.raw("hybrid_override_pattern")
     one_op_per_block = isinstance(pattern, str) and len(pattern) == len(kinds)
     norms = lay.get("norms", ("input_layernorm", "post_attention_layernorm"))
+    kinds_of_norm = ("weight", "bias") if lay.get("norm_bias") else ("weight",)    # LayerNorm's bias, or RMS alone
     for i, kind in enumerate(kinds):
         p = f"model.layers.{i}"
-        out += [(f"{p}.{n}.weight", (D,)) for n in norms]
+        out += [(f"{p}.{n}.{w}", (D,)) for n in norms for w in kinds_of_norm]
         if kind in ("full", "window", "chunked", "both"):
             out += _attention(f, lay, p, D, H, KV, hd)
         if kind in ("linear", "both"):
@@ -133,7 +162,7 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
                 continue
             moe = bool(e) and pattern[i] == "E"
         out += _moe(f, lay, p, D, e, moe_I, I) if moe else _mlp(f, lay, f"{p}.mlp", D, dense_I)
-    out.append(("model.norm.weight", (D,)))
+    out += [(f"model.norm.{w}", (D,)) for w in kinds_of_norm]
     return out
 
 
@@ -144,6 +173,8 @@ def _widths(f: Fields, lay: dict, D: int) -> tuple[int, int, int, int, int]:
     # no width stated: MPT states its MLP as expansion_ratio × hidden (4 by default, GPT-2's 4 × hidden alike)
     I = validate.number(inter or f.int("expansion_ratio", 4, lo=1, hi=64) * D, f"{f.where}: field 'intermediate_size'",
                         lo=1, integer=True)
+    if lay.get("ff_adjust"):
+        I = _adjusted_width(f)
     dense_I = f.int("intermediate_size_mlp", I, lo=1)          # Llama 4: its dense layers are wider than its experts
     e, k = experts(f)
     if lay.get("always_moe") and not e:
@@ -153,12 +184,33 @@ def _widths(f: Fields, lay: dict, D: int) -> tuple[int, int, int, int, int]:
     return I, dense_I, e, k, moe_I
 
 
+def _adjusted_width(f: Fields) -> int:
+    """LFM2's MLP width (models/lfm2/modeling_lfm2.py Lfm2MLP): its stated ``block_ff_dim`` (which the class reads
+    before ``intermediate_size``), when ``block_auto_adjust_ff_dim`` is on taken to 2/3, times
+    ``block_ffn_dim_multiplier``, rounded up to a multiple of ``block_multiple_of`` (LFM2-1.2B: 12,288 → 8,192)."""
+    width = validate.number(f.first("block_ff_dim", "intermediate_size"), f"{f.where}: field 'block_ff_dim'", lo=1,
+                            hi=2 ** 20, integer=True)
+    if not f.flag("block_auto_adjust_ff_dim"):
+        return width
+    width = int(2 * width / 3)
+    mult = f.raw("block_ffn_dim_multiplier")
+    if mult is not None:
+        mult = validate.number(mult, f"{f.where}: field 'block_ffn_dim_multiplier'", lo=0.01, hi=64)
+        of = f.int("block_multiple_of", 256, lo=1, hi=2 ** 16)
+        width = int(mult * width)
+        width = of * ((width + of - 1) // of)
+    return width
+
+
 def mlp_shapes(config: dict, defaults: dict | None = None, where: str = "config.json") -> dict:
     """What an engine's start-up rule reads beyond the cache (``profiles.SHAPE_FIELDS``): the vocabulary, the dense
     MLP's inner width and, for experts, one expert's width and the experts each token uses; and whether the output
     head is the token embedding (``_tie_word_embeddings``, kept in the profile's ``extra``)."""
     f = Fields(config, defaults, where)
     _, lay = _layout(f)
+    blocks = nas_blocks(f)
+    if blocks is not None:            # Nemotron-NAS: the widest of its per-layer MLPs (the activations' peak)
+        return {"vocab_size": f.int("vocab_size", lo=1), "intermediate_size": max(b["ffn"] for b in blocks) or 1}
     _, dense_I, e, k, moe_I = _widths(f, lay, f.int("hidden_size", lo=1))
     out = {"vocab_size": f.int("vocab_size", lo=1), "intermediate_size": dense_I,
            "_tie_word_embeddings": _tied(f, defaults)}      # llama.cpp's placement reads it (plan/offload.py)
@@ -206,8 +258,10 @@ def _attention(f: Fields, lay: dict, p: str, D: int, H: int, KV: int, hd: int):
     if lay.get("qkv_bias") or f.flag("attention_bias") or f.flag("qkv_bias"):
         a += [(f"{p}.self_attn.q_proj.bias", (q_out,)), (f"{p}.self_attn.k_proj.bias", (KV * hd,)),
               (f"{p}.self_attn.v_proj.bias", (KV * hd,))]
-        if f.flag("attention_bias") and lay.get("o_bias", True):
+        if f.flag("attention_bias") and lay.get("o_bias", True) and f.raw("attention_out_bias") is None:
             a.append((f"{p}.self_attn.o_proj.bias", (D,)))
+    if f.flag("attention_out_bias"):          # Seed-OSS: the output projection's bias has its own field
+        a.append((f"{p}.self_attn.o_proj.bias", (D,)))
     norm = lay.get("qk_norm")
     weightless = f.raw("attn_temperature_tuning") is not None      # Llama 4's QK norm is an L2 norm, no weights
     if norm is None and f.flag("use_qk_norm") and not weightless:
@@ -275,6 +329,25 @@ def _moe(f: Fields, lay: dict, p: str, D: int, e: int, I: int, inter: int):
 
 def _recurrent(f: Fields, lay: dict, p: str, D: int, s: dict):
     kind = s["kind"]
+    if kind == "kda":
+        # Kimi Delta Attention (models/kimi_linear/modeling_kimi_linear.py KimiLinearDeltaAttention): q, k, v, one
+        # depthwise convolution over the three, the forget gate's low-rank pair with its dt_bias and A_log, a beta
+        # per head, the output gate's low-rank pair, a gated norm of head_dim and the output projection
+        H, d = s["n_heads"], s["head_dim"]
+        qkv = H * d
+        a = f"{p}.self_attn"
+        return [(f"{a}.q_proj.weight", (qkv, D)), (f"{a}.k_proj.weight", (qkv, D)), (f"{a}.v_proj.weight", (qkv, D)),
+                (f"{a}.conv1d.weight", (3 * qkv, 1, s["d_conv"])),
+                (f"{a}.forget_gate.f_a_proj.weight", (d, D)), (f"{a}.forget_gate.f_b_proj.weight", (qkv, d)),
+                (f"{a}.forget_gate.dt_bias", (qkv,)), (f"{a}.forget_gate.A_log", (1, 1, H, 1)),
+                (f"{a}.b_proj.weight", (H, D)), (f"{a}.g_a_proj.weight", (d, D)), (f"{a}.g_b_proj.weight", (qkv, d)),
+                (f"{a}.o_norm.weight", (d,)), (f"{a}.o_proj.weight", (D, qkv))]
+    if kind == "short_conv":
+        # LFM2's gated short convolution (Lfm2ShortConv): B, C and x from one projection, a depthwise convolution
+        # over the hidden size, an output projection; biases on all three when conv_bias
+        bias = f.flag("conv_bias")
+        return [(f"{p}.conv.conv.weight", (D, 1, s["d_conv"]))] + [(f"{p}.conv.conv.bias", (D,))] * bias + \
+            _linear(f"{p}.conv.in_proj", 3 * D, D, bias) + _linear(f"{p}.conv.out_proj", D, D, bias)
     if kind == "gated_deltanet":
         kd, vd = s["n_k_heads"] * s["k_head_dim"], s["n_v_heads"] * s["v_head_dim"]
         conv = 2 * kd + vd
@@ -346,6 +419,26 @@ def _mamba_stack(f: Fields):
     out.append(("backbone.norm_f.weight", (D,)))
     if not f.flag("tie_word_embeddings", True):
         out.append(("lm_head.weight", (V, D)))
+    return out
+
+
+def _nas(f: Fields, defaults: dict | None):
+    """DeciLM / Nemotron-NAS (its own code, modeling_decilm.py DeciLMDecoderLayer): a layer holds its norm and
+    Llama attention unless its block's attention is a no-op, and its norm and gated MLP of the block's width unless
+    that is one."""
+    D, V = f.int("hidden_size", lo=1), f.int("vocab_size", lo=1)
+    H = f.int("num_attention_heads", lo=1)
+    hd = head_dim_of(f, H)
+    out = [("model.embed_tokens.weight", (V, D))]
+    if not _tied(f, defaults):
+        out.append(("lm_head.weight", (V, D)))
+    for i, b in enumerate(nas_blocks(f)):
+        p = f"model.layers.{i}"
+        if b["kv"]:
+            out += [(f"{p}.input_layernorm.weight", (D,))] + _attention(f, {}, p, D, H, b["kv"], hd)
+        if b["ffn"]:
+            out += [(f"{p}.post_attention_layernorm.weight", (D,))] + _mlp(f, {}, f"{p}.mlp", D, b["ffn"])
+    out.append(("model.norm.weight", (D,)))
     return out
 
 
@@ -508,6 +601,7 @@ def _pixtral_vision(config: dict, defaults: dict | None, where: str, text_hidden
 
 # top-level model_type → its vision tower and projector
 TOWERS = {"gemma3": _gemma3_vision, "qwen3_vl_moe": _qwen3_vl_vision, "qwen3_5_moe": _qwen3_vl_vision,
+          "qwen3_5": _qwen3_vl_vision, "qwen3_vl": _qwen3_vl_vision,
           "llama4": _llama4_vision, "mistral3": _pixtral_vision}
 
 

@@ -29,7 +29,7 @@ SHAPE_FIELDS = ("vocab_size", "intermediate_size", "moe_intermediate_size", "exp
 @dataclass(frozen=True)
 class SSM:
     """The recurrent layers of a hybrid: their kind, count and per-layer state shape."""
-    kind: str                  # "mamba1", "mamba2", "gated_deltanet" or "lightning"
+    kind: str                  # "mamba1", "mamba2", "gated_deltanet", "lightning", "short_conv" or "kda"
     n_layers: int
     state_elements: int        # constant state of one layer for one sequence, in elements
     n_heads: int = 1           # how the state splits under tensor parallelism
@@ -198,12 +198,20 @@ def ssm_from_dict(s: dict, where: str) -> SSM:
                                                    _positive_int(s, "v_head_dim", w), _positive_int(s, "d_conv", w))
         conv = laws.gated_deltanet_conv_state_elements(s["n_k_heads"], heads, s["k_head_dim"], s["v_head_dim"],
                                                        s["d_conv"])
+    elif kind == "kda":
+        heads = _positive_int(s, "n_heads", w)
+        elems = laws.kda_state_elements(heads, _positive_int(s, "head_dim", w), _positive_int(s, "d_conv", w))
+        conv = laws.kda_conv_state_elements(heads, s["head_dim"], s["d_conv"])
+    elif kind == "short_conv":
+        heads = _positive_int(s, "d_inner", w)          # channels: what tensor parallelism splits
+        elems = conv = laws.short_conv_state_elements(heads, _positive_int(s, "d_conv", w))
     elif kind == "lightning":
         heads = _positive_int(s, "n_heads", w)
         elems = laws.lightning_state_elements(heads, _positive_int(s, "head_dim", w))
         conv = 0
     else:
-        raise InputError(f"{w}.kind: unknown '{kind}'; allowed: mamba1, mamba2, gated_deltanet, lightning")
+        raise InputError(f"{w}.kind: unknown '{kind}'; allowed: mamba1, mamba2, gated_deltanet, lightning, "
+                         "short_conv, kda")
     state_dtype = ""
     if s.get("state_dtype"):
         from part1_capacity.calculator.base.dtypes import KV_DTYPES, get_dtype

@@ -40,8 +40,7 @@ from part1_capacity.calculator.sizing import roofline
 from part1_capacity.calculator.plan import speed
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.plan.resolve import Resolved
-from part1_capacity.calculator.sizing.sharding import splits_heads
-from course.units import ceil_div
+from part1_capacity.calculator.sizing.sharding import sequences_per_replica, splits_heads, weights_per_rank
 
 # vLLM's custom all-reduce for small (decode) messages inside one NVLink node takes a few microseconds per call
 # (vllm/distributed/device_communicators/custom_all_reduce.py: one-shot kernel for messages below its size limit);
@@ -119,20 +118,19 @@ def replicas_needed(r: Resolved, T, B, shape: Shape, with_cache: bool = True):
         T, B = float(T), float(B)
     U, W = r.usable_bytes, r.weights_bytes
     t, p = shape.tensor, shape.pipeline
-    s = (r.cache_per_rank(T, t) if with_cache else 0.0) / p
+    s = rank_cache_bytes(r, T, t, p) if with_cache else 0.0
     if not shape.expert_parallel:
-        room = U - W / (t * p)
+        room = U - weights_per_rank(W, t, p)
         if room <= 0:
             return math.inf
         g = xp.floor(room / xp.where(s > 0, s, 1.0))
-        d = xp.where(s > 0, xp.ceil(B / xp.maximum(g, 1)), 1.0)
+        d = xp.where(s > 0, sequences_per_replica(B, xp.maximum(g, 1)), 1.0)
         return xp.where((s > 0) & (g < 1), math.inf, d)
     We = r.expert_bytes
-    Wd = W - We
     d = math.inf
     dk = 1
     while t * dk <= MAX_EXPERT_GROUP:  # expert groups in powers of two (how the experts divide evenly)
-        ok = xp.isinf(d) & (Wd / t + We / (t * dk) + xp.ceil(B / dk) * s <= U)
+        ok = xp.isinf(d) & (weights_per_rank(W, t, 1, We, dk) + sequences_per_replica(B, dk) * s <= U)
         d = xp.where(ok, float(dk), d)
         if not xp.any(xp.isinf(d)):
             break
@@ -169,7 +167,6 @@ def _whole(f):
 class _Scalars:
     """numpy's names and meaning for the few functions the search uses, on Python floats."""
     floor = staticmethod(_whole(math.floor))
-    ceil = staticmethod(_whole(math.ceil))
     maximum = staticmethod(max)
     minimum = staticmethod(min)
     isinf = staticmethod(math.isinf)
@@ -201,16 +198,20 @@ class StepTime:
     bubble_fraction: float     # share of the step a pipeline stage waits
 
 
-def rank_step_time(r: Resolved, tokens, seqs, flops, weight_bytes_read, cache_bytes, dep) -> StepTime:
+def rank_step_time(r: Resolved, tokens, seqs, flops, weight_bytes_read, cache_bytes, dep,
+                   tier_bytes: float = 0.0, tier_bandwidth: float = math.inf) -> StepTime:
     """Time of one pass of ``tokens`` new tokens over ``seqs`` sequences on deployment ``dep``: ``flops`` and
     ``weight_bytes_read`` for the whole model pass of one replica, ``cache_bytes`` the cache the pass reads or
-    writes on one tensor rank (all layers). Pipeline: ``k = min(seqs, p)`` micro-batches, ``p × stage time``."""
+    writes on one tensor rank (all layers), of which ``tier_bytes`` come from a slower tier at ``tier_bandwidth``
+    bytes/s (added to the memory side: ``roofline.step_time``'s extra seconds). Pipeline: ``k = min(seqs, p)``
+    micro-batches, ``p × stage time``."""
     model, acc = r.model, r.accelerator
     t, p = dep.tensor, dep.pipeline
     k = max(1, min(int(seqs), p))
     peak, bandwidth = speed.rates(acc, r.workload.weights_dtype)     # the roofline × the per-type efficiency (data)
-    stage = float(roofline.step_time(flops / (k * t * p), weight_bytes_read / (t * p) + cache_bytes / (k * p),
-                                     peak, bandwidth))
+    stage = float(roofline.step_time(flops / (k * t * p),
+                                     weight_bytes_read / (t * p) + (cache_bytes - tier_bytes) / (k * p),
+                                     peak, bandwidth, tier_bytes / (k * p) / tier_bandwidth))
     tok = tokens / k
     comm_layer = 2 * allreduce_seconds(acc, t, tok * model.hidden_size * ACTIVATION_BYTES,
                                        across_nodes=t > acc.max_tp)   # never: tensor ranks share the fast link
@@ -249,16 +250,20 @@ class Deployment:
 
 def _deployment(r: Resolved, T, B, sh: Shape, d: int, with_cache: bool) -> Deployment:
     t, p = sh.tensor, sh.pipeline
-    W = r.weights_bytes
-    m = math.ceil(B / d)
-    s = r.cache_per_rank(T, t) if with_cache else 0.0
+    m = sequences_per_replica(B, d)
     if sh.expert_parallel:
-        We = r.expert_bytes
-        w_rank = (W - We) / t + We / (t * d)
+        w_rank = weights_per_rank(r.weights_bytes, t, p, r.expert_bytes, d)
     else:
-        w_rank = W / (t * p)
+        w_rank = weights_per_rank(r.weights_bytes, t, p)
     n = t * p * d
-    return Deployment(t, p, d, t * d if sh.expert_parallel else 1, math.ceil(n / r.accelerator.node_size), n, m, w_rank, m * s / p)
+    return Deployment(t, p, d, t * d if sh.expert_parallel else 1, math.ceil(n / r.accelerator.node_size), n, m, w_rank,
+                      rank_cache_bytes(r, T, t, p, m) if with_cache else 0.0)
+
+
+def rank_cache_bytes(r: Resolved, T, t: int, p: int, seqs=1):
+    """Bytes of cache one rank holds: ``seqs`` sequences of ``T`` tokens on its tensor rank
+    (``Resolved.cache_per_rank``), its stage's ``1/p`` of the layers."""
+    return seqs * r.cache_per_rank(T, t) / p
 
 
 def decode_pass(r: Resolved, dep: Deployment) -> roofline.Pass:
@@ -282,14 +287,20 @@ def decode_time(r: Resolved, dep: Deployment) -> StepTime:
     return pass_time(r, decode_pass(r, dep), dep)
 
 
-def pass_time(r: Resolved, ps: roofline.Pass, dep) -> StepTime:
+def pass_time(r: Resolved, ps: roofline.Pass, dep, tier_bytes: float = 0.0,
+              tier_bandwidth: float = math.inf) -> StepTime:
     """Seconds of one pass on ``dep``: the one place a pass becomes time. A host with measured kernels for the
     weights' type, on one accelerator, times it with those kernels (``speed.measured_seconds``); otherwise each
-    rank's roofline at the type's efficiencies, plus the all-reduces and the pipeline (``rank_step_time``)."""
-    split = rank_step_time(r, ps.tokens, ps.seqs, ps.flops, ps.weight_bytes, ps.cache_bytes_per_rank, dep)
+    rank's roofline at the type's efficiencies, plus the all-reduces and the pipeline (``rank_step_time``).
+    ``tier_bytes`` of the pass's cache on one tensor rank (all layers) read from a slower tier of
+    ``tier_bandwidth`` bytes/s: their time is added to the memory side (serially: a conservative bound), to
+    measured kernels' time likewise."""
+    split = rank_step_time(r, ps.tokens, ps.seqs, ps.flops, ps.weight_bytes, ps.cache_bytes_per_rank, dep,
+                           tier_bytes, tier_bandwidth)
     if dep.accelerators == 1:
         measured = speed.measured_seconds(r.model, r.accelerator, r.workload.weights_dtype, ps)
         if measured is not None:
+            measured += tier_bytes / tier_bandwidth
             return StepTime(measured, measured, split.communication_s, split.microbatches, split.bubble_fraction)
     return split
 
@@ -334,11 +345,12 @@ def replica_counts(d: int, top: int, B: int, sh: Shape, keep: int = KEEP_PER_SHA
                 out.append(dd)
             dd *= 2
         return out
-    counts, m = {d}, ceil_div(B, top)
-    while len(counts) <= keep and m <= ceil_div(B, d):
-        dd = max(d, ceil_div(B, m))                  # the fewest replicas that give m sequences each
+    per = sequences_per_replica
+    counts, m = {d}, per(B, top)
+    while len(counts) <= keep and m <= per(B, d):
+        dd = max(d, per(B, m))                  # the fewest replicas that give m sequences each
         counts.add(dd)
-        m = ceil_div(B, dd - 1) if dd > d else m + 1  # the next larger m (fewer replicas)
+        m = per(B, dd - 1) if dd > d else m + 1  # the next larger m (fewer replicas)
         if dd == d:
             break
     return sorted(counts)

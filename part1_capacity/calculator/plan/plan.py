@@ -23,12 +23,6 @@ from part1_capacity.calculator.model.profiles import ModelProfile
 from part1_capacity.calculator.plan.resolve import (  # noqa: F401  (Workload and its defaults: plan's names since the start)
     DEFAULT_OVERHEAD_BYTES, DEFAULT_USABLE_FRACTION, Resolved, Workload, resolve)
 from part1_capacity.calculator.hardware.tiers import tiers_for
-from course.units import ceil_div
-
-
-def weights_bytes(model: ModelProfile, wl: Workload) -> float:
-    """Bytes of the weights a server loads at the workload's weight precision."""
-    return weights.weights_bytes(model, wl.weights_dtype)
 
 
 IMPLICATIONS = {
@@ -210,11 +204,13 @@ def _overflow(r: Resolved, dep0: deploy.Deployment, tier_rows: list | None = Non
 
     Every rank holds its replica's share of the sequences on its tensor rank: ``⌈B/d⌉ × cache_per_rank / p``.
     Summed over the ranks this is more than the cache itself when tensor parallelism replicates it (K/V heads
-    fewer than ranks; the MLA latent on every rank) — ``replication`` says by how much."""
-    model, acc, wl = r.model, r.accelerator, r.workload
+    fewer than ranks; the MLA latent on every rank) — ``replication`` says by how much. The decode step is timed
+    by ``deploy.pass_time`` like every other pass, once all in the device's memory and once per tier with each
+    rank's overflow read from it."""
+    acc = r.accelerator
     T, B = r.context, r.batch
-    m = ceil_div(B, dep0.data)
-    need = m * r.cache_per_rank(T, dep0.tensor) / dep0.pipeline
+    t, p = dep0.tensor, dep0.pipeline
+    need = deploy.rank_cache_bytes(r, T, t, p, dep0.sequences_per_replica)
     free = max(r.usable_bytes - dep0.weights_per_rank, 0.0)
     over = max(need - free, 0.0)
     if over <= 0:
@@ -224,17 +220,15 @@ def _overflow(r: Resolved, dep0: deploy.Deployment, tier_rows: list | None = Non
     info = {"bytes": over * ranks, "bytes_per_rank": over, "ranks": ranks, "cache_per_rank": need,
             "free_per_rank": free, "replication": need * ranks / kv_total if kv_total else 1.0,
             "deployment": dep0.label()}
-    # one decode step of the weights-only deployment, pipeline stages in turn; the overflow read from the tier
-    t, p = dep0.tensor, dep0.pipeline
-    f_stage = float(roofline.decode_flops(model, T, m)) / (t * p)
-    w_stage = r.weights_bytes * float(roofline.weights_read_fraction(model, m)) / (t * p)
-    peak = acc.peak_flops(wl.weights_dtype)
-    t_all_hbm = p * float(roofline.step_time(f_stage, w_stage + need, peak, acc.bandwidth))
+    # one decode step of the weights-only deployment; each rank's overflow (its stage's layers: × p for the
+    # tensor rank's whole pass) read from the tier
+    dec = deploy.decode_pass(r, dep0)
+    t_all_hbm = deploy.pass_time(r, dec, dep0).time_s
     out = []
     for tier in tiers_for(acc, tier_rows):
         if tier.own_memory:                # the device's own memory is what overflowed
             continue
-        t_step = p * float(roofline.step_time(f_stage, w_stage + free, peak, acc.bandwidth, over / tier.bandwidth))
+        t_step = deploy.pass_time(r, dec, dep0, tier_bytes=over * p, tier_bandwidth=tier.bandwidth).time_s
         out.append({"tier": tier.id, "name": tier.name, "capacity_bytes_per_accelerator": tier.capacity_bytes,
                     "bandwidth": tier.bandwidth, "fits": bool(tier.capacity_bytes >= over),
                     "decode_step_s": t_step, "decode_tokens_per_s": B / t_step,
@@ -270,7 +264,7 @@ def make_plan(model, accelerator, workload: Workload | None = None, tiers: list 
     acc = accelerator if isinstance(accelerator, Accelerator) else load_accelerator(accelerator)
     r = resolve(model, acc, workload or Workload(**kw))     # validated once; the caller's workload is not changed
     wl, T, B = r.workload, r.context, r.batch
-    per_seq_attn = float(model.attention_cache_bytes(T, r.kv_bytes))
+    per_seq = r.sequence_cache_bytes(T)                 # attention K/V (or latent) + recurrent state, by the law
     per_seq_state = float(model.state_bytes(r.state_bytes))
     dep = deploy.choose(r)
     unpinned = r.with_workload(nodes=None)           # memory answers: the fewest nodes, whatever the budget
@@ -287,8 +281,8 @@ def make_plan(model, accelerator, workload: Workload | None = None, tiers: list 
     if dep0 and (fewest is None or fewest.accelerators > dep0.accelerators):
         over, over_tiers = _overflow(r, dep0, tiers)
     return Plan(model=model, accelerator=acc, workload=wl, kv_bytes_per_token=float(model.kv_bytes_per_token(r.kv_bytes)),
-                kv_bytes_per_sequence=per_seq_attn + per_seq_state, state_bytes_per_sequence=per_seq_state,
-                weights_bytes=r.weights_bytes, kv_bytes_total=B * (per_seq_attn + per_seq_state), deployment=dep,
+                kv_bytes_per_sequence=per_seq, state_bytes_per_sequence=per_seq_state,
+                weights_bytes=r.weights_bytes, kv_bytes_total=B * per_seq, deployment=dep,
                 deployment_without_kv=dep0, kv_bytes_stored=stored, prefill=prefill, decode=decode,
                 decode_split=dec_split, prefill_split=pre_split, overflow=over, overflow_tiers=over_tiers,
                 fewest=fewest, resolved=r)

@@ -19,7 +19,8 @@ from part1_capacity.calculator.base.dtypes import KV_DTYPES, get_dtype
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.hardware.accelerators import Accelerator, runtime_memory
 from part1_capacity.calculator.model.profiles import ModelProfile
-from part1_capacity.calculator.sizing.sharding import kv_fraction_per_rank, splits_heads, state_fraction_per_rank
+from part1_capacity.calculator.sizing import sharding
+from part1_capacity.calculator.sizing.sharding import splits_heads
 from course.units import GIB
 
 DEFAULT_USABLE_FRACTION = 0.90      # vLLM's default gpu_memory_utilization
@@ -108,15 +109,13 @@ def draft_cache_per_rank(draft, wl, T, tp: int):
 
 
 def cache_per_rank(model, wl, T, tp: int):
-    """Bytes of ONE sequence's cache (all layers) that one tensor-parallel rank holds at ``T`` tokens: attention
-    K/V (or the MLA latent) × ``kv_fraction_per_rank`` + recurrent state × ``state_fraction_per_rank``. With
+    """Bytes of ONE sequence's cache (all layers) that one tensor-parallel rank holds at ``T`` tokens: by the law
+    ``sharding.cache_per_rank`` (attention K/V or the MLA latent and recurrent state, each × its share). With
     ``wl.engine`` llama.cpp or vllm, what that engine allocates instead (``engines``). ``T`` may be a numpy
     array (the sweep's grid)."""
     if getattr(wl, "engine", "law") != "law":
         return engines.sequence_bytes_per_rank(model, wl, T, tp)
-    kvb, sb = get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes
-    return (model.attention_cache_bytes(T, kvb) * kv_fraction_per_rank(model, tp)
-            + model.state_bytes(sb) * state_fraction_per_rank(model, tp))
+    return sharding.cache_per_rank(model, T, get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes, tp)
 
 
 def expert_bytes(model, wl, weights_bytes: float) -> tuple[float, str]:

@@ -11,6 +11,10 @@ parallelism:
 - the MLA latent has no heads: every rank holds all of it (vLLM's ``MLAAttentionSpec``: num_kv_heads 1);
 - recurrent (SSM / linear-attention) state splits by its heads, at least one head per rank
   (vllm/model_executor/layers/mamba/mamba_utils.py).
+
+What one rank then holds is written here once too: one sequence's cache on a tensor rank (``cache_per_rank``, the
+lesson-03 laws × the fractions above), the weights on a rank (``weights_per_rank``) and the sequences on one
+data-parallel replica (``sequences_per_replica``, ⌈B/d⌉). Units: bytes.
 """
 from __future__ import annotations
 
@@ -42,3 +46,32 @@ def state_fraction_per_rank(model, t: int) -> float:
     if model.ssm is None:
         return 0.0
     return 1.0 / state_shards(model.ssm.n_heads, t)
+
+
+def cache_parts_per_rank(model, T, kv_bytes: float, state_bytes: float, t: int):
+    """(attention K/V or MLA latent, recurrent state): bytes of ONE sequence's cache at ``T`` tokens (all layers)
+    one of ``t`` tensor-parallel ranks holds by the law — each part × its fraction above. ``T`` may be a numpy
+    array (the sweep's grid)."""
+    return (model.attention_cache_bytes(T, kv_bytes) * kv_fraction_per_rank(model, t),
+            model.state_bytes(state_bytes) * state_fraction_per_rank(model, t))
+
+
+def cache_per_rank(model, T, kv_bytes: float, state_bytes: float, t: int):
+    """Bytes of ONE sequence's cache at ``T`` tokens (all layers) on one of ``t`` tensor-parallel ranks, by the law:
+    the sum of ``cache_parts_per_rank``."""
+    attention, state = cache_parts_per_rank(model, T, kv_bytes, state_bytes, t)
+    return attention + state
+
+
+def weights_per_rank(weights: float, t: int, p: int = 1, expert_weights: float = 0.0, expert_group: int = 1):
+    """Bytes of weights one rank holds among ``t`` tensor ranks × ``p`` pipeline stages: the dense part split over
+    the ``t·p`` ranks, the MoE experts (``expert_weights`` of ``weights``) over ``expert_group`` times as many
+    (expert parallelism: the experts spread over ``t × d`` ranks, d replicas)."""
+    return (weights - expert_weights) / (t * p) + expert_weights / (t * p * expert_group)
+
+
+def sequences_per_replica(batch, replicas):
+    """⌈batch / replicas⌉: the sequences the busiest of ``replicas`` data-parallel replicas holds — and, read the
+    other way, the replicas ``batch`` sequences need at ``replicas`` sequences each. Exact on integers; numpy
+    arrays and floats too (the sweep's grid)."""
+    return -(-batch // replicas)

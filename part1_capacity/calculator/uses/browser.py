@@ -56,9 +56,9 @@ def profile_from_text(text: str, where: str = "config.json", model_id: str = "co
     if config.get("model_type") not in table["known_types"] and not isinstance(config.get("text_config"), dict):
         return configs.profile_from_fields(config, configs.OWN_CODE_DEFAULTS, where, model_id)
     raise InputError(f"{where}: model_type {config.get('model_type')!r} takes its defaults and its parameter count "
-                     f"from transformers {table['transformers']}, which this page does not carry (it reads "
-                     f"{', '.join(table['model_types'])} here): plan it with `capacity plan --model config.json`, "
-                     f"or a model folder with its weights for the exact bytes")
+                     f"from transformers {table['transformers']}, which this page does not carry (it reads the "
+                     f"{len(table['model_types'])} model types listed on it): plan it with `capacity plan --model "
+                     "config.json`, or a model folder with its weights for the exact bytes")
 
 
 def plan(model: str, accelerator: str, context, batch, weights_dtype: str | None = None, kv_dtype: str = "bf16",

@@ -37,7 +37,7 @@ from part1_capacity.calculator.hardware.accelerators import SERVING_ENGINES
 ENGINES = SERVING_ENGINES     # the commands --emit writes: one per serving engine (accelerators.SERVING_ENGINES)
 VLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8": "fp8"}
 VLLM_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
-QUANTIZED_CHECKPOINTS = ("fp8", "mxfp4", "int8", "int4")   # native dtypes that mean a quantization_config
+QUANTIZED_CHECKPOINTS = ("fp8", "mxfp4", "fp4", "int8", "int4")   # native dtypes that mean a quantization_config
 # Models whose repository ships its own code (tokenizer or modelling) that the engine must be allowed to run.
 TRUST_REMOTE_CODE = {
     "moonshotai/Kimi-K2-Instruct": "MoonshotAI/Kimi-K2 docs/deploy_guidance.md (vllm serve ... --trust-remote-code)",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from course.grading import Check, Lesson, call, expect
 from part0_foundations.l03_kv_cache import laws
+from part1_capacity.calculator.base.dtypes import bytes_per_element
 from part1_capacity.calculator.model.profiles import bundled_models
 
 # Published config.json files, copied verbatim with their sources (tests/data/configs/README.md), and the bundled
@@ -22,7 +23,7 @@ CONFIGS = Path(__file__).resolve().parents[3] / "tests" / "data" / "configs"
 FULL_ATTENTION = {"gpt2": "gpt2", "qwen2.5-0.5b": "qwen2.5-0.5b", "qwen3-8b": "qwen3-8b",
                   "llama-3.1-70b": "llama-3.1-70b", "mistral-nemo-12b": "mistral-nemo-12b"}
 MLA = {"deepseek-r1": "deepseek-v3"}  # DeepSeek-R1 is the DeepSeek-V3 architecture
-BYTES_PER_ELEMENT = (2, 1, 34 / 32)  # bf16, fp8, q8_0 (34 bytes per block of 32)
+BYTES_PER_ELEMENT = (2, 1, bytes_per_element("q8_0"))  # bf16, fp8, q8_0 (34 bytes per block of 32: 1.0625)
 
 
 def read_config(name: str) -> dict:

@@ -33,12 +33,13 @@ import subprocess
 from pathlib import Path
 
 from part1_capacity.experiments.engine.common import REPO, load_result, save_result
+from part1_capacity.calculator.base.dtypes import GGUF_BLOCKS, gguf_bits
 from part1_capacity.calculator.base.errors import InputError
 
 BUILT = REPO / "build" / "matmul-bench"       # make matmul-bench: a link into the llama.cpp cache
 RESULT = "e2_kernels"
 TYPES = ("f32", "f16", "q8_0", "q5_0", "q4_K", "q6_K")   # every type in the ladder's files (Q4_K_M: Q4_K + Q6_K)
-BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "q8_0": 34 / 32, "q5_0": 22 / 32, "q4_K": 144 / 256, "q6_K": 210 / 256}
+BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, **{t: gguf_bits(t) / 8 for t in GGUF_BLOCKS}}   # ggml's block sizes
 STREAM_KM, STREAM_BYTES = 2048, 512 << 20
 CACHED_KM = 512
 PREFILL_KM, PREFILL_N = 2048, 512
