@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from course.units import GB, GIB
 from part1_capacity.calculator import engines
 from part1_capacity.calculator.sizing import roofline
-from part1_capacity.calculator.plan import speed
+from part1_capacity.calculator.plan import deploy
 from part1_capacity.calculator.engines import llama_cpp as rules
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.hardware.tiers import tiers_for
@@ -119,19 +119,26 @@ def placement(r, n_gpu_layers: int, n_cpu_moe: int = 0, host: Host | None = None
             "tied_embeddings": t.tied, **times}
 
 
+def _one_accelerator(seqs: int) -> deploy.Deployment:
+    """The accelerator's side of the split as a one-rank deployment, so its time comes from ``deploy``'s one rule
+    (``rank_step_time``: the roofline at the weight type's efficiencies)."""
+    return deploy.Deployment(tensor=1, pipeline=1, data=1, expert=1, nodes=1, accelerators=1,
+                             sequences_per_replica=seqs, weights_per_rank=0.0, cache_per_rank=0.0)
+
+
 def split_times(r, t: rules.ModelTensors, w: dict, kv: dict, host: Host, n_gpu_layers: int) -> dict:
     """Decode step and prefill of the split (see the module docstring), in seconds."""
     m, acc, wl = r.model, r.accelerator, r.workload
     B, T, P = wl.batch, wl.context, wl.prompt or wl.context
     W, X = r.weights_bytes, sum(t.layer_experts)
-    peak, bw = speed.rates(acc, wl.weights_dtype)
+    one = _one_accelerator(B)
     share = float(roofline.routed_read_share(m, B)) if X else 1.0
     gpu_w = w["accelerator"]["total"] - w["experts"]["accelerator"] * (1 - share)
     host_w = (w["host"]["total"] - w["host"]["token_embd"] - w["experts"]["host"] * (1 - share)
               + (t.output if t.tied and not w["output_on_accelerator"] else 0.0))    # a tied head is read too
     frac = w["gpu_layers"] / m.n_layers
     flops = float(roofline.decode_flops(m, T, B))
-    t_gpu = float(roofline.step_time(flops * frac, gpu_w + kv["accelerator"], peak, bw)) if gpu_w else 0.0
+    t_gpu = deploy.rank_step_time(r, B, B, flops * frac, gpu_w, kv["accelerator"], one).time_s if gpu_w else 0.0
     t_host = (host_w + kv["host"]) / host.bandwidth
     decode = t_gpu + t_host
     # prefill: every micro-batch of >= 32 tokens runs its matmuls on the GPU, the host's matrices copied over
@@ -142,10 +149,10 @@ def split_times(r, t: rules.ModelTensors, w: dict, kv: dict, host: Host, n_gpu_l
     p_flops = float(roofline.prefill_flops(m, P))
     if link and min(P, rules.DEFAULT_N_UBATCH) >= OP_OFFLOAD_MIN_BATCH:
         t_copy = n_ub * copied / link
-        t_pre = float(roofline.step_time(p_flops, W - w["host"]["token_embd"], peak, bw)) + t_copy
+        t_pre = deploy.rank_step_time(r, P, 1, p_flops, W - w["host"]["token_embd"], 0.0, one).time_s + t_copy
     else:          # no link (unified memory) or a short prompt: each side computes its own layers
         t_copy = 0.0
-        t_pre = (float(roofline.step_time(p_flops * frac, gpu_w, peak, bw)) if gpu_w else 0.0) + \
+        t_pre = (deploy.rank_step_time(r, P, 1, p_flops * frac, gpu_w, 0.0, one).time_s if gpu_w else 0.0) + \
             (w["host"]["total"] / host.bandwidth)
     return {"decode_s": decode, "decode_accelerator_s": t_gpu, "decode_host_s": t_host,
             "decode_tokens_per_s": B / decode if decode else None, "prefill_s": t_pre, "prefill_copy_s": t_copy,
