@@ -1,4 +1,4 @@
-"""Property-based fuzz of ``capacity`` plan, compare, sweep and index (Hypothesis): hostile files and flags, each
+"""Property-based fuzz of ``capacity`` plan, compare, sweep, index and fit (Hypothesis): hostile files and flags, each
 case exit 0 with strict JSON or exit 2 with one line — never a traceback, a hang or an unbounded allocation.
 
 Run by ``tests/test_fuzz.py`` in a child process held to a memory and CPU limit (a case that allocates without
@@ -105,6 +105,19 @@ FLAG_VALUES = {
 }
 
 
+# the llama.cpp split, LoRA and the draft model (plan and fit)
+OWN_MACHINE_VALUES = {
+    "--gpu-layers": mostly(["0", "1", "40", "999"], st.sampled_from(["-1", "1e9", "x", "9" * 40])),
+    "--cpu-moe": mostly(["0", "4", "36"], st.sampled_from(["-1", "100000", "nan"])),
+    "--host-memory": mostly(["64", "16"], st.sampled_from(["0", "-1", "nan", "inf", "1e300"])),
+    "--host-bandwidth": mostly(["89.6", "50"], st.sampled_from(["0", "-5", "inf"])),
+    "--lora-rank": mostly(["8", "16", "64"], st.sampled_from(["0", "600", "1e9", "x"])),
+    "--max-loras": mostly(["1", "4"], st.sampled_from(["0", "-1", "1e6"])),
+    "--draft-model": mostly(["qwen2.5-0.5b", "llama-3.1-8b"], st.sampled_from(["nope", "", "/dev/zero", "a" * 300])),
+    "--num-speculative-tokens": mostly(["1", "4"], st.sampled_from(["0", "65", "x"])),
+}
+
+
 INDEX_VALUES = {
     "--vectors": mostly(["1000", "1000000", "1e6"], st.sampled_from(["0", "-1", "1e30", "nan", "x", "9" * 50])),
     "--dim": mostly(["384", "768"], st.sampled_from(["0", "-3", "1e9", "inf"])),
@@ -119,9 +132,24 @@ INDEX_VALUES = {
 def plan_argv(draw):
     argv = ["plan", "--model", draw(models()), "--accelerator", draw(accelerators()),
             "--context", draw(FLAG_VALUES["--context"])]
-    for flag in draw(st.lists(st.sampled_from([f for f in FLAG_VALUES if f != "--context"]), max_size=4,
-                              unique=True)):
-        argv += [flag, draw(FLAG_VALUES[flag])]
+    values = {**FLAG_VALUES, **OWN_MACHINE_VALUES}
+    for flag in draw(st.lists(st.sampled_from([f for f in values if f != "--context"]), max_size=4, unique=True)):
+        argv += [flag, draw(values[flag])]
+    return argv + ["--json"]
+
+
+@st.composite
+def fit_argv(draw):
+    search = draw(st.sampled_from(["--context", "--batch"]))
+    argv = ["fit", "--model", draw(models()), "--accelerator", draw(accelerators()), search,
+            draw(FLAG_VALUES[search])]
+    values = {k: v for k, v in {**FLAG_VALUES, **OWN_MACHINE_VALUES}.items()
+              if k in ("--weights-dtype", "--kv-dtype", "--engine", "--usable-fraction", "--lora-rank",
+                       "--draft-model")}
+    for flag in draw(st.lists(st.sampled_from(list(values)), max_size=3, unique=True)):
+        argv += [flag, draw(values[flag])]
+    if draw(st.booleans()):
+        argv += ["--accelerators", draw(mostly(["1", "2", "8"], st.sampled_from(["0", "-1", "1e9"])))]
     return argv + ["--json"]
 
 
@@ -152,7 +180,7 @@ def index_argv(draw):
 
 def argvs():
     """Every subcommand that reads files and numbers: plan most often (it has the most readers)."""
-    return st.one_of(plan_argv(), plan_argv(), compare_argv(), sweep_argv(), index_argv())
+    return st.one_of(plan_argv(), plan_argv(), compare_argv(), sweep_argv(), index_argv(), fit_argv())
 
 
 def strict(text: str):

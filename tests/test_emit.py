@@ -25,7 +25,7 @@ VLLM_FLAGS = {
     "--kv-cache-memory-bytes": int, "--max-num-batched-tokens": int, "--block-size": int,
 }
 # llama-server's flags (common/arg.cpp of the pinned llama.cpp) when its source is not on this machine.
-LLAMA_DOCUMENTED = {"-m", "-c", "-np", "-ctk", "-ctv", "-fa", "-ngl"}
+LLAMA_DOCUMENTED = {"-m", "-c", "-np", "-ctk", "-ctv", "-fa", "-ngl", "--n-cpu-moe", "-nkvo", "--lora", "-md", "--draft-max"}
 LLAMA_KV_TYPES = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"}
 
 
@@ -65,8 +65,10 @@ def llama_server_flags():
         return LLAMA_DOCUMENTED
     text = src[-1].read_text(errors="replace")
     names = set()
-    for group in re.findall(r"common_arg\(\s*\{([^}]*)\}", text):
-        names |= set(re.findall(r'"(-[^"]+)"', group))
+    # common_arg({names}, ...) — a boolean option has a second group, its negative names: common_arg({"-kvo", …},
+    # {"-nkvo", "--no-kv-offload"}, …)
+    for group, negatives in re.findall(r"common_arg\(\s*\{([^}]*)\}(?:\s*,\s*\{([^}]*)\})?", text):
+        names |= set(re.findall(r'"(-[^"]+)"', group + negatives))
     return names
 
 

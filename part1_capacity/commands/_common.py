@@ -95,6 +95,41 @@ def add_workload_flags(p: argparse.ArgumentParser, context_default=None, batch_d
                    help="allowance per accelerator for activations and runtime, GiB (default 2)")
 
 
+def add_extras_flags(p: argparse.ArgumentParser):
+    """LoRA adapters and a speculative-decoding draft model (their memory: calculator/sizing/adapters.py)."""
+    g = p.add_argument_group("LoRA adapters and speculative decoding")
+    g.add_argument("--lora-rank", type=lambda t: positive_int(t, 4096), default=None, metavar="R",
+                   help="serve LoRA adapters of rank R (vLLM: --enable-lora --max-lora-rank; llama.cpp: --lora)")
+    g.add_argument("--lora-targets", default=None, metavar="M,M",
+                   help="the modules the adapter adapts (default q_proj,v_proj, PEFT's; any of q_proj k_proj v_proj "
+                        "o_proj gate_proj up_proj down_proj); vLLM preallocates all of them whatever this says")
+    g.add_argument("--max-loras", type=lambda t: positive_int(t, 4096), default=None, metavar="N",
+                   help="adapters served at once (vLLM's --max-loras slots; default 1)")
+    g.add_argument("--draft-model", default=None, metavar="M",
+                   help="a speculative-decoding draft model (bundled id, config.json, folder, .gguf or org/name): "
+                        "its weights and its own cache are counted")
+    g.add_argument("--num-speculative-tokens", type=lambda t: positive_int(t, 64), default=None, metavar="K",
+                   help="tokens the draft proposes per step (vLLM's num_speculative_tokens, llama.cpp's --draft-max)")
+
+
+def extras_from_args(a) -> dict:
+    """The Workload fields of the LoRA and draft flags (only those given)."""
+    from part1_capacity.calculator.sizing import adapters
+
+    out = {}
+    if getattr(a, "lora_rank", None) is not None or getattr(a, "lora_targets", None) is not None or \
+            getattr(a, "max_loras", None) is not None:
+        if getattr(a, "lora_rank", None) is None:
+            raise InputError("--lora-targets/--max-loras: LoRA settings need --lora-rank R")
+        out.update(lora_rank=a.lora_rank, lora_targets=adapters.parse_targets(a.lora_targets),
+                   max_loras=a.max_loras or 1)
+    if getattr(a, "num_speculative_tokens", None) is not None and getattr(a, "draft_model", None) is None:
+        raise InputError("--num-speculative-tokens: speculative decoding needs --draft-model M")
+    if getattr(a, "draft_model", None) is not None:
+        out.update(draft_model=a.draft_model, num_speculative_tokens=a.num_speculative_tokens or 0)
+    return out
+
+
 def workload_from_args(a, **over) -> Workload:
     kw = dict(context=getattr(a, "context", None), batch=getattr(a, "batch", 1),
               weights_dtype=getattr(a, "weights_dtype", None),
@@ -104,6 +139,7 @@ def workload_from_args(a, **over) -> Workload:
               pipeline_parallel=getattr(a, "pipeline_parallel", None), nodes=getattr(a, "nodes", None),
               engine=getattr(a, "engine", None) or "law",
               hybrid_kv_cache_manager=not getattr(a, "disable_hybrid_kv_cache_manager", False))
+    kw.update(extras_from_args(a))
     kw.update(over)
     return Workload(**kw)
 
@@ -154,3 +190,26 @@ def startup_flags_from_args(a):
     return StartupFlags(gpu_memory_utilization=a.gpu_memory_utilization, kv_cache_memory_bytes=a.kv_cache_memory,
                         max_num_seqs=a.max_num_seqs, max_num_batched_tokens=a.max_num_batched_tokens,
                         block_size=a.block_size, vllm_version=release(a.vllm_version)[0].name and a.vllm_version)
+
+
+def accelerator_arg(name):
+    """--accelerator: a bundled id, a JSON file, or ``local`` (this machine, detected: ``local_machine.detect``).
+    Returns (Accelerator, the detected Machine or None)."""
+    from part1_capacity.calculator.hardware.accelerators import load_accelerator
+    from part1_capacity.calculator.hardware import local_machine
+
+    if str(name).strip().lower() == local_machine.LOCAL:
+        m = local_machine.detect()
+        return m.accelerator, m
+    return load_accelerator(name), None
+
+
+def machine_fields(machine) -> dict:
+    """The JSON of what ``--accelerator local`` found."""
+    if machine is None:
+        return {}
+    f = machine.found
+    return {"local": {"tool": f.tool, "name": f.name, "memory_bytes": f.memory_bytes, "count": f.count,
+                      "host_memory_bytes": machine.host_memory_bytes, "host_bandwidth": machine.host_bandwidth,
+                      "matched": f.matched, "found": f.describe()}}
+

@@ -4,13 +4,16 @@ from __future__ import annotations
 import argparse
 
 from part1_capacity.calculator.base import validate
-from part1_capacity.commands._common import (add_revision_flag, add_vllm_startup_flags, add_workload_flags,
+from part1_capacity.commands._common import (accelerator_arg, add_extras_flags, add_revision_flag, add_vllm_startup_flags,
+                                             add_workload_flags, machine_fields,
                                              model_name, positive_int, startup_flags_from_args, workload_from_args)
+from part1_capacity.calculator.sizing import adapters
 from part1_capacity.calculator.uses import emit
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.base.fmt import fmt_bytes, fmt_count, fmt_time, table
 from part1_capacity.calculator.plan.plan import Plan, for_plan, make_plan, plan_report
 from part1_capacity.calculator.hardware.tiers import load_tiers
+from part1_capacity.commands._offload import add_offload_flags, host_of, offload_for, render_offload
 from part1_capacity.calculator.hardware.accelerators import memory_label
 
 
@@ -39,7 +42,9 @@ def register(sub):
     hub = p.add_argument_group("a model on the Hugging Face Hub")
     common.add_argument("--model", required=True, help="bundled model id (see `capacity list models`), a config.json, "
                                                          "a model folder, a .gguf file or a Hub repository id (org/name)")
-    common.add_argument("--accelerator", required=True, help="bundled accelerator id or an accelerator JSON file")
+    common.add_argument("--accelerator", required=True, help="bundled accelerator id, an accelerator JSON file, or "
+                                                               "local (this machine: nvidia-smi, rocm-smi, Apple "
+                                                               "silicon, else the CPU and its RAM)")
     add_workload_flags(common, more=memory)
     add_revision_flag(hub)
     deploy.add_argument("--tensor-parallel", type=positive_int, default=None, metavar="N",
@@ -67,6 +72,8 @@ def register(sub):
                         help="with --engine vllm: every sliding-window layer at full length, as vLLM's flag of that "
                              "name")
     add_vllm_startup_flags(p)
+    add_offload_flags(p)
+    add_extras_flags(p)
     p.set_defaults(func=run)
 
 
@@ -78,22 +85,33 @@ def run(a) -> int:
                          f"(got --engine {a.engine})")
     flags = startup_flags_from_args(a)
     rows = load_tiers(a.tiers) if a.tiers else None     # checked before any sizing, like an accelerator file
-    plan = make_plan(model_name(a), a.accelerator, workload_from_args(a), tiers=rows)
+    acc, machine = accelerator_arg(a.accelerator)      # `local`: this machine, detected
+    plan = make_plan(model_name(a), acc, workload_from_args(a), tiers=rows)
     fields, start = plan_report(plan, flags=flags)      # the engine and its manager travel in the workload
+    fields.update(machine_fields(machine))
+    off = offload_for(a, plan, host_of(machine))        # llama.cpp on one accelerator and the host (or None)
+    if off is not None:
+        fields["placement"] = off["devices"]
+        fields["offload"] = {k: v for k, v in off.items() if k != "devices"}
     if a.emit and a.json:       # the plan and the command together, for a script
         print(validate.dumps_json({**fields, "emit": {"engine": a.emit,
                                                       "command": emit.command(plan, a.emit, a.hf_repo,
-                                                                              startup=start)}}, indent=2))
+                                                                              startup=start, offload=off)}},
+                                  indent=2))
     elif a.emit:
-        print(emit.command(plan, a.emit, a.hf_repo, startup=start))
+        print(emit.command(plan, a.emit, a.hf_repo, startup=start, offload=off))
     elif a.json:
         print(validate.dumps_json(fields, indent=2))
     else:
+        if machine is not None:
+            print(f"this machine: {machine.found.describe()}\n")
         print(render(plan))
         if a.engine != "law":
             print("\n" + render_engine(for_plan(plan)))
         if start is not None:
             print("\n" + render_startup(start, plan.workload.context))
+        if off is not None:
+            print("\n" + render_offload(off))
     return 0
 
 
@@ -144,6 +162,7 @@ def render(plan: Plan) -> str:
         *([["  with the MTP module", f"{fmt_bytes(d['weights_bytes_with_mtp'])} (loaded only for MTP speculative "
                                      f"decoding; KV / weights {d['kv_to_weights_ratio_with_mtp']:.3g})"]]
           if "weights_bytes_with_mtp" in d else []),
+        *extras_rows(plan),
         ["KV per token (growing)", fmt_bytes(d["kv_bytes_per_token"])],
         ["KV per sequence", fmt_bytes(d["kv_bytes_per_sequence"])
          + (f" (incl. {fmt_bytes(d['state_bytes_per_sequence'])} recurrent state)" if m.ssm else "")],
@@ -198,6 +217,23 @@ def render(plan: Plan) -> str:
         out += ["", overflow_line(plan) + f"; the tier table describes server nodes, not a {acc.kind}, so no tier "
                                           f"is proposed"]
     return "\n".join(out)
+
+
+def extras_rows(plan: Plan) -> list:
+    """The LoRA adapters' and the draft model's lines under the weights."""
+    r, wl, rows = plan.resolved, plan.workload, []
+    if r is None:
+        return rows
+    if wl.lora_rank:
+        what = (f"vLLM's {wl.max_loras} slot(s) of rank {adapters.vllm_rank(wl.lora_rank)} on every linear layer"
+                if wl.engine == "vllm" else f"{wl.max_loras} adapter(s) of rank {wl.lora_rank} on "
+                                            f"{', '.join(wl.lora_targets)}")
+        rows.append(["  of which LoRA", f"{fmt_bytes(r.lora_bytes)} ({what})"])
+    if r.draft is not None:
+        kv = r.draft.cache_bytes(wl.context, r.kv_bytes, r.state_bytes)
+        rows.append(["  of which draft model", f"{fmt_bytes(r.draft_weights_bytes)} ({r.draft.name}; its cache "
+                                               f"{fmt_bytes(kv)} per sequence, counted with the cache)"])
+    return rows
 
 
 def times_lines(basis: str, lower: bool) -> list[str]:

@@ -29,6 +29,7 @@ from part1_capacity.calculator.readers.loader import load_model
 from part1_capacity.calculator.model.profiles import bundled_models
 from part1_capacity.calculator.uses.sweep import heatmaps, pow2_grid, sweep
 from part1_capacity.calculator.hardware.tiers import tier_table
+from part1_capacity.pages import own_machine
 from course.units import GIB
 
 NAME = "calc"
@@ -502,3 +503,4 @@ def build(out):
     i18n.write_text(out, "counted_types.md", counted_types)
     i18n.write_text(out, "accelerators.md", lambda tr: data_tables(tr)[1])
     i18n.write_text(out, "tiers.md", lambda tr: data_tables(tr)[2])
+    own_machine.build(out)         # "on your own machine": fit and the llama.cpp split

@@ -232,3 +232,102 @@ def compute_buffer_bytes(shape: GraphShape, n_kv: int, n_kv_swa: int = 0, n_ubat
               "feed_forward": masks + n_ubatch * (2 * shape.n_ff + residual) * F32,
               "recurrent": masks + n_ubatch * shape.recurrent_width * F32}
     return {**{k: float(v) for k, v in stages.items()}, "total": float(max(stages.values()))}
+
+
+# --- where each tensor and buffer lives: -ngl, --n-cpu-moe, --no-kv-offload ----------------------------------------
+# Read in the vendored llama.cpp (``SOURCE``): src/llama-model.cpp ``load_tensors``, src/llama-kv-cache.cpp,
+# common/arg.cpp (``--n-cpu-moe``), common/common.h (``LLM_FFN_EXPS_REGEX``); held against published logs of older
+# builds too (tests/test_llama_cpp_offload.py), which differ only in the order of the output layer (``gpu_layers``).
+ALL_LAYERS = 999          # ``-ngl 999``: every repeating layer and the output layer (anything above n_layer)
+
+
+@dataclass(frozen=True)
+class ModelTensors:
+    """A model's weight bytes as llama.cpp groups them for placement: the input embedding (``token_embd``), the
+    output head (``output``; with ``tied`` the model has none of its own and llama.cpp loads a duplicate of the
+    embedding in its place, ``TENSOR_DUPLICATED``), and per repeating layer all its tensors and, of those, the routed
+    experts (``ffn_{up,down,gate,gate_up}_exps``: what ``--n-cpu-moe`` moves). Bytes."""
+    token_embd: float
+    output: float                 # the output head and its norm (with ``tied``: the duplicate's bytes)
+    tied: bool
+    layers: tuple                 # bytes of each repeating layer, all its tensors
+    layer_experts: tuple          # of which its routed experts (0 for a dense layer)
+
+    @property
+    def n_layer(self) -> int:
+        return len(self.layers)
+
+
+def uniform_tensors(weights_bytes: float, expert_bytes: float, n_layer: int, embd_bytes: float,
+                    tied: bool, output_bytes: float | None = None) -> ModelTensors:
+    """``ModelTensors`` when only totals are known: the embedding (``n_vocab × n_embd`` at its bytes per weight) and,
+    untied, an output head (``output_bytes``, default the embedding's size); the rest of ``weights_bytes`` spread
+    evenly over the ``n_layer`` layers, the experts too. Exact for a model of identical layers at one precision; a
+    mixed-precision GGUF (Q4_K_M gives some layers more bits) or dense-first MoE layers move bytes between layers."""
+    output = embd_bytes if output_bytes is None else output_bytes
+    rest = weights_bytes - embd_bytes - (0.0 if tied else output)
+    if rest < 0:
+        rest, embd_bytes, output = weights_bytes, 0.0, 0.0      # vocabulary unknown or larger than the total
+    per, per_x = rest / n_layer, min(expert_bytes, rest) / n_layer
+    return ModelTensors(embd_bytes, output, tied, (per,) * n_layer, (per_x,) * n_layer)
+
+
+OUTPUT_FIRST = "ggml-org/llama.cpp pull request #18148 (December 2025): the output layer is offloaded first"
+
+
+def gpu_layers(n_layer: int, n_gpu_layers: int, output_first: bool = True) -> tuple[range, bool]:
+    """The repeating layers on the GPU and whether the output layer is. llama-model.cpp ``load_tensors`` treats the
+    output layer as "layer ``n_layer``" of one rule and offloads the highest-numbered layers: in the vendored llama.cpp
+    (``i_gpu_start = max(n_layer + 1 − n_gpu_layers, 0)``, since ``OUTPUT_FIRST``) the output layer goes first, then
+    the last ``n_gpu_layers − 1`` repeating layers; before that change (``output_first=False``: the published logs of
+    older builds) the last ``n_gpu_layers`` repeating layers went first (``i_gpu_start = max(n_layer −
+    n_gpu_layers, 0)``) and the output layer only when ``n_gpu_layers > n_layer``. The input layer never does ("there
+    is very little benefit to offloading the input layer, so always keep it on the CPU")."""
+    ngl = max(0, min(int(n_gpu_layers), n_layer + 1))
+    if output_first:
+        start = max(n_layer + 1 - ngl, 0)
+        return range(min(start, n_layer), n_layer), ngl > 0
+    start = max(n_layer - ngl, 0)
+    return range(start, n_layer), ngl > n_layer
+
+
+def place_weights(t: ModelTensors, n_gpu_layers: int, n_cpu_moe: int = 0, output_first: bool = True) -> dict:
+    """Weight bytes per device for ``-ngl n_gpu_layers --n-cpu-moe n_cpu_moe`` (``gpu_layers``: which layers):
+    ``{"accelerator": …, "host": …}``
+    with their parts. ``--n-cpu-moe N`` (common/arg.cpp) adds one buffer-type override per layer ``i < N``, the
+    pattern ``blk\\.i\\.ffn_(up|down|gate|gate_up)_(ch|)exps`` (common/common.h ``llm_ffn_block_regex`` with
+    ``LLM_FFN_EXPS_REGEX``) bound
+    to the CPU: the routed experts of the FIRST N layers stay in host memory whatever ``-ngl`` says; shared experts,
+    the router and attention follow their layer. A tied output head on the host shares the embedding's mapped bytes
+    (nothing more is read from the file); on the GPU its duplicate is a real copy."""
+    on_gpu, output_gpu = gpu_layers(t.n_layer, n_gpu_layers, output_first)
+    acc = {"layers": 0.0, "output": 0.0}
+    host = {"token_embd": t.token_embd, "layers": 0.0, "experts": 0.0, "output": 0.0}
+    experts = {"accelerator": 0.0, "host": 0.0}    # routed experts within each device's bytes
+    for i, (b, x) in enumerate(zip(t.layers, t.layer_experts)):
+        if i not in on_gpu:
+            host["layers"] += b
+            experts["host"] += x
+        elif i < n_cpu_moe:                 # an offloaded layer whose routed experts stay on the host
+            acc["layers"] += b - x
+            host["experts"] += x
+            experts["host"] += x
+        else:
+            acc["layers"] += b
+            experts["accelerator"] += x
+    if output_gpu:
+        acc["output"] = t.output
+    elif not t.tied:
+        host["output"] = t.output
+    return {"accelerator": {**acc, "total": sum(acc.values())}, "host": {**host, "total": sum(host.values())},
+            "gpu_layers": len(on_gpu), "output_on_accelerator": output_gpu, "experts": experts}
+
+
+def place_cache(layer_cache: tuple, n_gpu_layers: int, kv_offload: bool = True, output_first: bool = True) -> dict:
+    """Cache bytes per device: llama-kv-cache.cpp (and llama-memory-recurrent.cpp) put each layer's K/V (or state)
+    in the buffer type of ``model.dev_layer(il)`` when ``offload`` (the context's ``offload_kqv``), else in the CPU
+    buffer: the cache of an offloaded layer is on the GPU unless ``--no-kv-offload``. ``layer_cache``: bytes of
+    each layer's cache."""
+    on_gpu, _ = gpu_layers(len(layer_cache), n_gpu_layers, output_first)
+    gpu = sum(c for i, c in enumerate(layer_cache) if i in on_gpu) if kv_offload else 0.0
+    return {"accelerator": float(gpu), "host": float(sum(layer_cache) - gpu)}

@@ -204,14 +204,16 @@ def _adjusted_width(f: Fields) -> int:
 
 def mlp_shapes(config: dict, defaults: dict | None = None, where: str = "config.json") -> dict:
     """What an engine's start-up rule reads beyond the cache (``profiles.SHAPE_FIELDS``): the vocabulary, the dense
-    MLP's inner width and, for experts, one expert's width and the experts each token uses."""
+    MLP's inner width and, for experts, one expert's width and the experts each token uses; and whether the output
+    head is the token embedding (``_tie_word_embeddings``, kept in the profile's ``extra``)."""
     f = Fields(config, defaults, where)
     _, lay = _layout(f)
     blocks = nas_blocks(f)
     if blocks is not None:            # Nemotron-NAS: the widest of its per-layer MLPs (the activations' peak)
         return {"vocab_size": f.int("vocab_size", lo=1), "intermediate_size": max(b["ffn"] for b in blocks) or 1}
     _, dense_I, e, k, moe_I = _widths(f, lay, f.int("hidden_size", lo=1))
-    out = {"vocab_size": f.int("vocab_size", lo=1), "intermediate_size": dense_I}
+    out = {"vocab_size": f.int("vocab_size", lo=1), "intermediate_size": dense_I,
+           "_tie_word_embeddings": _tied(f, defaults)}      # llama.cpp's placement reads it (plan/offload.py)
     if e and k:
         out.update(moe_intermediate_size=moe_I, experts_per_token=k)
     return out

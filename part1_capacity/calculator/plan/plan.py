@@ -326,4 +326,19 @@ def plan_report(plan: Plan, engine: str | None = None, flags=None, hybrid_manage
     start = None
     if engine == "vllm" and (plan.parallelism or plan.parallelism_without_kv) and "vllm" in plan.accelerator.engines:
         start = startup_for_plan(plan, flags, hybrid_manager)
-    return {**plan.to_dict(), **alloc.to_fields(), **(start.to_fields() if start else {})}, start
+    return {**plan.to_dict(), **alloc.to_fields(), **(start.to_fields() if start else {}), **extras_fields(plan)}, start
+
+
+def extras_fields(plan: Plan) -> dict:
+    """The LoRA adapters' and the draft model's share of the plan (within ``weights_bytes`` and the cache)."""
+    r, wl, out = plan.resolved, plan.workload, {}
+    if r is None:
+        return out
+    if wl.lora_rank:
+        out["lora"] = {"rank": wl.lora_rank, "targets": list(wl.lora_targets), "max_loras": wl.max_loras,
+                       "bytes": r.lora_bytes}
+    if r.draft is not None:
+        kv = r.draft.cache_bytes(wl.context, r.kv_bytes, r.state_bytes)
+        out["draft"] = {"model": r.draft.id, "weights_bytes": r.draft_weights_bytes, "kv_bytes_per_sequence": kv,
+                        "num_speculative_tokens": wl.num_speculative_tokens}
+    return out

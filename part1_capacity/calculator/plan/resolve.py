@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from numbers import Integral   # numpy's integers count too (registered), without importing numpy
 
 from part1_capacity.calculator import engines
+from part1_capacity.calculator.sizing import adapters
 from part1_capacity.calculator.model import weights
 from part1_capacity.calculator.base.dtypes import KV_DTYPES, get_dtype
 from part1_capacity.calculator.base.errors import InputError
@@ -42,6 +43,11 @@ class Workload:
     nodes: int | None = None              # pinned node budget: the best decode on at most this many nodes
     engine: str = "law"                   # whose allocation sizes the cache: law, llama.cpp, vllm (engines)
     hybrid_kv_cache_manager: bool = True  # vLLM's hybrid manager (False: --disable-hybrid-kv-cache-manager)
+    lora_rank: int | None = None          # a LoRA adapter's rank (None: no adapter; adapters.py sizes it)
+    lora_targets: tuple = adapters.DEFAULT_TARGETS   # the modules it adapts
+    max_loras: int = 1                    # adapters served at once (vLLM's --max-loras slots)
+    draft_model: str | None = None        # a speculative-decoding draft model (id, config or path; None: none)
+    num_speculative_tokens: int = 0       # tokens the draft proposes per step (0: the engine's default)
 
     def validate(self, model: ModelProfile) -> "Workload":
         for name in ("context", "batch"):
@@ -67,6 +73,7 @@ class Workload:
                              f"{model.n_kv_heads} K/V heads evenly; allowed: "
                              f"{', '.join(str(d) for d in range(1, model.n_heads + 1) if splits_heads(model, d))}")
         engines.check_engine(self.engine)
+        self._validate_extras()
         self.weights_dtype = get_dtype(self.weights_dtype or model.native_dtype, "weights_dtype").name
         self.kv_dtype = get_dtype(self.kv_dtype, "kv_dtype", KV_DTYPES).name
         # The recurrent state stays in the dtype the engine keeps it in, whatever --kv-dtype says
@@ -75,11 +82,30 @@ class Workload:
         return self
 
 
+    def _validate_extras(self):
+        for name, hi in (("lora_rank", 4096), ("max_loras", 4096), ("num_speculative_tokens", 64)):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, Integral) or not
+                                  (0 if name == "num_speculative_tokens" else 1) <= v <= hi):
+                raise InputError(f"{name}: must be an integer from 1 to {hi}, got {v!r}")
+        if self.lora_rank is None and (self.max_loras != 1 or tuple(self.lora_targets) != adapters.DEFAULT_TARGETS):
+            raise InputError("max_loras: LoRA settings need a rank (--lora-rank R)")
+        if self.lora_rank is not None:
+            self.lora_targets = adapters.parse_targets(",".join(self.lora_targets))
+        if self.num_speculative_tokens and not self.draft_model:
+            raise InputError("num_speculative_tokens: speculative decoding needs a draft model (--draft-model M)")
+
+
 # --- the formulas the resolved workload evaluates once ------------------------------------------------------------
 def usable_bytes(acc, wl) -> float:
     """Bytes of one accelerator the engine may fill: ``memory × usable_fraction − overhead``, the memory being what
     the device's runtime reports (``accelerators.runtime_memory``: an "80 GB" H100 holds 79.19 GiB), not the box's."""
     return runtime_memory(acc)[0] * wl.usable_fraction - wl.overhead_bytes
+
+
+def draft_cache_per_rank(draft, wl, T, tp: int):
+    """The draft model's cache of one sequence at ``T`` tokens on one rank, by the same rules (0 without a draft)."""
+    return 0.0 if draft is None else cache_per_rank(draft, replace(wl, draft_model=None), T, tp)
 
 
 def cache_per_rank(model, wl, T, tp: int):
@@ -114,6 +140,9 @@ class Resolved:
     expert_bytes: float           # the MoE experts' part of ``weights_bytes`` (0 for a dense model)
     expert_source: str            # how ``expert_bytes`` was found
     usable_bytes: float           # of one accelerator, for weights and cache
+    lora_bytes: float = 0.0       # LoRA adapters (or vLLM's slots) within ``weights_bytes``
+    draft: ModelProfile | None = None   # the draft model, if any
+    draft_weights_bytes: float = 0.0    # its weights, within ``weights_bytes``
     _memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -131,10 +160,12 @@ class Resolved:
     def cache_per_rank(self, T, tp: int):
         """``cache_per_rank`` for this workload, computed once per (T, tp) for scalar ``T``."""
         if not isinstance(T, (int, float)):
-            return cache_per_rank(self.model, self.workload, T, tp)
+            return (cache_per_rank(self.model, self.workload, T, tp)
+                    + draft_cache_per_rank(self.draft, self.workload, T, tp))
         key = ("rank", T, tp)
         if key not in self._memo:
-            self._memo[key] = float(cache_per_rank(self.model, self.workload, T, tp))
+            self._memo[key] = float(cache_per_rank(self.model, self.workload, T, tp)
+                                    + draft_cache_per_rank(self.draft, self.workload, T, tp))
         return self._memo[key]
 
     def sequence_cache_bytes(self, T) -> float:
@@ -158,5 +189,13 @@ def resolve(model: ModelProfile, acc: Accelerator, workload: Workload) -> Resolv
         raise InputError(f"model: {model.id}'s weights come to 0 bytes at {wl.weights_dtype} (a checkpoint whose "
                          f"tensors are empty); give a checkpoint with its weights")
     We, source = expert_bytes(model, wl, W)
-    return Resolved(model, acc, wl, get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes, W, We, source,
-                    usable_bytes(acc, wl))
+    lora = (adapters.lora_bytes(model, wl.engine, wl.lora_rank, wl.lora_targets, wl.max_loras)
+            if wl.lora_rank else 0.0)
+    draft, draft_w = None, 0.0
+    if wl.draft_model:
+        from part1_capacity.calculator.readers.loader import load_model     # the draft: any model the loader reads
+
+        draft = wl.draft_model if isinstance(wl.draft_model, ModelProfile) else load_model(wl.draft_model)
+        draft_w = weights.weights_bytes(draft, wl.weights_dtype)
+    return Resolved(model, acc, wl, get_dtype(wl.kv_dtype).bytes, get_dtype(wl.state_dtype).bytes,
+                    W + lora + draft_w, We, source, usable_bytes(acc, wl), lora, draft, draft_w)

@@ -83,8 +83,19 @@ def weights_read_fraction(p: ModelProfile, tokens):
         r = p.params_active / p.params_total
         return 1.0 - (1.0 - r) ** n
     dense = p.params_total - p.params_routed
-    used = min(max((p.params_active - dense) / p.params_routed, 0.0), 1.0)      # k / E
-    return (dense + p.params_routed * (1.0 - (1.0 - used) ** n)) / p.params_total
+    return (dense + p.params_routed * routed_read_share(p, n)) / p.params_total
+
+
+def routed_read_share(p: ModelProfile, tokens):
+    """Share of the routed experts one pass over ``tokens`` tokens reads: ``1 − (1 − k/E)^n``, ``k/E`` =
+    ``(params_active − dense) / params_routed`` (1 for a dense model; the active share of the whole model when the
+    profile does not give its routed parameters)."""
+    if p.params_active >= p.params_total:
+        return 1.0
+    if p.params_routed <= 0:
+        return 1.0 - (1.0 - p.params_active / p.params_total) ** float(tokens)
+    used = min(max((p.params_active - (p.params_total - p.params_routed)) / p.params_routed, 0.0), 1.0)   # k / E
+    return 1.0 - (1.0 - used) ** float(tokens)
 
 
 def _prefill_parts(p: ModelProfile, T):

@@ -12,6 +12,8 @@ import json
 
 from part1_capacity.calculator.model import configs
 from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.plan import offload
+from part1_capacity.calculator.uses.fit import fit
 from part1_capacity.calculator.base.dtypes import DTYPES, KV_DTYPES
 from part1_capacity.calculator.engines import ENGINES
 from part1_capacity.calculator.base.errors import InputError
@@ -96,5 +98,32 @@ def plan(model: str, accelerator: str, context, batch, weights_dtype: str | None
         "engine_max_concurrency": (f"{d['engine_max_concurrency']:.2f}× the context"
                                    if d.get("engine_max_concurrency") is not None else ""),
         "engine_startup_error": d.get("engine_startup_error") or "",
+        **own_machine(p),
     }
     return json.dumps({"plan": d, "text": text, "inputs": {"context": T, "batch": B}})
+
+
+def own_machine(p) -> dict:
+    """What fits ONE accelerator (``fit``: the longest context at the batch, the most sequences at the context) and,
+    under llama.cpp, the largest split with the default host's RAM (``offload.propose``), in the CLI's words."""
+    wl, out = p.workload, {}
+    for search, key in (("context", "fit_max_context"), ("batch", "fit_max_batch")):
+        f = fit(p.model, p.accelerator, wl, search)
+        unit = "tokens at this batch" if search == "context" else "sequences at this context"
+        out[key] = (f"{f.value:,} {unit} ({f.limited_by.replace('_', ' ')})" if f.value is not None
+                    else f"none: {f.reason}")
+    if wl.engine != "llama.cpp":
+        out["llama_cpp_split"] = "choose the llama.cpp engine"
+    elif p.accelerator.unified_memory:
+        out["llama_cpp_split"] = "one memory shared with the host: nothing to split"
+    else:
+        o = offload.propose(p.resolved)
+        where = (("the output layer and " if o["output_on_accelerator"] else "")
+                 + f"{o['gpu_layers']} of {o['n_layers']} layers on the accelerator") + (
+            f", the first {o['n_cpu_moe']} layers' experts in host RAM" if o["n_cpu_moe"] else "")
+        out["llama_cpp_split"] = (f"{where}: {o['decode_tokens_per_s']:,.1f} tokens/s decode (-ngl "
+                                  f"{o['n_gpu_layers'] if o['n_gpu_layers'] <= o['n_layers'] else 999}"
+                                  + (f" --n-cpu-moe {o['n_cpu_moe']}" if o["n_cpu_moe"] else "") + ")"
+                                  if o["proposed"] else f"nothing fits, even with every layer in host RAM")
+        out["llama_cpp_split"] += f"; host: {o['host_source']}"
+    return out

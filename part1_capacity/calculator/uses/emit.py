@@ -14,7 +14,8 @@ Each flag is the engine's own, as its argument parser spells it:
   ``-np`` slots gets ``c / np`` — ``src/llama-context.cpp``, ``n_ctx_seq = n_ctx / n_seq_max`` when the KV
   buffer is not unified), ``-np``, ``-ctk``/``-ctv`` (``kv_cache_types``: f32, f16, bf16, q8_0, …), ``-fa on``
   (a quantized V cache requires flash attention: ``llama-context.cpp`` "quantized V cache was requested, but
-  this requires Flash Attention"), ``-ngl`` (layers offloaded to the GPU).
+  this requires Flash Attention"), ``-ngl`` (the last layers offloaded to the GPU), ``--n-cpu-moe`` (the
+  routed experts of the first N layers kept on the host), ``-nkvo`` (every layer's cache on the host).
 
 Every line is safe to paste into a shell: each value that is not a fixed word is one quoted shell word
 (``shell_word``: the exact bytes, control characters included, and nothing the shell expands), and each comment is
@@ -22,11 +23,13 @@ built from escaped text (``comment``: no newline or control character can end it
 """
 from __future__ import annotations
 
+import json
 import re
 import shlex
 
 from course.units import ceil_div
 from part1_capacity.calculator.base import validate
+from part1_capacity.calculator.sizing import adapters
 from part1_capacity.calculator.engines import vllm as vllm_rules
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.hardware.accelerators import SERVING_ENGINES
@@ -56,7 +59,8 @@ VLLM_FLAG_SINCE = {
     "--kv-cache-memory-bytes": ("0.14.1", "upstream by v0.14.1 (vllm-project/vllm-ascend PR #6375 carries it over "
                                           "from that release)"),
     **{f: _UNVERIFIED for f in ("--enable-expert-parallel", "--data-parallel-start-rank", "--mamba-ssm-cache-dtype",
-                                "--disable-hybrid-kv-cache-manager")},
+                                "--disable-hybrid-kv-cache-manager", "--enable-lora", "--max-loras",
+                                "--max-lora-rank", "--speculative-config")},
 }
 LLAMA_MAX_SEQ = 256            # llama.cpp src/llama-cparams.h: the most sequences (slots) one context holds
 HEAD_ADDRESS = "$HEAD_IP"       # the head node's address, a shell variable the operator sets on every node
@@ -104,7 +108,9 @@ def repo_id(plan, hf_repo: str | None = None) -> str:
     return repo
 
 
-def command(plan, engine: str, hf_repo: str | None = None, startup=None) -> str:
+def command(plan, engine: str, hf_repo: str | None = None, startup=None, offload: dict | None = None) -> str:
+    """The serving command for ``plan``; ``offload`` (``offload.placement``/``propose``): llama.cpp on one GPU and
+    the host, written as its ``-ngl`` / ``--n-cpu-moe`` / ``-nkvo`` flags."""
     if engine not in ENGINES:
         raise InputError(f"emit: unknown engine '{engine}'; allowed: {', '.join(ENGINES)}")
     acc = plan.accelerator
@@ -112,6 +118,11 @@ def command(plan, engine: str, hf_repo: str | None = None, startup=None) -> str:
         others = [e for e in acc.engines if e != engine]
         raise InputError(f"emit: {engine} does not serve {acc.name}; allowed here: {', '.join(acc.engines)}"
                          + (f" (--emit {others[0]})" if others else ""))
+    if offload is not None and engine == "llama.cpp":
+        if not offload["fits"]:
+            raise InputError("emit: nothing to emit, no split of the layers between the accelerator and the host "
+                             "fits (see placement)")
+        return llama_cpp_command(plan, hf_repo, offload)
     if not plan.parallelism:
         raise InputError(f"emit: nothing to emit, the workload does not fit: {plan.verdict}")
     return vllm_command(plan, hf_repo, startup) if engine == "vllm" else llama_cpp_command(plan, hf_repo)
@@ -143,6 +154,7 @@ def vllm_command(plan, hf_repo: str | None = None, startup=None) -> str:
             args.append(f"--{key.replace('_', '-')} {flags[key]}")
     if repo in TRUST_REMOTE_CODE:
         args.append("--trust-remote-code")
+    args += vllm_extras_args(plan)
     # The SSM state dtype the plan sized, when vLLM would keep another by itself (engines/vllm.py;
     # vllm/config/cache.py MambaDType), and the hybrid manager switched off when the plan assumed it.
     ssm = vllm_rules.mamba_ssm_cache_dtype_args(m, wl.state_dtype)
@@ -191,6 +203,34 @@ def vllm_command(plan, hf_repo: str | None = None, startup=None) -> str:
     return " \\\n  ".join(args) + "\n" + "\n".join(notes)
 
 
+def vllm_extras_args(plan) -> list[str]:
+    """LoRA slots (``--enable-lora --max-loras --max-lora-rank``: vLLM's argument names, its ranks in
+    ``adapters.VLLM_RANKS``) and a draft model (``--speculative-config`` JSON: ``model``,
+    ``num_speculative_tokens``)."""
+    wl, r, out = plan.workload, plan.resolved, []
+    if wl.lora_rank:
+        out += ["--enable-lora", f"--max-loras {wl.max_loras}", f"--max-lora-rank {adapters.vllm_rank(wl.lora_rank)}"]
+    if r is not None and r.draft is not None:
+        cfg = {"model": r.draft.hf_repo or r.draft.id, "num_speculative_tokens": wl.num_speculative_tokens or 1}
+        out.append(f"--speculative-config {shell_word(json.dumps(cfg, separators=(',', ':')))}")
+    return out
+
+
+def llama_cpp_extras_args(plan) -> list[str]:
+    """``--lora FILE`` per adapter and ``-md DRAFT.gguf --draft-max K`` (common/arg.cpp's names)."""
+    wl, r, out = plan.workload, plan.resolved, []
+    if wl.lora_rank:
+        out += [f"--lora adapter-{k + 1}.gguf" for k in range(wl.max_loras)]
+    if r is not None and r.draft is not None:
+        d = r.draft
+        path = d.checkpoint.path if d.checkpoint is not None and d.checkpoint.source == "gguf" else \
+            f"{d.id}-{wl.weights_dtype}.gguf"
+        out.append(f"-md {shell_word(path)}")
+        if wl.num_speculative_tokens:
+            out.append(f"--draft-max {wl.num_speculative_tokens}")
+    return out
+
+
 def version_note(lines: list[str]) -> str:
     """``# vLLM ≥ X`` for the flags in ``lines``: the newest release among those each flag is known in, and the
     flags whose first release is not verified."""
@@ -202,10 +242,13 @@ def version_note(lines: list[str]) -> str:
     return line + (f"; first release not verified for {', '.join(unknown)}" if unknown else "")
 
 
-def llama_cpp_command(plan, hf_repo: str | None = None) -> str:
+def llama_cpp_command(plan, hf_repo: str | None = None, offload: dict | None = None) -> str:
     """``llama-server`` for one replica of the plan on one machine: its sequences as slots, each with the full
-    context, the KV types of the plan, every layer on the GPU."""
-    m, wl, par, acc = plan.model, plan.workload, plan.parallelism, plan.accelerator
+    context, the KV types of the plan, every layer on the GPU — or, with ``offload``, the split it describes
+    (``-ngl``: the last N layers on the GPU; ``--n-cpu-moe``: the first M layers' experts on the host; ``-nkvo``)."""
+    m, wl, acc = plan.model, plan.workload, plan.accelerator
+    par = plan.parallelism if offload is None else {"tensor": 1, "pipeline": 1, "data": 1, "nodes": 1,
+                                                     "sequences_per_replica": wl.batch}
     if wl.kv_dtype not in LLAMA_CPP_KV or wl.state_dtype not in LLAMA_CPP_KV:
         raise InputError(f"kv_dtype: llama.cpp's -ctk/-ctv take {', '.join(LLAMA_CPP_KV.values())} here "
                          f"(kv dtypes {', '.join(LLAMA_CPP_KV)}), not {wl.kv_dtype}")
@@ -224,7 +267,15 @@ def llama_cpp_command(plan, hf_repo: str | None = None) -> str:
             f"-ctv {kv}"]
     if kv not in ("f32", "f16", "bf16"):
         args.append("-fa on")
-    args.append("-ngl 999")
+    args += llama_cpp_extras_args(plan)
+    if offload is None:
+        args.append("-ngl 999")
+    else:
+        args.append(f"-ngl {offload['n_gpu_layers'] if offload['n_gpu_layers'] <= m.n_layers else 999}")
+        if offload["n_cpu_moe"]:
+            args.append(f"--n-cpu-moe {offload['n_cpu_moe']}")
+        if not offload["kv_offload"]:
+            args.append("-nkvo")
     notes = [] if given else [f"{gguf}: a GGUF of {hf_repo or m.hf_repo or m.id} at "
                               f"{wl.weights_dtype} (llama.cpp's convert_hf_to_gguf.py, then llama-quantize)"]
     if per_replica > 1:
