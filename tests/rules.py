@@ -40,3 +40,20 @@ def states(text: str, template: str, *expected: float, rel: float = 0.02, prefix
     for g, want in zip(got, expected):
         assert math.isclose(g, want, rel_tol=rel), f"message {text!r}\n states {g:g} where {want:g} ± {rel:.0%} is due"
     return True
+
+
+# The degenerate implementations every lesson's checks must give 0 points in total (tests/test_*_meaning.py).
+DEGENERATE_KINDS = ["zeros", "ones", "echo", "uniform", "random", "constant", "identity", "noise"]
+
+
+def lesson_points(lesson, impls: dict) -> tuple[int, dict]:
+    """Grade ``impls`` (check name → implementation) in-process against a lesson's contract: the points earned and,
+    per failed check id, its message."""
+    earned, messages = 0, {}
+    for c in lesson.checks:
+        try:
+            c.fn(impls[c.name])
+            earned += c.points
+        except CheckFailed as exc:
+            messages[c.id] = str(exc)
+    return earned, messages
