@@ -20,6 +20,7 @@ import csv
 import glob
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -136,21 +137,140 @@ class Outcome:
 def _autograde_one(root: Path, assignment: str, s: Submission, extra: list[str]) -> Outcome:
     if s.problem:
         return Outcome(s.student, False, printable(f"{s.student}: not graded: {s.problem}"))
-    cmd = nbgrader_cmd() + ["autograde", assignment, "--student", glob.escape(s.student), "--force", *extra]
-    proc = subprocess.run(cmd, cwd=root, env=_env(root), capture_output=True, text=True)
-    log = proc.stdout + proc.stderr
+    proc = subprocess.run(_nbgrader_argv(assignment, s, extra, nbgrader_cmd()), cwd=root, env=_env(root),
+                          capture_output=True, text=True)
+    return _outcome(s, proc.returncode, proc.stdout + proc.stderr)
+
+
+def _nbgrader_argv(assignment: str, s: Submission, extra: list[str], program: list[str]) -> list[str]:
+    return program + ["autograde", assignment, "--student", glob.escape(s.student), "--force", *extra]
+
+
+def _outcome(s: Submission, returncode: int, log: str) -> Outcome:
+    """What one student's ``nbgrader autograde`` said: graded, or one line naming why not (its exit code, its log)."""
     # nbgrader's warnings (a test cell the student changed, a missing cell), but not its routine re-grade notice.
     warnings = [printable(f"{s.student}: {ln.split('WARNING]', 1)[1].strip()}") for ln in log.splitlines()
                 if "| WARNING]" in ln and "Removing existing assignment" not in ln]
-    if proc.returncode == 0:
+    if returncode == 0:
         return Outcome(s.student, True, "", warnings)
     void = [ln for ln in log.splitlines() if "grade void" in ln]
     broke = [ln for ln in log.splitlines() if "grader error for " in ln]
     why = void[0].split("grade void for ", 1)[1].split(": ", 1)[-1] if void else \
         "the grader failed, not the notebook: " + broke[0].split("(nothing about the notebook): ", 1)[-1] if broke else \
         next((ln for ln in reversed(log.splitlines()) if "Error" in ln or "error" in ln), log.strip()[-300:])
-    return Outcome(s.student, False, f"{s.student}: not graded (nbgrader exited {proc.returncode}): "
+    return Outcome(s.student, False, f"{s.student}: not graded (nbgrader exited {returncode}): "
                                      f"{printable(why.strip())}", warnings)
+
+
+def _warm(assignment: str) -> None:
+    """Load once, in this process, what every student's ``nbgrader autograde`` loads: nbgrader and nbconvert (about a
+    second of CPU, most of it jsonschema building a grammar), the lesson's checks and torch (over a second more). Each
+    student's process is then a fork of this one (``_autograde_forked``)."""
+    from nbgrader.apps import nbgraderapp  # noqa: F401 - every app nbgrader can run, and their converters
+    from nbgrader import preprocessors  # noqa: F401
+    from nbconvert import preprocessors as _  # noqa: F401
+
+    from course import autograde, nbgrader_ext  # noqa: F401 - what nbgrader_config.py imports
+
+    autograde._lesson_for(assignment)  # the lesson's checks, and torch with them
+
+
+def _can_fork() -> bool:
+    """Forking is safe from this process: Linux (pidfd), and no other thread here (a fork copies their locks in any
+    state)."""
+    import threading
+
+    return hasattr(os, "fork") and hasattr(os, "pidfd_open") and threading.active_count() == 1
+
+
+def _autograde_forked(root: Path, assignment: str, subs: list[Submission], jobs: int,
+                      extra: list[str]) -> list[Outcome]:
+    """``nbgrader autograde`` of each submission, one student per process, ``jobs`` at a time, as ``_autograde_one``
+    does, but each process a fork of this one after ``_warm``: a student costs the grading, not an interpreter's
+    start-up. Each process has its own exit code and log, read as ``_autograde_one`` reads them."""
+    import select
+
+    _warm(assignment)
+    env = _env(root)
+    outcomes: dict[int, Outcome] = {}
+    todo = [(i, s) for i, s in enumerate(subs)]
+    for i, s in todo:
+        if s.problem:
+            outcomes[i] = Outcome(s.student, False, printable(f"{s.student}: not graded: {s.problem}"))
+    todo = [(i, s) for i, s in todo if i not in outcomes]
+    running: dict[int, tuple] = {}  # pidfd → (index, submission, pid, log file)
+    with tempfile.TemporaryDirectory(prefix="autograde-logs-") as logs:
+        try:
+            while todo or running:
+                while todo and len(running) < max(1, jobs):
+                    i, s = todo.pop(0)
+                    log = os.path.join(logs, f"{i}.log")
+                    pid = _fork_nbgrader(root, _nbgrader_argv(assignment, s, extra, ["nbgrader"]), env, log)
+                    running[os.pidfd_open(pid)] = (i, s, pid, log)
+                for fd in select.select(list(running), [], [])[0]:
+                    i, s, pid, log = running.pop(fd)
+                    os.close(fd)
+                    _, status = os.waitpid(pid, 0)
+                    with open(log, encoding="utf-8", errors="replace") as f:
+                        outcomes[i] = _outcome(s, os.waitstatus_to_exitcode(status), f.read())
+        finally:
+            for fd, (_, _, pid, _) in running.items():  # interrupted: no student's process outlives this one
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
+                os.close(fd)
+    return [outcomes[i] for i in range(len(subs))]
+
+
+def _fork_nbgrader(root: Path, argv: list[str], env: dict, log: str) -> int:
+    """A child running ``nbgrader <argv[1:]>`` in ``root`` as ``python -m nbgrader`` would, its output in ``log``."""
+    import gc
+
+    gc.freeze()  # this process's objects stay as they are in the child (none collected there, no fd closed twice)
+    pid = os.fork()
+    if pid:
+        gc.unfreeze()
+        return pid
+    code = 1
+    try:
+        os.setsid()
+        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        os.chdir(root)
+        os.environ.clear()
+        os.environ.update(env)
+        tempfile.tempdir = None
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.set_num_threads(1)  # a fork has none of its parent's OpenMP threads
+        sys.argv = list(argv)
+        from nbgrader.apps.nbgraderapp import main as nbgrader_main
+
+        try:
+            nbgrader_main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - said in the log, read by the parent as this student's failure
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
 
 
 def scores(root: Path, assignment: str) -> dict[str, tuple[float, float]]:
@@ -164,8 +284,11 @@ def scores(root: Path, assignment: str) -> dict[str, tuple[float, float]]:
 def autograde(root: Path, assignment: str, jobs: int = 2, extra: list[str] = ()) -> list[Outcome]:
     """``nbgrader autograde`` of every submission of ``assignment``, one student per process, ``jobs`` at a time."""
     subs = submissions(root, assignment)
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        outcomes = list(pool.map(lambda s: _autograde_one(root, assignment, s, list(extra)), subs))
+    if _can_fork():
+        outcomes = _autograde_forked(root, assignment, subs, jobs, list(extra))
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            outcomes = list(pool.map(lambda s: _autograde_one(root, assignment, s, list(extra)), subs))
     got = scores(root, assignment)
     for o in outcomes:
         if o.graded:

@@ -115,6 +115,51 @@ def test_bad_submissions_one_line_each_and_the_others_graded(tmp_path):
     assert not any("has changed" in ln for ln in errs)  # the blank release's hidden-check cells are as released
 
 
+def test_each_student_is_an_nbgrader_process_forked_from_a_warm_one(tmp_path, monkeypatch):
+    """`classroom.autograde` runs each student's `nbgrader autograde` in its own process, a fork of this one after it
+    loaded nbgrader and the lesson's checks (torch with them): that process's exit code and log are that student's.
+    nbgrader's entry point is replaced by one that says where it ran and fails for one student as a broken grader
+    does; the subprocess route never calls it, so this fails there."""
+    if not classroom._can_fork():
+        pytest.skip("this process runs other threads: classroom.autograde starts fresh interpreters instead")
+    import nbgrader.apps.nbgraderapp as app
+
+    blank = json.loads((REPO / "exercises" / "01_attention" / "attention.ipynb").read_text())
+    for student in ("ann", "bob", "cy"):
+        _put(tmp_path, student, "attention.ipynb", blank)
+    _put(tmp_path, "dee", "attention.ipynb", "not a notebook")  # refused before any process starts
+
+    def fake_nbgrader():
+        student = sys.argv[sys.argv.index("--student") + 1]
+        where = {"pid": os.getpid(), "parent": os.getppid(), "torch": "torch" in sys.modules, "cwd": os.getcwd(),
+                 "argv": sys.argv, "root": os.environ.get("COURSE_ROOT")}
+        (tmp_path / f"{student}.json").write_text(json.dumps(where))
+        print(f"[AutogradeApp | WARNING] {student}: a test cell was changed", file=sys.stderr)
+        if student == "bob":
+            print("[AutogradeApp | ERROR] grader error for bob, not graded (nothing about the notebook): the sandbox "
+                  "could not start", file=sys.stderr)
+            sys.exit(1)
+
+    monkeypatch.setattr(app, "main", fake_nbgrader)
+    monkeypatch.setattr(classroom, "scores", lambda root, a: {"ann": (10.0, 10.0), "cy": (3.0, 10.0)})
+    outcomes = {o.student: o for o in classroom.autograde(tmp_path, "01_attention", jobs=2)}
+    assert [o for o in outcomes] == ["ann", "bob", "cy", "dee"]  # the order of submitted/, whatever ended first
+    assert (outcomes["ann"].graded, outcomes["ann"].line) == (True, "ann: 10/10")
+    assert (outcomes["cy"].graded, outcomes["cy"].line) == (True, "cy: 3/10")
+    assert not outcomes["bob"].graded
+    assert outcomes["bob"].line == ("bob: not graded (nbgrader exited 1): the grader failed, not the notebook: the "
+                                    "sandbox could not start")
+    assert outcomes["ann"].warnings == ["ann: ann: a test cell was changed"]
+    assert outcomes["dee"].line.startswith("dee: not graded: attention.ipynb: the notebook is not valid JSON")
+    assert not (tmp_path / "dee.json").exists()
+    ran = {s: json.loads((tmp_path / f"{s}.json").read_text()) for s in ("ann", "bob", "cy")}
+    assert len({r["pid"] for r in ran.values()}) == 3  # one process per student
+    for student, r in ran.items():
+        assert r["parent"] == os.getpid() and r["torch"], r  # a fork of this process, torch loaded
+        assert Path(r["cwd"]) == tmp_path and r["root"] == str(tmp_path)
+        assert r["argv"] == ["nbgrader", "autograde", "01_attention", "--student", student, "--force"]
+
+
 def test_feedback_math_renders_offline_in_chromium(tmp_path):
     """The feedback exporter's page typesets the notebook's math with every request off the machine refused; the
     same page as nbconvert makes it (MathJax from a CDN) shows raw TeX."""
