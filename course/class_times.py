@@ -99,7 +99,25 @@ def bench_line(bench: dict | None = None, tr=None) -> str:
                      jobs=bench["jobs"],
                      minutes=f"{bench['wall_s'] / 60:.1f}", per=f"{bench['per_notebook_s']:.1f}", command=rec["command"],
                      date=rec["date_utc"], cpus=rec["host"]["cpus"],
-                     load=f"{rec['load_average_at_start']:.1f}") + "\n"
+                     load=f"{rec['load_average_at_start']:.1f}") + _idle_and_before(bench, tr) + "\n"
+
+
+def _idle_and_before(bench: dict, tr) -> str:
+    """The class on an idle machine of as many cores (its CPU seconds spread over every core: what bounds it there),
+    and the run before the grading was made warm, when the saved run keeps it (``before``)."""
+    cpus = bench["record"]["host"]["cpus"]
+    out = " " + tr("On an idle machine with {cpus} cores, that CPU time is a class of {students} in about {idle} min.",
+                   cpus=cpus, students=bench["students"],
+                   idle=f"{bench['students'] * bench['cpu_per_notebook_s'] / cpus / 60:.1f}")
+    before = bench.get("before")
+    if before:
+        out += " " + tr("Before each student's nbgrader process was a fork of one that loads nbgrader, torch and the "
+                        "lesson's checks once, the same class took {minutes} min, {per} s and {cpu} CPU seconds per "
+                        "notebook (on {date}, at a load average of {load}).",
+                        minutes=f"{before['wall_s'] / 60:.1f}", per=f"{before['per_notebook_s']:.1f}",
+                        cpu=f"{before['cpu_per_notebook_s']:.1f}", date=before["record"]["date_utc"],
+                        load=f"{before['record']['load_average_at_start']:.1f}")
+    return out
 
 
 if __name__ == "__main__":

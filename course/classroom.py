@@ -6,7 +6,8 @@
     python -m course.classroom zip-collect 01_attention       # an LMS's zip in downloaded/01_attention/archive/
 
 The course root is the folder of nbgrader_config.py (``COURSE_ROOT`` overrides it, as in nbgrader_config.py).
-Grading runs real ``nbgrader autograde``, one student per process, ``--jobs`` at a time: the integrity check hashes
+Grading runs real ``nbgrader autograde``, one student per process, ``--jobs`` at a time (each a fork of this one
+after it loaded nbgrader, torch and the lesson's checks once; see ``_autograde_forked``): the integrity check hashes
 only the grader's own files (course.autograde.GRADING_INPUTS), so gradings of different students may overlap.
 Bad input (an unknown assignment, no submission, a file that is not a notebook, another lesson's notebook) is one
 line naming the student and the file; the other students are graded as usual. ``zip-collect`` runs real

@@ -33,3 +33,20 @@ def test_the_saved_run_reads_the_same_in_both_languages():
         assert "2.5" in text and "5.0" in text and "1.2" in text and "6.1" in text and "--jobs 2" in text, text
     assert "min in all" in en and "모두 2.5분" in ko
     assert bench_line({}) == ""
+
+
+def test_the_saved_run_gives_the_idle_machine_and_the_run_before():
+    before = {"record": {"date_utc": "2026-12-08 00:22 UTC", "load_average_at_start": 10.5},
+              "wall_s": 780.0, "per_notebook_s": 26.0, "cpu_per_notebook_s": 10.2}
+    run = {"record": {"command": "python -m course.grading_bench --students 30 --jobs 2", "date_utc": "2026-12-08",
+                      "host": {"cpus": 2}, "load_average_at_start": 6.5},
+           "lesson": "01_attention", "students": 30, "jobs": 2, "wall_s": 194.0, "per_notebook_s": 6.47,
+           "cpu_s": 120.0, "cpu_per_notebook_s": 4.0, "before": before}
+    en, ko = bench_line(run), bench_line(run, tr=translator("ko", "site"))
+    # Idle: 30 notebooks x 4.0 CPU-s over 2 cores = 60 s = 1.0 min. Before: 780 s = 13.0 min, 26.0 s, 10.2 CPU-s.
+    assert "a class of 30 in about 1.0 min" in en and "30명 반이 약 1.0분" in ko
+    for text in (en, ko):
+        assert "13.0" in text and "26.0" in text and "10.2" in text and "2026-12-08 00:22 UTC" in text, text
+    assert "the same class took 13.0 min" in en
+    without = bench_line({k: v for k, v in run.items() if k != "before"})
+    assert "1.0 min" in without and "13.0" not in without and "Before" not in without
