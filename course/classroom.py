@@ -173,7 +173,12 @@ def _warm(assignment: str) -> None:
 
     from course import autograde, nbgrader_ext  # noqa: F401 - what nbgrader_config.py imports
 
-    autograde._lesson_for(assignment)  # the lesson's checks, and torch with them
+    module = autograde._lesson_for(assignment)  # the lesson's checks, and torch with them
+    if module:  # the sandbox's view of the course, reduced once (sandbox.stub_checks, stub_module: by content)
+        from course.grade_worker import build_view, view_spec
+
+        with tempfile.TemporaryDirectory(prefix="warm-view-") as tmp:
+            build_view(view_spec(module), str(REPO), tmp)
 
 
 def _can_fork() -> bool:

@@ -8,6 +8,7 @@ Used by ``course.grade_worker`` (the grader's process, which starts the learner'
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 
@@ -171,6 +172,7 @@ def bwrap_argv(repo: str, view_files: dict[str, str], scratch: str, fds: list[in
 TMP_BYTES = 16 << 20  # the sandbox's /tmp (Landlock leaves it read-only where the kernel has Landlock)
 
 
+@functools.lru_cache(maxsize=64)  # by content: a process that grades many notebooks reduces each file once
 def stub_module(text: str, note: str = STUB_NOTE) -> str:
     """``text`` (a reference module) with each ``### BEGIN SOLUTION``…``### END SOLUTION`` region replaced by a line
     that raises NotImplementedError: the rest of the module (the parts a notebook is given) stays as it is."""
@@ -193,6 +195,7 @@ def stub_module(text: str, note: str = STUB_NOTE) -> str:
     return "\n".join(out) + "\n"
 
 
+@functools.lru_cache(maxsize=64)  # (every lesson's checks module is parsed for each grading's view otherwise)
 def stub_checks(text: str, given: tuple[str, ...]) -> str:
     """A lesson's checks module as the sandbox shows it: its imports and the helpers ``given`` to notebooks (with the
     module-level constants they use), no checks."""
