@@ -279,7 +279,7 @@ classroom-round: $(CORE) classroom-deps system-packages
 
 # mutation: mutation testing (mutmut, pinned in requirements-mutation.txt) of the modules whose numbers users act on
 # and of every lesson's and exercise's checks — one module at a time, with the tests that cover it, each in its own
-# scratch folder under _build/mutation/; writes tests/mutation/REPORT.md (module, mutants, killed, survivors with
+# scratch folder under _build/mutation/; writes results/mutation/REPORT.md (module, mutants, killed, survivors with
 # their diffs and why each is equivalent). A benchmark-like job (hours on 2 cores), not part of `make test`.
 # MODULES="sharding laws" runs only those (names in tools/mutation.py).
 .PHONY: mutation

@@ -5,7 +5,7 @@
 which makes a throw-away course root (the committed solutions/ and nbgrader_config.py), registers every assignment,
 submits the solution notebook for ``--students`` students of every lesson and times
 ``python -m course.classroom autograde <lesson> --jobs J`` (real nbgrader, one student per process). Seconds are
-wall-clock on a shared machine: the record gives its load. Saved in ``course/results/class_times.json``; the
+wall-clock on a shared machine: the record gives its load. Saved in ``results/course/class_times.json``; the
 instructors' page shows them (``class_times_table``).
 """
 from __future__ import annotations
@@ -23,8 +23,9 @@ from pathlib import Path
 from course import tables
 from course.notebook_spec import REPO, all_specs
 from course.records import run_record
+from course.saved_runs import RESULTS
 
-TIMES = REPO / "course" / "results" / "class_times.json"
+TIMES = RESULTS / "class_times.json"
 
 
 def measure(students: int, jobs: int) -> dict:
@@ -79,7 +80,7 @@ def class_times_table(times: dict | None = None, tr=None) -> str:
     return "\n".join(rows) + "\n" + bench_line(tr=tr)
 
 
-BENCH = REPO / "course" / "results" / "grading_bench.json"
+BENCH = RESULTS / "grading_bench.json"
 
 
 def bench_line(bench: dict | None = None, tr=None) -> str:

@@ -8,7 +8,7 @@ guessed, by
 
 which executes each *solution* notebook with nbconvert (what a learner's finished notebook costs to run) and grades
 it with its autograder (what ``pytest ... --notebook`` costs), and saves the seconds with a run record in
-``course/results/exercise_times.json``. Seconds are wall-clock on a shared machine: the record gives its load.
+``results/course/exercise_times.json``. Seconds are wall-clock on a shared machine: the record gives its load.
 """
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ from course import tables
 from course.i18n import DEFAULT, translator
 from course.notebook_spec import REPO, all_specs
 from course.records import run_record
+from course.saved_runs import RESULTS
 
-TIMES = REPO / "course" / "results" / "exercise_times.json"
+TIMES = RESULTS / "exercise_times.json"
 
 
 def notebook_path(spec, lang: str = DEFAULT) -> str:

@@ -10,7 +10,7 @@ throw-away course root as ``course.class_times`` does and times ``python -m cour
 notebook (the class's time divided by its size), for the classroom route the CPU seconds every process of the class
 used (the figure a busy machine does not inflate) and, for the engine route, each grading's own seconds; with the run's
 record (date, machine, load average at the start). Every notebook must get full marks, or the run stops. ``--save``
-keeps a classroom run for the instructors' page (``course/results/grading_bench.json``, shown by
+keeps a classroom run for the instructors' page (``results/course/grading_bench.json``, shown by
 ``course.class_times.bench_line``).
 """
 from __future__ import annotations
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--route", choices=("classroom", "engine"), default="classroom")
     ap.add_argument("--save", action="store_true", help="save the result for the instructors' page "
-                                                         "(course/results/grading_bench.json; classroom route only)")
+                                                         "(results/course/grading_bench.json; classroom route only)")
     a = ap.parse_args(argv)
     for name in ("students", "jobs"):
         if getattr(a, name) < 1:

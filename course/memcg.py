@@ -1,6 +1,6 @@
 """Run a command as a smaller host: inside a fresh memory cgroup with a limit, then remove the group.
 
-    python -m course.memcg --limit-gb 7.8 -- capacity e3 --index-gb 2.5 --out part1_capacity/results/x.json
+    python -m course.memcg --limit-gb 7.8 -- capacity e3 --index-gb 2.5 --out results/part1/x.json
 
 Linux cgroup v1 (the memory controller mounted at /sys/fs/cgroup/memory) or v2 with the memory controller enabled
 for children; needs root (or a delegated group). The group is made under this process's own memory cgroup, so any

@@ -1,5 +1,5 @@
 """The tensor-parallel split rules (part1_capacity/calculator/sizing/sharding.py) on small hand-worked shapes, one rule per
-test, so each rule's mutant (tests/mutation/REPORT.md) fails here. The rules are vLLM's: see the module docstring."""
+test, so each rule's mutant (results/mutation/REPORT.md) fails here. The rules are vLLM's: see the module docstring."""
 from types import SimpleNamespace as NS
 
 from part1_capacity.calculator.sizing import sharding

@@ -59,7 +59,7 @@ def test_a_plan_sizes_the_weights_once_and_each_cache_once(monkeypatch):
 def test_the_reason_quotes_the_decode_time_the_plan_reports():
     # On a host with measured kernels the phases are timed by those kernels; the deployment search ranks its
     # candidates with the same function, so the milliseconds in the reason are the plan's own decode step.
-    host = str(REPO / "part1_capacity" / "results" / "host_accelerator.json")
+    host = str(REPO / "results" / "part1" / "host_accelerator.json")
     d, _ = plan_report(make_plan("nemotron-3-nano-30b-a3b", host,
                                  Workload(context=8192, batch=1, weights_dtype="q4_k_m")))
     quoted = re.search(r"decodes fastest \(([\d.,]+) ms per step", d["parallelism"]["reason"])

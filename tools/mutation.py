@@ -2,9 +2,9 @@
 
 Runs mutmut (pinned in requirements-mutation.txt) on one module at a time, each with the narrowest test selection
 that covers it, in a scratch folder of its own (_build/mutation/<name>/: mutmut writes its mutated copy there, so the
-worktree is never touched), then writes tests/mutation/<name>.json (counts and every survivor's diff) and rebuilds
-tests/mutation/REPORT.md from all of them. A survivor is either equivalent (the reason is written in
-tests/mutation/notes.toml, [equivalent]) or a missing test. The score is killed / (mutants - equivalent).
+worktree is never touched), then writes results/mutation/<name>.json (counts and every survivor's diff) and rebuilds
+results/mutation/REPORT.md from all of them. A survivor is either equivalent (the reason is written in
+results/mutation/notes.toml, [equivalent]) or a missing test. The score is killed / (mutants - equivalent).
 
     python tools/mutation.py                  # every module, smallest first (hours on 2 cores)
     python tools/mutation.py sharding laws    # just these
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "tests" / "mutation"
+OUT = ROOT / "results" / "mutation"
 SCRATCH = ROOT / "_build" / "mutation"
 PACKAGES = ("course", "part0_foundations", "part1_capacity")
 
@@ -260,7 +260,7 @@ def report() -> str:
     return "\n".join([
         "# Mutation score (mutmut)", "",
         "Written by `make mutation` (tools/mutation.py) — do not edit by hand; reasons live in "
-        "tests/mutation/notes.toml. Score = (killed + killed by a later test) / (mutants run − equivalent survivors); "
+        "results/mutation/notes.toml. Score = (killed + killed by a later test) / (mutants run − equivalent survivors); "
         "the bound is 90 %. A survivor counts as killed by a later test only when `--verify` ran that test against it "
         "through mutmut's own switch in the run's mutated copy.",
         "A mutant counts as killed when a test fails or times out; \"survived\" includes mutants no selected test "

@@ -11,9 +11,9 @@ from pathlib import Path
 from course import records
 from part1_capacity.experiments.engine.gguf_model import GGUFShape
 from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.base.saved_runs import RESULTS  # results/part1/: generated, outside the code tree
 
 REPO = Path(__file__).resolve().parents[3]
-RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 # llama.cpp's names for storage types → the calculator's dtype names (part1_capacity/calculator/base/dtypes.py).
 CALCULATOR_DTYPE = {"f32": "fp32", "f16": "fp16", "q8_0": "q8_0", "q5_0": "q5_0", "q4_k_m": "q4_k_m"}

@@ -135,7 +135,7 @@ def host_accelerator(measured: dict, desc: dict, kernel_constants: dict | None =
         entry["kernels"] = {"threads": measured["threads"], "op_overhead_s": kernel_constants["op_overhead_s"],
                             "types": kernel_constants["types"],
                             "source": "llama.cpp's matmul kernels timed by matmul-bench (engine/kernels.py, "
-                                      "results/e2_kernels.json)"}
+                                      "results/part1/e2_kernels.json)"}
     return entry
 
 
