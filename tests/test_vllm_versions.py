@@ -15,7 +15,8 @@ GIB = 2 ** 30
 
 @pytest.mark.parametrize("asked, rules, noted", [("0.19", "0.19", False), ("v0.19.0", "0.19", False),
                                                  ("0.10.2", "0.10", False), ("0.12.1", "0.10", True),
-                                                 ("0.7.2", "0.6", True), ("0.26.0", "0.20", True)])
+                                                 ("0.7.2", "0.6", True), ("0.20.1", "0.20", False),
+                                                 ("0.21.0", "0.21", False), ("0.26.0", "0.21", True)])
 def test_a_release_picks_the_newest_rules_not_newer_and_says_so(asked, rules, noted):
     r, notes = vm.release(asked)
     assert r.name == rules and bool(notes) == noted

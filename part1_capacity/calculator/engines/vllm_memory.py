@@ -59,6 +59,20 @@ FUSED_MOE_CHUNK = 32768                  # vllm/envs.py VLLM_FUSED_MOE_CHUNK_SIZ
 # NVLink buffers (custom_all_reduce.py: custom all-reduce is off for more than two PCIe-only GPUs): 0.21 GiB on
 # 8 L40S with vLLM 0.10.2 (see RELEASES).
 NON_TORCH = {"single": 0.25 * GiB, "tensor": 2.1 * GiB, "pipeline": 0.07 * GiB, "tensor_pcie": 0.21 * GiB}
+# CUDA-graph memory inside the budget, from vLLM v0.21.0 on: gpu_worker.py determine_available_memory subtracts the
+# estimate of gpu_model_runner.py profile_cudagraph_memory (a dummy capture of the first two graphs of each mode on a
+# small profiling KV cache, the second's size extrapolated to every capture size) when
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is set, and vllm/envs.py defaults it to 1 since v0.21.0 (the worker logs
+# "CUDA graph memory profiling is enabled (default since v0.21.0)"; before, "In v0.19, CUDA graph memory profiling
+# will be enabled by default" and nothing is subtracted). The estimate is a measurement of the capture, not a closed
+# form of the model: modelled here as the median of the "Estimated CUDA graph memory" five public single-GPU logs
+# print with the default capture sizes (51 piecewise + 35 or 51 full graphs): 0.24 GiB (Qwen3.5-4B, L4, v0.29.0),
+# 0.53 GiB (Qwen2.5-7B AWQ, L4, v0.28.0), 0.64 GiB (Qwen3.5-4B at 8,192 batched tokens, v0.22.0), 0.78 GiB (a
+# v0.18 server, estimated but not subtracted), 1.02 GiB (Gemma-3-12B, H100, v0.19.0, estimated but not subtracted:
+# llm-d-planner's log, "146.00 MiB first-capture + (51-1) × 10.00 MiB per-graph" piecewise, "4.00 MiB + (51-1) ×
+# 8.00 MiB" full). The same model logs 0.24 and 0.64 GiB on two servers, so the spread is the capture's, not the
+# model's: the figure is a typical one, within about ±0.4 GiB. The logged "peak activation" then includes it.
+CUDA_GRAPH_ESTIMATE = 0.64 * GiB
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,7 @@ class Release:
     v0_scheduler: bool
     source: str
     sampler_bytes_per_logit: float = SAMPLER_BYTES_PER_LOGIT    # the dummy sampler pass, per row x vocabulary
+    cuda_graph_bytes: float = 0.0     # CUDA-graph estimate subtracted inside the budget (0: captured outside it)
 
 
 RELEASES = {
@@ -107,6 +122,14 @@ RELEASES = {
                     "vLLM after v0.19: CacheConfig.gpu_memory_utilization 0.92 (vllm-project/vllm PR #38284; a "
                     "v0.29.0 server on an L4 logs 'Desired GPU memory utilization is (0.92, 20.27 GiB)' with no "
                     "flag); the other terms as v0.19"),
+    "0.21": Release("0.21", 0.92, dict(NON_TORCH), False,
+                    "vLLM v0.21 and later: the CUDA-graph estimate is subtracted inside the budget "
+                    "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 since v0.21.0, vllm/envs.py; "
+                    "vllm/v1/worker/gpu_worker.py determine_available_memory: requested − non-KV memory − "
+                    "cudagraph_memory_estimate_applied), modelled as 0.64 GiB per worker (CUDA_GRAPH_ESTIMATE: the "
+                    "median of five public logs' estimates, 0.24–1.02 GiB); gpu_memory_utilization 0.92; the other "
+                    "terms as v0.19",
+                    cuda_graph_bytes=CUDA_GRAPH_ESTIMATE),
 }
 DEFAULT_RELEASE = "0.19"
 
@@ -311,7 +334,8 @@ def _stages(profile, layers, r, per_block_all, budget, given, stage_weights, act
     for i, n in enumerate(layers):
         share = n / profile.n_layers
         act_i = act(i == len(layers) - 1)
-        avail = given if given is not None else requested - stage_weights * share - act_i - budget["non_torch_bytes"]
+        avail = given if given is not None else (requested - stage_weights * share - act_i - budget["non_torch_bytes"]
+                                                 - budget["cuda_graph_bytes"])
         b = int(max(avail, 0.0) // (per_block_all * share))
         if blocks is None or b < blocks:
             blocks, stage_avail = b, avail
@@ -362,10 +386,15 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
     given_kv = None if f.kv_cache_memory_bytes is None else float(f.kv_cache_memory_bytes)
     nt = non_torch_bytes(tp, pp, acc, rel)
     budget = {"total_bytes": total, "utilization": util, "weights_bytes": weights_rank, "activation_bytes": act,
-              "non_torch_bytes": nt, "cuda_graph_bytes": 0.0}
+              "non_torch_bytes": nt, "cuda_graph_bytes": rel.cuda_graph_bytes}
     if f.kv_cache_memory_bytes is not None:
         notes.append("--kv-cache-memory given: vLLM skips the memory profiling and uses it as is "
                      "(gpu_worker.py determine_available_memory)")
+    elif rel.cuda_graph_bytes:
+        notes.append(f"CUDA graphs: their estimate is taken inside this budget (vLLM v{rel.name}: "
+                     "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default, vllm/envs.py), modelled at "
+                     f"{rel.cuda_graph_bytes / GiB:.2f} GiB per worker: vLLM measures it on a dummy capture, "
+                     "0.24 to 1.02 GiB in public logs; vLLM logs it inside 'peak activation'")
     else:
         notes.append("CUDA graphs: captured after the cache is allocated, outside this budget "
                      "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0, the default, vllm/envs.py); they take memory "
