@@ -91,3 +91,18 @@ def test_the_cli_flag_and_its_refusals():
     law = capacity("plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "8192",
                    "--vllm-version", "0.10")
     assert law.returncode == 2 and "only with --engine vllm" in law.stderr
+
+
+def test_cuda_graph_memory_inside_the_budget_from_v0_21():
+    # v0.21.0 turned VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on by default (vllm/envs.py): the worker subtracts the
+    # graphs' estimate from the requested memory (gpu_worker.py determine_available_memory). Same utilization, same
+    # scheduler defaults: v0.21's KV memory is v0.20's less exactly CUDA_GRAPH_ESTIMATE (0.64 GiB), and it says so
+    before = _startup("h100", 1, "0.20.1", gpu_memory_utilization=0.9)
+    after = _startup("h100", 1, "0.21.0", gpu_memory_utilization=0.9)
+    assert before.budget["cuda_graph_bytes"] == 0 and after.budget["cuda_graph_bytes"] == 0.64 * GIB
+    assert before.kv_cache_memory_bytes - after.kv_cache_memory_bytes == pytest.approx(0.64 * GIB)
+    assert any("inside this budget" in n for n in after.notes)
+    assert not any("inside this budget" in n for n in before.notes)
+    # --kv-cache-memory skips the profiling: the given figure stands, graphs or not
+    given = _startup("h100", 1, "0.21", kv_cache_memory_bytes=20 * GIB)
+    assert given.kv_cache_memory_bytes == 20 * GIB
