@@ -96,11 +96,11 @@ def test_the_cli_flag_and_its_refusals():
 def test_cuda_graph_memory_inside_the_budget_from_v0_21():
     # v0.21.0 turned VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on by default (vllm/envs.py): the worker subtracts the
     # graphs' estimate from the requested memory (gpu_worker.py determine_available_memory). Same utilization, same
-    # scheduler defaults: v0.21's KV memory is v0.20's less exactly CUDA_GRAPH_ESTIMATE (0.64 GiB), and it says so
+    # scheduler defaults: v0.21's KV memory is v0.20's less exactly CUDA_GRAPH_ESTIMATE (0.78 GiB), and it says so
     before = _startup("h100", 1, "0.20.1", gpu_memory_utilization=0.9)
     after = _startup("h100", 1, "0.21.0", gpu_memory_utilization=0.9)
-    assert before.budget["cuda_graph_bytes"] == 0 and after.budget["cuda_graph_bytes"] == 0.64 * GIB
-    assert before.kv_cache_memory_bytes - after.kv_cache_memory_bytes == pytest.approx(0.64 * GIB)
+    assert before.budget["cuda_graph_bytes"] == 0 and after.budget["cuda_graph_bytes"] == 0.78 * GIB
+    assert before.kv_cache_memory_bytes - after.kv_cache_memory_bytes == pytest.approx(0.78 * GIB)
     assert any("inside this budget" in n for n in after.notes)
     assert not any("inside this budget" in n for n in before.notes)
     # --kv-cache-memory skips the profiling: the given figure stands, graphs or not

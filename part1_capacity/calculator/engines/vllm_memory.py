@@ -65,14 +65,15 @@ NON_TORCH = {"single": 0.25 * GiB, "tensor": 2.1 * GiB, "pipeline": 0.07 * GiB, 
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is set, and vllm/envs.py defaults it to 1 since v0.21.0 (the worker logs
 # "CUDA graph memory profiling is enabled (default since v0.21.0)"; before, "In v0.19, CUDA graph memory profiling
 # will be enabled by default" and nothing is subtracted). The estimate is a measurement of the capture, not a closed
-# form of the model: modelled here as the median of the "Estimated CUDA graph memory" five public single-GPU logs
-# print with the default capture sizes (51 piecewise + 35 or 51 full graphs): 0.24 GiB (Qwen3.5-4B, L4, v0.29.0),
-# 0.53 GiB (Qwen2.5-7B AWQ, L4, v0.28.0), 0.64 GiB (Qwen3.5-4B at 8,192 batched tokens, v0.22.0), 0.78 GiB (a
-# v0.18 server, estimated but not subtracted), 1.02 GiB (Gemma-3-12B, H100, v0.19.0, estimated but not subtracted:
-# llm-d-planner's log, "146.00 MiB first-capture + (51-1) × 10.00 MiB per-graph" piecewise, "4.00 MiB + (51-1) ×
-# 8.00 MiB" full). The same model logs 0.24 and 0.64 GiB on two servers, so the spread is the capture's, not the
-# model's: the figure is a typical one, within about ±0.4 GiB. The logged "peak activation" then includes it.
-CUDA_GRAPH_ESTIMATE = 0.64 * GiB
+# form of the model: modelled here as the median of the "Estimated CUDA graph memory" that seven public single-GPU
+# logs print with the default capture sizes (51 piecewise + 35 or 51 full graphs): 0.24 GiB (Qwen3.5-4B, L4,
+# v0.29.0), 0.53 GiB (Qwen2.5-7B AWQ, L4, v0.28.0), 0.64 GiB (Qwen3.5-4B at 8,192 batched tokens, v0.22.0), 0.78 GiB
+# (a v0.18 server), 1.02 and 1.05 GiB (Gemma-3-12B and 27B, H100, v0.19.0: llm-d-planner's logs, e.g. "146.00 MiB
+# first-capture + (51-1) × 10.00 MiB per-graph" piecewise), 2.35 GiB (Qwen3-8B, A100 40GB, v0.19.1; 2.44 GiB when
+# captured) — the last four estimated but not yet subtracted. The same model logs 0.24 and 0.64 GiB on two servers:
+# the spread is the capture's as much as the model's, so the figure is a typical one, within a factor of about 3.
+# The logged "peak activation" then includes it.
+CUDA_GRAPH_ESTIMATE = 0.78 * GiB
 
 
 @dataclass(frozen=True)
@@ -126,8 +127,8 @@ RELEASES = {
                     "vLLM v0.21 and later: the CUDA-graph estimate is subtracted inside the budget "
                     "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 since v0.21.0, vllm/envs.py; "
                     "vllm/v1/worker/gpu_worker.py determine_available_memory: requested − non-KV memory − "
-                    "cudagraph_memory_estimate_applied), modelled as 0.64 GiB per worker (CUDA_GRAPH_ESTIMATE: the "
-                    "median of five public logs' estimates, 0.24–1.02 GiB); gpu_memory_utilization 0.92; the other "
+                    "cudagraph_memory_estimate_applied), modelled as 0.78 GiB per worker (CUDA_GRAPH_ESTIMATE: the "
+                    "median of seven public logs' estimates, 0.24–2.35 GiB); gpu_memory_utilization 0.92; the other "
                     "terms as v0.19",
                     cuda_graph_bytes=CUDA_GRAPH_ESTIMATE),
 }
@@ -484,7 +485,7 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
         notes.append(f"CUDA graphs: their estimate is taken inside this budget (vLLM v{rel.name}: "
                      "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default, vllm/envs.py), modelled at "
                      f"{rel.cuda_graph_bytes / GiB:.2f} GiB per worker: vLLM measures it on a dummy capture, "
-                     "0.24 to 1.02 GiB in public logs; vLLM logs it inside 'peak activation'")
+                     "0.24 to 2.35 GiB in public logs; vLLM logs it inside 'peak activation'")
     else:
         notes.append("CUDA graphs: captured after the cache is allocated, outside this budget "
                      "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0, the default, vllm/envs.py); they take memory "
