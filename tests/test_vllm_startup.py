@@ -40,7 +40,7 @@ def test_budget_terms_by_hand_on_an_rtx_3090():
     # activation: the sampler pass on
     # min(256, 2048) rows × 128,256 logits × 14 B + 2,048 × 4,096 × 2 B of hidden state (2,048 batched tokens
     # and 256 sequences: vLLM's defaults under 70 GiB, vllm/engine/arg_utils.py)
-    s = vm.startup(load_model("llama-3.1-8b"), load_accelerator("rtx-3090"), 8192, 8.03e9 * 2)
+    s = vm.startup(load_model("llama-3.1-8b"), load_accelerator("rtx-3090"), 8192, 8.03e9 * 2, flags=V019)
     b = s.budget
     act = 256 * 128256 * 14 + 2048 * 4096 * 2
     assert b["activation_bytes"] == act and b["non_torch_bytes"] == 0.25 * GIB and b["cuda_graph_bytes"] == 0
@@ -226,6 +226,7 @@ from types import SimpleNamespace
 
 NEED_MORE = ("Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. "
              "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
+V019 = vm.StartupFlags(vllm_version="0.19")   # the release whose rules the hand derivations below follow
 CUDA_GRAPHS = ("CUDA graphs: captured after the cache is allocated, outside this budget "
                "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0, the default, vllm/envs.py); they take memory beyond the "
                "utilization share")
@@ -235,7 +236,9 @@ BUDGET_KEYS = {"total_bytes", "utilization", "weights_bytes", "activation_bytes"
 
 
 def _llama(L, kv=None, acc="h100", **kw):
-    flags = vm.StartupFlags(kv_cache_memory_bytes=kv, **{k: kw.pop(k) for k in list(kw) if k in ("block_size",)})
+    # the figures below are derived by hand from v0.19's rules (the default until a newer release was modelled)
+    flags = vm.StartupFlags(kv_cache_memory_bytes=kv, vllm_version="0.19",
+                            **{k: kw.pop(k) for k in list(kw) if k in ("block_size",)})
     return vm.startup(load_model("llama-3.1-8b"), load_accelerator(acc), L, 16e9, flags=flags, **kw)
 
 
@@ -314,7 +317,7 @@ def test_shapes_when_the_profile_lacks_one_width():
     assert vm.shapes(_replace(g, experts_per_token=0))[0] == {"vocab": 201088, "intermediate": 2880}
     assert vm.shapes(_replace(g, moe_intermediate_size=0))[0] == {"vocab": 201088, "intermediate": 2880}
     bare = _replace(llama, vocab_size=0, intermediate_size=0)
-    s = vm.startup(bare, load_accelerator("h100"), 8192, 16e9)
+    s = vm.startup(bare, load_accelerator("h100"), 8192, 16e9, flags=V019)
     assert s.notes[-2:] == ["activation term approximate: vocabulary (128,256) and MLP width (16,384) not in the "
                             "profile", CUDA_GRAPHS]
 
@@ -333,17 +336,17 @@ def test_sizes_out_of_range(text):
     assert str(e.value) == f"x: must be a positive size up to 1 EiB, got '{text}'"
 
 
-def test_start_up_flags_notes_and_fields_of_a_default_run():
+def test_start_up_flags_notes_and_fields_of_a_v0_19_run():
     h100 = load_accelerator("h100")
     s = _llama(8192)
     assert s.flags == {"gpu_memory_utilization": 0.9, "max_num_batched_tokens": 8192, "max_num_seqs": 1024,
                        "block_size": 16, "kv_cache_memory_bytes": None, "max_model_len": 8192,
                        "tensor_parallel_size": 1, "pipeline_parallel_size": 1, "vllm_version": "0.19"}
-    assert s.given == {} and s.block_size == 16 and set(s.budget) == BUDGET_KEYS
+    assert s.given == {"vllm_version": "0.19"} and s.block_size == 16  # _llama names the release and set(s.budget) == BUDGET_KEYS
     assert s.notes == [f"total memory 79.19 GiB as the engine sees it ({h100.engine_memory_source})",
                        "block size 16 (vllm/config/cache.py default on CUDA)", CUDA_GRAPHS]
     s = _llama(16384, 58.11 * GIB)
-    assert s.given == {"kv_cache_memory_bytes": 58.11 * GIB} and set(s.budget) == BUDGET_KEYS
+    assert s.given == {"kv_cache_memory_bytes": 58.11 * GIB, "vllm_version": "0.19"} and set(s.budget) == BUDGET_KEYS
     assert s.notes[2:] == [KV_GIVEN]
     assert s.to_fields() == {
         "engine_kv_cache_memory_bytes": 58.11 * GIB, "engine_kv_cache_tokens": 476032,
@@ -359,11 +362,11 @@ def test_the_accelerators_name_and_id_pick_the_defaults():
     assert (s.flags["max_num_batched_tokens"], s.flags["max_num_seqs"]) == (2048, 256)
     assert _llama(8192, acc="tpu-v6e").flags["max_num_batched_tokens"] == 1024     # by its id
     # MLA on an H200 (by id): FlashMLA's 64-token blocks
-    s = vm.startup(load_model("deepseek-v2-lite"), load_accelerator("h200"), 8192, 32e9)
+    s = vm.startup(load_model("deepseek-v2-lite"), load_accelerator("h200"), 8192, 32e9, flags=V019)
     assert s.block_size == 64 and s.notes[1].startswith("MLA on Hopper")
     # an accelerator known only by its memory (no name, id, runtime figure or unified flag): 80e9 B = 74.5 GiB
     bare = SimpleNamespace(memory_bytes=80e9)
-    s = vm.startup(load_model("deepseek-v2-lite"), bare, 8192, 32e9)
+    s = vm.startup(load_model("deepseek-v2-lite"), bare, 8192, 32e9, flags=V019)
     assert (s.flags["max_num_batched_tokens"], s.flags["max_num_seqs"], s.block_size) == (8192, 1024, 16)
     assert s.notes[:3] == ["total memory 74.51 GiB as the engine sees it (datasheet figure (no runtime-reported "
                            "total recorded for this accelerator))", "block size 16 (vllm/config/cache.py default on "
@@ -382,7 +385,7 @@ def test_block_size_flag():
     s = _llama(16384, 58.11 * GIB, block_size=32)
     assert (s.block_size, s.num_blocks, s.kv_cache_tokens) == (32, 14876, 476032)
     assert s.max_concurrency == 14876 / 512 and s.notes[1] == "--block-size 32"
-    assert s.given == {"kv_cache_memory_bytes": 58.11 * GIB, "block_size": 32}
+    assert s.given == {"kv_cache_memory_bytes": 58.11 * GIB, "block_size": 32, "vllm_version": "0.19"}
 
 
 def test_pipeline_stages_blocks_budget_and_note():

@@ -58,7 +58,10 @@ def test_v0_non_torch_memory_on_cards_without_nvlink():
 
 
 def test_the_default_utilization_and_v0_scheduler_by_release():
-    assert _startup("h100", 1, None).budget["utilization"] == 0.9
+    # no version given: the newest release modelled (the current one a user installs), v0.21's rules
+    assert vm.DEFAULT_RELEASE == max(vm.RELEASES, key=lambda k: tuple(map(int, k.split("."))))
+    assert _startup("h100", 1, None).budget == _startup("h100", 1, "0.21").budget
+    assert _startup("h100", 1, "0.19").budget["utilization"] == 0.9
     assert _startup("h100", 1, "0.21").budget["utilization"] == 0.92          # after v0.19 (PR #38284)
     # V0 (v0.6): one step holds max(max_model_len, 2048) tokens and 256 sequences, whatever the accelerator;
     # above 32K contexts chunked prefill was on by default, 2,048 tokens a step

@@ -132,7 +132,7 @@ RELEASES = {
                     "terms as v0.19",
                     cuda_graph_bytes=CUDA_GRAPH_ESTIMATE),
 }
-DEFAULT_RELEASE = "0.19"
+DEFAULT_RELEASE = max(RELEASES, key=lambda k: tuple(map(int, k.split("."))))  # the newest modelled
 
 
 def release(version: str | None = None) -> tuple[Release, list]:
