@@ -336,7 +336,7 @@ def test_live_calculator_moves_with_its_slider_and_agrees_with_the_cli(live):
     assert errors == []
 
 
-def test_live_calculator_takes_typed_sizes_an_engine_and_keeps_them_in_its_address(live, browser):
+def test_live_calculator_keeps_typed_sizes_and_engine_in_its_address(live, browser):
     page, errors = live
     page.select_option("#lc-model", "llama-3.1-8b")
     page.select_option("#lc-engine", "vllm")
@@ -488,7 +488,7 @@ def test_lesson_ends_with_questions_exercise_and_next(built_site, page_path):
     assert target == PAGES[PAGES.index(page_path) + 1], f"Next goes to {target}"
 
 
-def test_calculator_page_opens_with_one_worked_answer_and_ends_with_the_reference():
+def test_calculator_page_opens_with_a_worked_answer_ends_with_reference():
     """The calculator page is a tutorial first: the question, then one answer (the CLI's printed output, generated),
     then how it is computed; the reference (every command, every JSON key) is its last section."""
     import re

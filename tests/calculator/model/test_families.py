@@ -132,7 +132,7 @@ def test_the_state_dtype_never_follows_the_kv_dtype(capsys):
 
 
 # --- the MoE decode bytes ---------------------------------------------------------------------------------------
-def test_moe_decode_reads_dense_weights_in_full_and_routed_experts_by_their_share():
+def test_moe_decode_reads_dense_weights_whole_and_experts_by_share():
     """DeepSeek-V3 (bundled: 671B total, 37B active, routed 58 × 256 × 3 × 7168 × 2048 = 653,908,770,816):
     dense = 17,091,229,184; a token uses (37e9 − dense) / routed = 0.030446 of the routed experts. Two tokens:
     (dense + routed × (1 − (1 − 0.030446)²)) / 671e9 = 0.08391; the old law read the whole model at the active share,
@@ -407,7 +407,7 @@ def test_a_type_checked_at_its_default_size_counts_as_transformers_builds_it(mt)
 
 
 @pytest.mark.long(smoke="tests/calculator/model/test_families.py::test_a_type_checked_at_its_default_size_counts_as_transformers_builds_it[cohere2]")
-def test_every_type_checked_at_its_default_size_still_counts_as_transformers_builds_it():
+def test_every_type_at_default_size_counts_as_transformers_builds_it():
     """The stored table's claim, re-run on the installed transformers: every type it plans without transformers
     beyond the counted ones is counted, at its class's default size, exactly as transformers builds it."""
     wrong = {}

@@ -31,7 +31,7 @@ W4G32 = {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "
 KIMI_IGNORE = ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"]
 
 
-def test_kimi_k2_int4_with_its_ignore_list_keeps_attention_shared_experts_and_dense_mlp_in_bf16(tmp_path):
+def test_kimi_k2_int4_ignore_list_leaves_attention_shared_and_dense_in_bf16(tmp_path):
     plain = load_model(str(CONFIGS / "kimi-k2" / "config.json"))
     m = _load(tmp_path, "kimi-k2", {"quant_method": "compressed-tensors", "format": "pack-quantized",
                                     "config_groups": W4G32, "ignore": KIMI_IGNORE})

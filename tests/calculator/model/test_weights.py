@@ -58,7 +58,7 @@ def test_weight_groups_in_a_data_file_are_validated():
         weights.groups_from_list([{"name": "x", "params": 1, "dtype": "fp3"}], "model 'm'")
 
 
-def test_gpt_oss_config_json_splits_its_parameters_the_way_the_checkpoint_stores_them():
+def test_gpt_oss_config_splits_parameters_as_the_checkpoint_stores_them():
     """From the published config.json alone: quantization_config mxfp4 → the routed-expert matrices in MXFP4 and
     the rest (attention, embeddings, router, norms, expert biases) in bf16, as the model card's Table 1 counts
     them (MLP 19.12 B incl. the router; attention 0.64 B + embed/unembed 1.16 B) → 12.8 GiB."""

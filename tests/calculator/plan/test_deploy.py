@@ -122,7 +122,7 @@ def test_nothing_added_by_kv_means_nothing_to_propose(capsys):
     assert code == 0 and "nothing to propose for memory" in out and "tiered KV" not in out
 
 
-def test_weights_bottleneck_whose_cache_still_adds_accelerators_says_what_each_part_is_for():
+def test_weights_bottleneck_with_cache_adding_accelerators_says_why():
     # DeepSeek-V3 on H200, 64 × 128K: the cache is the smaller share (0.88 × the weights), so the bottleneck is the
     # weights, yet it adds accelerators. The verdict must not say a tiered memory would not help (it removes those).
     plan = make_plan("deepseek-v3", "h200", Workload(context=131072, batch=64))

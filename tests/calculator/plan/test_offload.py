@@ -52,7 +52,7 @@ def test_proposed_dense_split_is_the_largest_that_fits():
     assert not offload.placement(r, n + 1)["devices"][0]["fits"]
 
 
-def test_proposed_moe_split_keeps_every_layer_and_the_fewest_experts_on_the_host():
+def test_moe_split_keeps_all_layers_and_fewest_experts_on_host():
     r = _r("gpt-oss-120b")
     p = offload.propose(r)
     k = p["n_cpu_moe"]

@@ -90,7 +90,7 @@ def test_the_engine_travels_in_the_workload():
     assert json.loads(json.dumps(fields))["workload"]["engine"] == "vllm"
 
 
-def test_a_pass_time_on_one_accelerator_is_the_split_roofline_without_measured_kernels():
+def test_one_accelerator_pass_time_is_split_roofline_without_kernels():
     m, acc = load_model("llama-3.1-8b"), load_accelerator("h100")
     r = resolve(m, acc, Workload(context=4096, batch=1))
     dep = deploy.choose(r)

@@ -611,7 +611,7 @@ def _folder(tmp_path, name, config):
     return d
 
 
-def test_a_quantized_checkpoint_counts_parameters_from_its_config_and_an_unquantized_from_its_headers(tmp_path):
+def test_params_from_config_if_quantized_else_from_headers(tmp_path):
     from part1_capacity.calculator.readers.loader import load_model
 
     plain = load_model(str(_folder(tmp_path, "plain", {"model_type": "gemma3", "text_config": TEXT,

@@ -47,7 +47,7 @@ def _save(tmp_path, name, index_bytes, avail_at_knee, confirmed=True, baselines=
     (tmp_path / name).write_text(json.dumps(run))
 
 
-def test_law_is_index_plus_the_largest_hot_cache_of_the_runs_measured_with_the_hog_in_place(tmp_path):
+def test_law_is_index_plus_largest_hot_cache_measured_under_the_hog(tmp_path):
     _save(tmp_path, "e3_index5gb.json", 5 * GB, 6 * GB)         # 1.0 GB above the index
     _save(tmp_path, "e3_index2.5gb.json", 2.5 * GB, 3.7 * GB)   # 1.2 GB above
     _save(tmp_path, "e3_index1gb.json", 1 * GB, 9 * GB, confirmed=False)        # unconfirmed: left out

@@ -359,7 +359,7 @@ class MultiHeadAttention(nn.Module):
 '''
 
 
-def test_through_the_sandbox_a_saved_torch_attention_and_a_uniform_mha_earn_nothing(tmp_path):
+def test_sandboxed_torch_attention_and_uniform_mha_earn_nothing(tmp_path):
     from course.autograde import Limits, grade as grade_notebook
     from course.notebook_spec import REPO
 

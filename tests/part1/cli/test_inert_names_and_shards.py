@@ -60,7 +60,7 @@ def emitted(capsys, argv) -> str:
 
 
 @pytest.mark.parametrize("name", HOSTILE_NAMES)
-def test_a_config_named_like_a_command_emits_a_llama_cpp_line_that_runs_nothing_else(tmp_path, capsys, name):
+def test_a_config_named_like_a_command_emits_an_inert_llama_cpp_line(tmp_path, capsys, name):
     p = tmp_path / f"{name}.json"
     p.write_text(json.dumps(CONFIG))
     out = emitted(capsys, ["plan", "--model", str(p), "--accelerator", "h100", "--context", "64",
@@ -208,7 +208,7 @@ EVIL_TYPE = "llama\x1b]0;pwned\x07\x1b[2J\u202e\ud800"      # title, clear scree
 @pytest.mark.parametrize("command", [["plan", "--context", "64"], ["sweep", "--contexts", "64,128"],
                                      ["plan", "--context", "64", "--emit", "llama.cpp"],
                                      ["sweep", "--contexts", "64", "--heatmap", "map.png"]])
-def test_a_model_type_with_escape_codes_and_a_lone_surrogate_is_printed_escaped(tmp_path, capsys, monkeypatch,
+def test_model_type_with_escape_codes_and_lone_surrogate_is_escaped(tmp_path, capsys, monkeypatch,
                                                                                 command):
     monkeypatch.chdir(tmp_path)         # (the heatmap's title holds the name too: FreeType has no lone surrogate)
     p = tmp_path / "config.json"

@@ -66,7 +66,7 @@ def test_an_emitted_command_never_runs_what_a_name_carries(capsys):
             "hf_repo: 'x; rm -rf ~ #$(id)' is not a Hugging Face repository id")
 
 
-def test_a_gguf_with_shell_characters_in_its_name_is_served_by_that_quoted_path(tmp_path, capsys):
+def test_a_gguf_with_shell_characters_is_served_by_its_quoted_path(tmp_path, capsys):
     import shlex
 
     from part1_capacity.cli import main

@@ -86,7 +86,7 @@ def _beside(type_, seconds, when, k=1000, m=1000, copies=10, threads=2):
             "repacked": False, "seconds": seconds, "when": when, "load_average": 1.0}
 
 
-def test_a_levels_decode_cost_is_the_median_of_the_streams_beside_it_less_one_nodes_overhead():
+def test_decode_cost_is_median_of_neighbour_streams_less_one_overhead():
     base = {"op_overhead_s": 1e-6, "types": {"f32": {"decode_s_per_weight": 9e-11, "prefill_s_per_weight_token": 5e-12},
                                             "q8_0": {"decode_s_per_weight": 4e-11}}}
     row = {"beside_kernels": {"runs": [_beside("f32", [1.1e-3, 1.1e-3, 5e-3], "before"),    # median 1.1 ms
@@ -106,7 +106,7 @@ def test_a_levels_decode_cost_is_the_median_of_the_streams_beside_it_less_one_no
     assert rates["before"] == pytest.approx(40e6 / 1.1e-3 / 1e9) and rates["after"] == pytest.approx(40e6 / 2.1e-3 / 1e9)
 
 
-def test_a_levels_decode_cost_comes_from_the_pages_the_engine_reads_each_type_from():
+def test_decode_cost_comes_from_the_pages_each_type_is_read_from():
     """F32 (multiplied in place in the file's mapping: 2 MB pages) and a repacked Q4_K (a malloc'd buffer: 4 KB
     pages), each streamed in 4 KB pages and F32 also in 2 MB pages: the engine's pages pick F32's 2 MB runs and
     Q4_K's 4 KB runs; "4K" picks the 4 KB runs of both; a run saved without a page size counts as 4 KB."""
@@ -137,7 +137,7 @@ def test_a_levels_decode_cost_comes_from_the_pages_the_engine_reads_each_type_fr
         kernels.run_bench("f32", 8, 8, 1, 1, 1, 1, binary="/bin/true", pages="1G")
 
 
-def test_a_level_with_streams_beside_it_is_predicted_from_them_and_only_that_level():
+def test_only_a_level_with_neighbour_streams_is_predicted_from_them():
     """The saved run, its F32 level (2 threads) given streams beside it that cost twice the session's constant per
     weight: that level's predicted decode matmuls double, every other level's stay, and its basis says why. With
     constants given explicitly (the benchmark's --constants-file, one round's prediction) the streams are not used."""

@@ -147,7 +147,7 @@ def test_knee_only_where_eligible():
         find_knee(series, 3, eligible=[True])
 
 
-def test_trailing_baseline_is_the_median_of_the_last_clean_values_before_each_point():
+def test_trailing_baseline_is_median_of_last_clean_values_before_point():
     series = [1.0, 2.0, 9.0, 3.0, 100.0, 4.0]
     clean = [True, True, False, True, False, True]
     assert trailing_baseline(series, clean, 2) == [None, 1.0, 1.5, 1.5, 2.5, 2.5]

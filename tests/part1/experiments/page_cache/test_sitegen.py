@@ -98,7 +98,7 @@ def test_page_builds_without_any_saved_run(tmp_path, monkeypatch):
     assert "No saved run" in (tmp_path / "runs.md").read_text()
 
 
-def test_monitoring_table_compares_with_the_knees_baseline_not_the_cold_start():
+def test_monitoring_table_compares_with_knee_baseline_not_cold_start():
     """The first idle cycles ran before the index was read into memory (slow here by construction: ×10); the
     monitoring table measures each signal against the baseline the knee uses — re-taken with the hog in place and
     the index cached, 1.0 µs here — so it agrees with the knee and median tables. By hand at the p99 knee (3 GB
