@@ -171,7 +171,8 @@ def add_vllm_startup_flags(p: argparse.ArgumentParser):
                    help="tokens per KV block (default: vLLM's — 16; MLA 64 on Hopper, 128 on Blackwell)")
     g.add_argument("--vllm-version", default=None, metavar="X.Y[.Z]",
                    help="the vLLM release whose start-up rules apply (default 0.19): non-torch memory per rank, "
-                        "the default gpu_memory_utilization, V0's scheduler defaults before 0.8 "
+                        "the default gpu_memory_utilization, V0's scheduler defaults before 0.8, the CUDA-graph "
+                        "estimate inside the budget from 0.21 "
                         "(part1_capacity/calculator/engines/vllm_memory.py RELEASES)")
 
 

@@ -492,3 +492,75 @@ def test_chunked_layers_reserve_the_chunk_and_one_prefill_step_by_hand():
     assert s.kv_cache_tokens == 91477 // 4 * 16 == 365904
     assert s.max_concurrency == 91477 / 2048
     assert round(s.max_concurrency, 2) == 44.67
+
+
+# --- the vision encoder's share of the profile run (vllm_memory.vision_tower / encoder_bytes) -------------------
+CONFIGS = Path(__file__).resolve().parent / "data" / "configs"
+
+
+def test_gemma3_encoder_profile_by_hand():
+    # Gemma-3-12B's SigLIP tower (config.json vision_config): 896 / 14 = 64 → 4,096 patches per image, pooled to
+    # mm_tokens_per_image 256 tokens; hidden 1,152, MLP 4,304; 3 × 14 × 14 = 588 pixels per patch
+    m = load_model(str(CONFIGS / "gemma-3-12b-it" / "config.json"))
+    tower, notes = vm.vision_tower(m)
+    assert (tower.patches, tower.tokens, tower.hidden, tower.intermediate, tower.pixels_per_patch) == (
+        4096, 256, 1152, 4304, 588) and notes == []
+    # H100 defaults: 8,192 batched tokens → 8,192 // 256 = 32 images (vLLM logs "profiled with 32 image items");
+    # an L4's 2,048 → 8; a budget below one image still profiles one
+    assert vm.encoder_items(tower, 8192, 1024, 8192) == 32
+    assert vm.encoder_items(tower, 2048, 256, 8192) == 8
+    assert vm.encoder_items(tower, 128, 256, 8192) == 1
+    # 131,072 patches × the MLP half (2 × 1,152 + 2 × 4,304 = 10,912 > attention's 6 × 1,152) × 2 B, plus their
+    # float32 pixels 131,072 × 588 × 4 B; the cache keeps 32 × 256 tokens × 3,840 (the text width) × 2 B
+    peak, cached = vm.encoder_bytes(tower, 32, m.hidden_size, 1)
+    assert peak == 131072 * 10912 * 2 + 131072 * 588 * 4 == 3_168_796_672
+    assert cached == 32 * 256 * 3840 * 2
+    # at H100 defaults the sampler pass still decides; the cached outputs sit on top of it
+    s = vm.startup(m, load_accelerator("h100"), 8192, 24e9, flags=vm.StartupFlags(gpu_memory_utilization=0.95))
+    text_only = vm.activation_bytes(m, 8192, 1024, 1)
+    assert s.budget["activation_bytes"] == text_only + cached
+    assert any("32 dummy image(s)" in n for n in s.notes)
+
+
+def test_qwen3_vl_encoder_profile_by_hand():
+    # Qwen3-VL-30B-A3B: one image of 16,384 merged tokens (vLLM: "a budget of 16384 tokens, and profiled with 1
+    # image items") = 65,536 patches of 3 × 2 × 16 × 16 = 1,536 pixels; attention half 2 × 1,152 + 6 × 1,152 (q, k,
+    # v, rotated q and k, output) = 9,216 < MLP half 10,912
+    m = load_model(str(CONFIGS / "qwen3-vl-30b-a3b" / "config.json"))
+    tower, _ = vm.vision_tower(m)
+    assert (tower.patches, tower.tokens, tower.pixels_per_patch, tower.rotary) == (65536, 16384, 1536, True)
+    assert vm.encoder_items(tower, 8192, 1024, 32768) == 1
+    peak, cached = vm.encoder_bytes(tower, 1, m.hidden_size, 1)
+    assert peak == 65536 * 10912 * 2 + 65536 * 1536 * 4 and cached == 16384 * 2048 * 2
+    # tensor parallelism splits the tower's q/k/v and MLP widths, not the layer input and its norm
+    peak2, _ = vm.encoder_bytes(tower, 1, m.hidden_size, 2)
+    assert peak2 == 65536 * (2 * 1152 + 4304) * 2 + 65536 * 1536 * 4
+    # the encoder pass is larger than the text pass at an L4's 2,048 batched tokens: it decides the peak
+    s = vm.startup(m, load_accelerator("l4"), 4096, 31e9)
+    assert s.budget["activation_bytes"] == peak
+
+
+def test_text_models_and_unmodelled_towers_have_no_encoder_term():
+    llama = load_model("llama-3.1-8b")
+    assert vm.vision_tower(llama) == (None, [])
+    # a tower of a kind not modelled (Mistral Small 3.1's Pixtral) is named in a note, and adds nothing
+    m = load_model(str(CONFIGS / "mistral-small-3.1-24b" / "config.json"))
+    tower, notes = vm.vision_tower(m)
+    assert tower is None and notes and "pixtral" in notes[0]
+    s = vm.startup(m, load_accelerator("h100"), 8192, 48e9)
+    assert s.budget["activation_bytes"] == vm.activation_bytes(m, 8192, 1024, 1)
+    assert any("pixtral" in n for n in s.notes)
+
+
+def test_the_encoder_sits_on_the_first_pipeline_stage():
+    m = load_model(str(CONFIGS / "gemma-3-12b-it" / "config.json"))
+    acc = load_accelerator("h100")
+    tower, _ = vm.vision_tower(m)
+    enc = vm.encoder_bytes(tower, 32, m.hidden_size, 1)
+    pp2 = vm.startup(m, acc, 8192, 24e9, 1, 2)
+    one = vm.startup(m, acc, 8192, 24e9, 1, 1)
+    # the last stage samples without the encoder's cached outputs; the first holds the encoder but no sampler
+    first = vm.activation_bytes(m, 8192, 1024, 1, last_stage=False, encoder=enc)
+    last = vm.activation_bytes(m, 8192, 1024, 1, last_stage=True)
+    assert first == enc[0] and last < one.budget["activation_bytes"]
+    assert pp2.budget["activation_bytes"] in (first, last)
