@@ -237,7 +237,7 @@ def compute_buffer_bytes(shape: GraphShape, n_kv: int, n_kv_swa: int = 0, n_ubat
 # --- where each tensor and buffer lives: -ngl, --n-cpu-moe, --no-kv-offload ----------------------------------------
 # Read in the vendored llama.cpp (``SOURCE``): src/llama-model.cpp ``load_tensors``, src/llama-kv-cache.cpp,
 # common/arg.cpp (``--n-cpu-moe``), common/common.h (``LLM_FFN_EXPS_REGEX``); held against published logs of older
-# builds too (tests/test_llama_cpp_offload.py), which differ only in the order of the output layer (``gpu_layers``).
+# builds too (tests/calculator/engines/test_llama_cpp_offload.py), which differ only in the order of the output layer (``gpu_layers``).
 ALL_LAYERS = 999          # ``-ngl 999``: every repeating layer and the output layer (anything above n_layer)
 
 

@@ -559,7 +559,7 @@ def weight_groups(params, native: str, quant: dict, where: str = "quantization_c
 
 # Model types whose parameters ``param_count`` counts exactly — the text model and, for a multimodal checkpoint, its
 # vision tower: the tests hold each to transformers' meta-device build on a published config
-# (tests/test_families.py). A config of these types plans in pure Python with the class defaults stored in
+# (tests/calculator/model/test_families.py). A config of these types plans in pure Python with the class defaults stored in
 # data/config_defaults.json (no transformers, no torch). Beside them, every decoder type transformers has whose
 # pure count equals transformers' own build at the class's default size (``census``, run when the table is
 # regenerated: ``checked_at_default_size`` in the table) plans the same way; every other type goes through

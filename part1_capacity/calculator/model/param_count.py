@@ -9,7 +9,7 @@ tower a multimodal checkpoint loads with it (SigLIP for Gemma 3, the Qwen3-VL to
 What the fields do not say — how many norms a layer has, whether a family's q/k/v carry biases whatever its
 ``attention_bias``, whether its experts are gated — is each family's modelling code in ``transformers`` (5.24, the
 pinned version): ``LAYOUTS`` below, one row per family, each checked against ``transformers``' own model built on
-PyTorch's meta device for a published config (tests/test_families.py): the totals are equal to the parameter.
+PyTorch's meta device for a published config (tests/calculator/model/test_families.py): the totals are equal to the parameter.
 Names follow ``transformers``' modules where a rule reads them (``.experts.`` for the routed experts, ``gate`` and
 ``router`` for routers a quantized checkpoint keeps in bf16); a fused matrix may stand for two of theirs.
 """
