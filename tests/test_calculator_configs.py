@@ -635,8 +635,6 @@ def test_mpts_max_seq_len_is_its_position_limit():
 
 
 @pytest.mark.parametrize("name, fragment", [
-    # MiMo-V2-Flash: 8 K/V heads in its sliding-window layers, 4 in its full layers (head dims 192 / 128 for K / V)
-    ("mimo-v2-flash", "K/V head counts that differ by layer type ('swa_num_key_value_heads'): not modelled"),
     # MiniMax-M3: an indexer of 4 heads × 128 in 57 of 60 layers caches keys of its own
     ("minimax-m3", "block-sparse attention with its own index keys per token ('sparse_attention_config'): not "
                    "modelled"),
@@ -656,7 +654,7 @@ def test_moe_layer_freq_per_layer_reaches_the_refusal_by_name(capsys, name, frag
 def test_moe_layer_freq_per_layer_routes_the_layers_it_marks():
     # MiMo-V2-Flash's 48 layers, its first dense (moe_layer_freq[0] == 0), its per-type K/V fields set aside
     from part1_capacity.calculator.model.param_count import count_parameters
-    c = json.loads((CONFIGS / "refused" / "mimo-v2-flash" / "config.json").read_text())
+    c = json.loads((CONFIGS / "mimo-v2-flash" / "config.json").read_text())
     c = {k: v for k, v in c.items() if not k.startswith("swa_")}
     routed = [n for n, _ in count_parameters(c, {}) if n.endswith("experts.down_proj")]
     assert len(routed) == sum(c["moe_layer_freq"]) == 47 and "model.layers.0." not in " ".join(routed)

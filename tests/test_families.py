@@ -284,7 +284,8 @@ def test_a_vision_tower_counts_in_the_total_not_in_the_active_parameters():
 @pytest.mark.parametrize("change, fragment", [
     ({"layer_types": ["full_attention"] * 31 + ["cross_attention"]},
      "layer type 'cross_attention' is a layer the calculator does not model"),
-    ({"global_head_dim": 256}, "K/V head dims that differ by layer type ('global_head_dim'): not modelled"),
+    ({"swa_num_key_value_heads": 4, "swa_num_attention_heads": 16},
+     "query heads that differ by layer type are not modelled"),
     ({"num_kv_shared_layers": 40}, "num_kv_shared_layers (40) must be fewer than the layers (32)"),
     ({"model_type": "hunyuan", "use_cla": True},
      "cross-layer attention: adjacent layers share one K/V (Hunyuan's CLA) ('use_cla'): not modelled"),
@@ -641,3 +642,109 @@ def test_lfm2s_switches_must_be_json_booleans(tmp_path, field):
     p.write_text(json.dumps(d))
     with pytest.raises(InputError, match=f"field '{field}'"):
         load_model(str(p))
+
+
+# --- K/V heads and widths per layer type: Gemma 4, MiMo-V2-Flash ------------------------------------------------
+# google/gemma-4-26B-A4B (text_config): 30 layers, every 6th global (5 full, 25 sliding, window 1,024); the sliding
+# layers keep 8 K/V heads × 256, the global ones global_head_dim 512 and, with attention_k_eq_v,
+# num_global_key_value_heads 2 (the value is the key's projection, cached beside it all the same).
+# XiaomiMiMo/MiMo-V2-Flash: 48 layers, hybrid_layer_pattern 1 on 39 sliding layers (window 128), 0 on 9 full ones;
+# keys 192 wide, values 128 (v_head_dim, swa_v_head_dim); 4 K/V heads on full layers, 8 on sliding ones.
+GEMMA4_FULL = 2 * (512 + 512) * 2          # bytes per full layer per token: 2 heads × (K 512 + V 512) × 2 B = 4,096
+GEMMA4_SLIDING = 8 * (256 + 256) * 2       # 8 heads × (256 + 256) × 2 B = 8,192
+MIMO_FULL = 4 * (192 + 128) * 2            # 4 heads × (K 192 + V 128) × 2 B = 2,560
+MIMO_SLIDING = 8 * (192 + 128) * 2         # 5,120
+
+
+@pytest.mark.parametrize("name, T, expected", [
+    # 5 full layers hold T, 25 sliding ones min(T, 1,024)
+    ("gemma-4-26b-a4b", 512, 5 * GEMMA4_FULL * 512 + 25 * GEMMA4_SLIDING * 512),            # 115,343,360
+    ("gemma-4-26b-a4b", 4096, 5 * GEMMA4_FULL * 4096 + 25 * GEMMA4_SLIDING * 1024),          # 293,601,280
+    # 9 full layers hold T, 39 sliding ones min(T, 128)
+    ("mimo-v2-flash", 100, 9 * MIMO_FULL * 100 + 39 * MIMO_SLIDING * 100),                   # 22,272,000
+    ("mimo-v2-flash", 4096, 9 * MIMO_FULL * 4096 + 39 * MIMO_SLIDING * 128),                 # 119,930,880
+])
+def test_each_layer_type_caches_its_own_k_v_heads_and_widths(name, T, expected):
+    m = load_model(path(name))
+    assert m.attention_cache_bytes(T, 2) == expected
+    assert m.kv_bytes_per_token(2) == {"gemma-4-26b-a4b": 5 * GEMMA4_FULL, "mimo-v2-flash": 9 * MIMO_FULL}[name]
+
+
+def test_gemma_4_and_mimo_read_each_layer_types_fields():
+    g, x = load_model(path("gemma-4-26b-a4b")), load_model(path("mimo-v2-flash"))
+    assert (g.n_full_layers, g.n_window_layers, g.window, g.n_kv_heads, g.head_dim, g.kv_v_dim, g.window_kv) == \
+        (5, 25, 1024, 2, 512, 512, (8, 256, 256))
+    assert (x.n_full_layers, x.n_window_layers, x.window, x.n_kv_heads, x.head_dim, x.kv_v_dim, x.window_kv) == \
+        (9, 39, 128, 4, 192, 128, (8, 192, 128))
+    # without attention_k_eq_v, Gemma4TextConfig gives the global layers num_key_value_heads (8), still 512 wide
+    c = cfg("gemma-4-26b-a4b")
+    c["text_config"]["attention_k_eq_v"] = False
+    assert configs.structure_fields(c)["n_kv_heads"] == 8
+
+
+def test_gemma_4_and_mimo_parameters_against_their_cards():
+    g, x = load_model(path("gemma-4-26b-a4b")), load_model(path("mimo-v2-flash"))
+    # Gemma 4 26B A4B's card: 25.2B total, 3.8B active, its vision encoder (~550M) beside them
+    assert g.params_total - g.params_multimodal == pytest.approx(25.2e9, rel=0.01)
+    assert g.params_active == pytest.approx(3.8e9, rel=0.01)
+    assert 0.5e9 < g.params_multimodal < 0.6e9
+    # MiMo-V2-Flash's card: 309B total parameters (15B active, rounded)
+    assert x.params_total == pytest.approx(309e9, rel=0.01)
+
+
+def test_vllm_pages_each_layer_type_at_its_width_by_hand():
+    from part1_capacity.calculator.engines import vllm
+    g = load_model(path("gemma-4-26b-a4b"))
+    # one rank, 32,768 tokens, 8,192 batched: the sliding page of 16 tokens is 16 × 8,192 = 131,072 B; the full
+    # layers' 4,096 B per token take blocks of 32 to fill the same page (unify_kv_cache_spec_page_size). Groups of
+    # 5 (25 ≥ 1.5 × 5): 1 full group of 32,768 / 32 = 1,024 blocks, 5 sliding groups of ⌈(1,023 + 8,192) / 16⌉ + 1
+    # = 577 blocks.
+    r = vllm.reservation(g, 32768, 1, 2, 2, 4, 8192)
+    assert (r.page_bytes, r.group_size, r.groups) == (131_072, 5, {"full": 1, "sliding": 5})
+    assert r.bytes_per_request == 5 * 131_072 * (1024 + 5 * 577) == 2_561_802_240
+    assert r.bytes_per_token == 5 * GEMMA4_FULL
+    # 8 ranks: 1 K/V head each for both kinds (the global 2 replicated): full 1 × 1,024 × 2 = 2,048 B per token, a
+    # page of 32,768; the sliding 1,024 B per token now fill it in blocks of 32: ⌈9,215 / 32⌉ + 1 = 289 blocks
+    r = vllm.reservation(g, 32768, 8, 2, 2, 4, 8192)
+    assert r.bytes_per_request == 5 * 32_768 * (2048 + 5 * 289) == 572_293_120
+    # without the hybrid manager every layer is full, each at its own width: 2,048 blocks of 16 tokens each
+    r = vllm.reservation(g, 32768, 1, 2, 2, 4, 8192, hybrid_manager=False)
+    assert r.bytes_per_request == 32768 * (5 * GEMMA4_FULL + 25 * GEMMA4_SLIDING) == 7_381_975_040
+    x = load_model(path("mimo-v2-flash"))
+    # MiMo: sliding page 16 × 5,120 = 81,920; full 2,560 per token in blocks of 32; groups of 9 (39 ≥ 13.5): 1 full,
+    # ⌈39 / 9⌉ = 5 sliding of ⌈(127 + 8,192) / 16⌉ + 1 = 521 blocks
+    r = vllm.reservation(x, 32768, 1, 2, 2, 4, 8192)
+    assert r.bytes_per_request == 9 * 81_920 * (1024 + 5 * 521) == 2_675_589_120
+
+
+def test_vllm_refuses_page_sizes_it_cannot_unify(tmp_path):
+    from part1_capacity.calculator.engines import vllm
+    c = cfg("gemma-4-26b-a4b")
+    c["text_config"]["global_head_dim"] = 384     # full: 2 × 768 × 2 = 3,072 B per token; 16 × 3,072 ∤ 131,072
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(c))
+    m = load_model(str(p))
+    assert m.kv_bytes_per_token(2) == 5 * 3072
+    with pytest.raises(InputError, match="vLLM cannot unify these layer types' page sizes"):
+        vllm.reservation(m, 32768, 1, 2, 2, 4, 8192)
+
+
+def test_llama_cpp_allocates_each_layer_types_k_and_v_at_its_width_by_hand():
+    from part1_capacity.calculator.engines import llama_cpp
+    # 32,768 cells; the sliding cache pad(min(32,768, W + 512), 256) cells: 1,536 for Gemma 4, 768 for MiMo
+    g = llama_cpp.components(load_model(path("gemma-4-26b-a4b")), 32768, 1, 2)
+    assert g == {"K": 5 * 2 * 512 * 32768 * 2, "V": 5 * 2 * 512 * 32768 * 2,
+                 "K_swa": 25 * 8 * 256 * 1536 * 2, "V_swa": 25 * 8 * 256 * 1536 * 2}
+    x = llama_cpp.components(load_model(path("mimo-v2-flash")), 32768, 1, 2)
+    assert x == {"K": 9 * 4 * 192 * 32768 * 2, "V": 9 * 4 * 128 * 32768 * 2,
+                 "K_swa": 39 * 8 * 192 * 768 * 2, "V_swa": 39 * 8 * 128 * 768 * 2}
+
+
+def test_per_type_k_v_heads_split_by_their_own_heads_under_tensor_parallelism():
+    from part1_capacity.calculator.sizing import sharding
+    g = load_model(path("gemma-4-26b-a4b"))
+    # 4 ranks: global 2 heads → 1 (replicated), sliding 8 → 2; at T = 4,096 one rank holds
+    # 5 × 1 × 1,024 × 2 × 4,096 + 25 × 2 × 512 × 2 × 1,024
+    attn, state = sharding.cache_parts_per_rank(g, 4096, 2, 2, 4)
+    assert (attn, state) == (5 * 1 * 1024 * 2 * 4096 + 25 * 2 * 512 * 2 * 1024, 0)
+    assert sharding.splits_heads(g, 8) and not sharding.splits_heads(g, 3)

@@ -89,12 +89,21 @@ def kv_components(profile, tokens_full, tokens_window, kv_bytes) -> dict:
                                   profile.qk_rope_head_dim, kv_bytes)
         out["V"] = 0
     else:
-        kv = laws.kv_bytes(tokens_full, profile.n_full_layers, profile.n_kv_heads, profile.head_dim, kv_bytes)
-        out["K"] = out["V"] = kv / 2
+        out["K"], out["V"] = _k_and_v(tokens_full, profile.n_full_layers, profile.n_kv_heads, profile.head_dim,
+                                      profile.kv_v_dim, kv_bytes)
     if profile.n_window_layers:
-        kv = laws.kv_bytes(tokens_window, profile.n_window_layers, profile.n_kv_heads, profile.head_dim, kv_bytes)
-        out["K_swa"] = out["V_swa"] = kv / 2
+        heads, k, v = profile.window_kv
+        out["K_swa"], out["V_swa"] = _k_and_v(tokens_window, profile.n_window_layers, heads, k, v, kv_bytes)
     return out
+
+
+def _k_and_v(tokens, n_layers, heads, k_dim, v_dim, kv_bytes):
+    """The K and the V tensors of ``n_layers`` layers holding ``tokens`` cells, each at its own width
+    (llama-kv-cache.cpp: ``n_embd_k_gqa(il)`` and ``n_embd_v_gqa(il)`` per layer — llama-hparams.cpp takes a window
+    layer's head count from ``n_head_kv_arr`` and its widths from ``n_embd_head_k_swa`` / ``n_embd_head_v_swa``):
+    the law with values as wide as the keys, once for each."""
+    return (laws.kv_bytes(tokens, n_layers, heads, k_dim, kv_bytes) / 2,
+            laws.kv_bytes(tokens, n_layers, heads, v_dim, kv_bytes) / 2)
 
 
 def state_components(profile, rows, state_bytes) -> dict:
