@@ -66,6 +66,11 @@ PUBLISHED = {
     "qwq-32b": (None, 32.5e9),
     # model card: Phi-4 "14B parameters"; the Hub's safetensors total 14.7B (40 × 340.8M + 2 × 100,352 × 5,120 by hand)
     "phi-4": (None, 14.7e9),
+    # Gemma 4 26B A4B: its card's 25.2B total leaves out the ~550M vision encoder the count includes (25.81B); the
+    # text model is checked within 1 % of 25.2B, and 3.8B active, in test_families.py
+    "gemma-4-26b-a4b": (None, None),
+    # model card: MiMo-V2-Flash "309B total parameters"
+    "mimo-v2-flash": (None, 309e9),
 }
 
 
@@ -102,6 +107,8 @@ def _hand_attention_layers(c):
         return L // 2, L - L // 2
     if mt == "gemma3":
         return L // 6, L - L // 6
+    if "hybrid_layer_pattern" in t:                      # MiMo-V2-Flash: 1 marks a sliding-window layer
+        return t["hybrid_layer_pattern"].count(0), t["hybrid_layer_pattern"].count(1)
     if mt == "jamba":
         return sum(i % 8 == 4 for i in range(L)), 0
     if mt == "nemotron_h":
@@ -143,7 +150,13 @@ def test_kv_bytes_per_token_from_the_config_fields(name):
         if "block_configs" in t:                         # Nemotron-NAS: query heads per K/V head, per block
             kv = heads // next(b["attention"]["n_heads_in_group"] for b in t["block_configs"]
                                if not b["attention"]["no_op"])
-        expected = 2 * full * kv * head_dim * 2
+        v_dim = head_dim
+        if "global_head_dim" in t:                       # Gemma 4: its global layers' own width, K/V heads if k = v
+            head_dim = v_dim = t["global_head_dim"]
+            kv = t["num_global_key_value_heads"] if t.get("attention_k_eq_v") else kv
+        if "swa_head_dim" in t:                          # MiMo-V2-Flash: values narrower than keys
+            v_dim = t["v_head_dim"]
+        expected = full * kv * (head_dim + v_dim) * 2
     assert m.kv_bytes_per_token(2) == expected
     assert (m.n_full_layers, m.n_window_layers) == (full, window) or t.get("kv_lora_rank")
     if window:
