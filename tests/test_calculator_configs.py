@@ -649,8 +649,8 @@ def test_mpts_max_seq_len_is_its_position_limit():
 
 @pytest.mark.parametrize("name, fragment", [
     # MiniMax-M3: an indexer of 4 heads × 128 in 57 of 60 layers caches keys of its own
-    ("minimax-m3", "block-sparse attention with its own index keys per token ('sparse_attention_config'): not "
-                   "modelled"),
+    ("minimax-m3", "block-sparse attention with its own index keys per token (MiniMax-M3), sized neither by the "
+                   "law nor for vLLM or llama.cpp ('sparse_attention_config'): not modelled"),
 ])
 def test_moe_layer_freq_per_layer_reaches_the_refusal_by_name(capsys, name, fragment):
     """Both published files state moe_layer_freq as one 0/1 per layer and were refused as "must be an integer"
@@ -662,6 +662,22 @@ def test_moe_layer_freq_per_layer_reaches_the_refusal_by_name(capsys, name, frag
     code = main(["plan", "--model", str(path), "--accelerator", "h100", "--context", "4096"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and fragment in err
+
+
+@pytest.mark.parametrize("name, fragment", [
+    ("deepseek-v4-flash", "compressed sparse attention: K/V compressed per layer (4× with indexer keys, 128×) beside "
+                          "a sliding window (DeepSeek-V4), sized neither by the law nor for vLLM or llama.cpp "
+                          "('compress_ratios'): not modelled"),
+    ("minimax-m3", "block-sparse attention with its own index keys per token (MiniMax-M3)"),
+])
+@pytest.mark.parametrize("engine", ["law", "vllm", "llama.cpp"])
+def test_a_structure_left_unmodelled_is_refused_in_one_line_for_every_engine(capsys, name, fragment, engine):
+    """The published files the calculator still refuses: one line naming the structure and the engines, before any
+    model is built (no transformers needed), under each engine."""
+    path = CONFIGS / "refused" / name / "config.json"
+    code = main(["plan", "--model", str(path), "--accelerator", "h100", "--context", "4096", "--engine", engine])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and fragment in err and "Traceback" not in err
 
 
 def test_moe_layer_freq_per_layer_routes_the_layers_it_marks():

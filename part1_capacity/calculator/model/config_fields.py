@@ -120,7 +120,11 @@ NOT_MODELLED = {
     "cross_attention_layers": "cross-attention layers cache the image encoder's K/V beside the text's",
     "is_encoder_decoder": "an encoder-decoder's cross-attention caches the encoder output per sequence",
     # MiniMax-M3: block-sparse layers whose indexer caches keys of its own beside the K/V
-    "sparse_attention_config": "block-sparse attention with its own index keys per token",
+    "sparse_attention_config": "block-sparse attention with its own index keys per token (MiniMax-M3), sized "
+                               "neither by the law nor for vLLM or llama.cpp",
+    # DeepSeek-V4: per layer a 128-token window plus K/V compressed 4× (with the indexer's keys) or 128×
+    "compress_ratios": "compressed sparse attention: K/V compressed per layer (4× with indexer keys, 128×) beside "
+                       "a sliding window (DeepSeek-V4), sized neither by the law nor for vLLM or llama.cpp",
     "kv_lora_rank_per_layer": "per-layer MLA latent widths",
     "use_cla": "cross-layer attention: adjacent layers share one K/V (Hunyuan's CLA)",
     # Kimi-K3 (a kimi_linear text model of its own code): routed experts in a latent width with their own
