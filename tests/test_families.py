@@ -748,3 +748,28 @@ def test_per_type_k_v_heads_split_by_their_own_heads_under_tensor_parallelism():
     attn, state = sharding.cache_parts_per_rank(g, 4096, 2, 2, 4)
     assert (attn, state) == (5 * 1 * 1024 * 2 * 4096 + 25 * 2 * 512 * 2 * 1024, 0)
     assert sharding.splits_heads(g, 8) and not sharding.splits_heads(g, 3)
+
+
+def test_the_law_counts_each_layer_types_k_and_v_widths_by_hand():
+    # 2 full layers of 3 heads × (K 4 + V 2), 5 window layers of 1 head × (6 + 6), window 10, 2 bytes, T = 100:
+    # 2 × 3 × 6 × 2 × 100 + 5 × 1 × 12 × 2 × 10 = 7,200 + 1,200
+    assert laws.sliding_window_bytes(100, 2, 5, 10, 3, 4, 2, v_head_dim=2, window_kv_heads=1,
+                                     window_head_dim=6) == 8_400
+    # without per-type fields the MHA/GQA law: 2 × 3 × 4 × 2 × (2 × 100 + 5 × 10)
+    assert laws.sliding_window_bytes(100, 2, 5, 10, 3, 4, 2) == 2 * 3 * 4 * 2 * 250 == 12_000
+    assert laws.kv_bytes_per_token(4, 2, 192, 1, v_head_dim=128) == 4 * 2 * 320
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"window_head_dim": 256}, "need sliding-window layers (n_window_layers > 0, window_kind sliding)"),
+    ({"n_window_layers": 4, "window": 128, "window_n_kv_heads": 5},
+     "n_heads (32) must be divisible by window_n_kv_heads (5)"),
+    ({"kv_lora_rank": 512, "qk_rope_head_dim": 64, "head_dim_v": 128}, "beside an MLA latent: not modelled"),
+    ({"window_n_kv_heads": -1, "n_window_layers": 4, "window": 128}, "field 'window_n_kv_heads' must be a positive"),
+])
+def test_per_type_k_v_fields_of_a_profile_are_checked_by_name(change, fragment):
+    from part1_capacity.calculator.model.profiles import profile_from_dict
+    row = {"id": "x", "n_layers": 8, "n_heads": 32, "n_kv_heads": 8, "head_dim": 128, "hidden_size": 4096,
+           "params_total": 8e9, "max_context": 8192, **change}
+    with pytest.raises(InputError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        profile_from_dict(row)
