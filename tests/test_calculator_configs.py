@@ -69,6 +69,8 @@ PUBLISHED = {
     # Gemma 4 26B A4B: its card's 25.2B total leaves out the ~550M vision encoder the count includes (25.81B); the
     # text model is checked within 1 % of 25.2B, and 3.8B active, in test_families.py
     "gemma-4-26b-a4b": (None, None),
+    # Gemma 4 31B: its card's 30.7B is the text model (the vision tower beside it): checked in test_families.py
+    "gemma-4-31b-it-nvfp4": (None, None),
     # model card: MiMo-V2-Flash "309B total parameters"
     "mimo-v2-flash": (None, 309e9),
 }

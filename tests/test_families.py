@@ -773,3 +773,18 @@ def test_per_type_k_v_fields_of_a_profile_are_checked_by_name(change, fragment):
            "params_total": 8e9, "max_context": 8192, **change}
     with pytest.raises(InputError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
         profile_from_dict(row)
+
+
+def test_gemma_4_31b_nvfp4_by_hand():
+    """nvidia/Gemma-4-31B-IT-NVFP4: 60 layers, every 6th global (10 global, 50 sliding, window 1,024); sliding layers
+    16 K/V heads × 256, global ones 4 × 512 (attention_k_eq_v); ModelOpt NVFP4 on every Linear but the attention of
+    each layer, the vision tower and its projector (its `ignore`, which names transformers' modules)."""
+    m = load_model(path("gemma-4-31b-it-nvfp4"))
+    full, sliding = 4 * (512 + 512) * 2, 16 * (256 + 256) * 2          # 8,192 and 16,384 B per layer per token
+    assert m.attention_cache_bytes(4096, 2) == 10 * full * 4096 + 50 * sliding * 1024 == 1_174_405_120
+    # the card's 30.7B is the text model; the NVFP4 matrices are the 60 MLPs, gate, up and down of 5,376 × 21,504
+    assert m.params_total - m.params_multimodal == pytest.approx(30.7e9, rel=0.01)
+    groups = {g.dtype: g.params for g in m.weight_groups}
+    assert groups["fp4"] == 60 * 3 * 5376 * 21504 == 20_808_990_720
+    assert groups["fp8"] == 20_808_990_720 // 16                    # one E4M3 scale per 16 weights of a row
+    assert groups["bf16"] == m.params_total - groups["fp4"]         # the scales are stored beside, not parameters

@@ -692,6 +692,8 @@ def counts_in_pure_python(config: dict) -> bool:
     return True
 
 
+# top-level model_type → the prefix transformers gives its text model's parameters in place of "model."
+LANGUAGE_MODEL_PREFIX = {"gemma4": "model.language_model."}
 # top-level model_type → its vision tower and projector
 TOWERS = {"gemma4": _gemma4_vision, "gemma3": _gemma3_vision, "qwen3_vl_moe": _qwen3_vl_vision, "qwen3_5_moe": _qwen3_vl_vision,
           "qwen3_5": _qwen3_vl_vision, "qwen3_vl": _qwen3_vl_vision,
@@ -704,6 +706,10 @@ def count_model_parameters(config: dict, defaults: dict | None = None, where: st
     left out: its type is not one the pure path plans (``configs.COUNTED``)."""
     text = count_parameters(config, defaults, where)
     mt = (defaults or {}).get("model_type") or config.get("model_type")
+    if mt in LANGUAGE_MODEL_PREFIX:
+        # the text model's names as transformers gives them (a quantized checkpoint's exclusions name them so:
+        # nvidia/Gemma-4-31B-IT-NVFP4 leaves "model.language_model.layers.0.self_attn*" unconverted)
+        text = [(LANGUAGE_MODEL_PREFIX[mt] + n[len("model."):] if n.startswith("model.") else n, s) for n, s in text]
     tower = TOWERS.get(mt)
     if tower is None or not (isinstance(config.get("vision_config"), dict)
                              or isinstance((defaults or {}).get("vision_config"), dict)):
