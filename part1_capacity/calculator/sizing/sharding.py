@@ -24,7 +24,7 @@ from dataclasses import replace
 def splits_heads(model, t: int) -> bool:
     """True when ``t`` tensor-parallel ranks split ``model``'s attention heads evenly (vLLM's rule above), the K/V
     heads of every layer type (Gemma 4's window layers have their own)."""
-    kinds = {model.n_kv_heads, model.window_kv[0] if model.n_window_layers else model.n_kv_heads}
+    kinds = {model.n_kv_heads, getattr(model, "window_n_kv_heads", 0) or model.n_kv_heads}
     return model.n_heads % t == 0 and all(kv % t == 0 or t % kv == 0 for kv in kinds)
 
 
