@@ -23,6 +23,11 @@ whole state (Mamba / linear attention). Rules, each with the file it comes from:
 - **grouping** (``kv_cache_utils.py``, ``_get_kv_cache_groups_uniform_page_size``): layers of one type form
   groups of ``group_size`` layers — the smallest type's layer count, or the largest when it is < 1.5 × the
   smallest — the last group of a type padded with empty layers.
+- **page-size unification across layer types with their own K/V widths** (Gemma 4, MiMo-V2-Flash;
+  ``kv_cache_utils.py``, ``unify_kv_cache_spec_page_size``): the largest page of 16 tokens stays, each smaller
+  page's block size is multiplied until its page is as large (refused when it does not divide); with
+  ``--disable-hybrid-kv-cache-manager`` every layer is full attention, one group of all layers each at its own page
+  (``UniformTypeKVCacheSpecs``).
 - **page-size unification for Mamba / linear hybrids** (``vllm/platforms/interface.py``,
   ``_align_hybrid_block_size``, without prefix caching): the attention block size becomes
   ``16 × ⌈mamba_page / (16 × attention_page_per_token)⌉`` tokens and the state page is padded up to that page.
