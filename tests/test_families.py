@@ -206,11 +206,12 @@ def test_pure_parameter_count_equals_the_meta_device_count(name):
 
 
 def test_every_published_config_with_a_class_is_counted():
-    """MiniMax-M1, Phi-3-small and Llama-3.3-Nemotron-Super (DeciLM) have no transformers class (their own code):
-    they are counted from their fields, and their cards or counts by hand check those counts
+    """MiniMax-M1, Phi-3-small, Llama-3.3-Nemotron-Super (DeciLM) and MiniMax-M3 have no transformers class (their
+    own code): they are counted from their fields, and their cards or counts by hand check those counts
     (test_parameters_within_one_percent_of_the_card; Phi-3-small's 7.39B and the Nemotron-Super's 49.87B block by
-    block in test_calculator_configs.py)."""
-    assert set(ALL) - set(EXACT) == {"minimax-m1", "phi-3-small-8k-instruct", "llama-3.3-nemotron-super-49b-v1"}
+    block in test_calculator_configs.py; MiniMax-M3 against transformers' MiniMaxM3VLTextConfig below)."""
+    assert set(ALL) - set(EXACT) == {"minimax-m1", "phi-3-small-8k-instruct", "llama-3.3-nemotron-super-49b-v1",
+                                     "minimax-m3"}
 
 
 def test_the_pure_layer_imports_nothing_heavy():
@@ -788,3 +789,34 @@ def test_gemma_4_31b_nvfp4_by_hand():
     assert groups["fp4"] == 60 * 3 * 5376 * 21504 == 20_808_990_720
     assert groups["fp8"] == 20_808_990_720 // 16                    # one E4M3 scale per 16 weights of a row
     assert groups["bf16"] == m.params_total - groups["fp4"]         # the scales are stored beside, not parameters
+
+
+def test_minimax_m3_caches_k_v_and_its_indexer_keys_by_hand(capsys):
+    """MiniMaxAI/MiniMax-M3: 60 layers of GQA, 4 K/V heads × 128; on the 57 its sparse_attention_freq marks, the
+    lightning indexer caches one key of 128 per token (sparse_disable_index_value: no index value)."""
+    m = load_model(path("minimax-m3"))
+    per_token = 60 * 4 * (128 + 128) * 2 + 57 * 128 * 2            # 122,880 + 14,592
+    assert m.kv_bytes_per_token(2) == per_token == 137_472
+    assert m.attention_cache_bytes(4096, 2) == 4096 * per_token
+    # 8 tensor ranks: 4 K/V heads, one per rank (replicated); the indexer's single key head whole on every rank
+    from part1_capacity.calculator.sizing import sharding
+    attn, _ = sharding.cache_parts_per_rank(m, 4096, 2, 2, 8)
+    assert attn == 4096 * (60 * 1 * 256 * 2 + 57 * 128 * 2)
+    # each engine refuses the index keys in one line naming the structure and itself
+    for engine in ("vllm", "llama.cpp"):
+        code = main(["plan", "--model", path("minimax-m3"), "--accelerator", "h100", "--context", "4096",
+                     "--engine", engine])
+        err = capsys.readouterr().err
+        name = {"vllm": "vLLM"}.get(engine, engine)
+        assert code == 2 and err.count("\n") == 1 and f"{name}: block-sparse attention's indexer keys" in err
+
+
+def test_minimax_m3_counts_as_transformers_builds_its_text_model():
+    """transformers has no class for minimax_m3 (its own code) but reads the same fields in MiniMaxM3VLTextConfig;
+    that class's meta-device build is the census the pure count (the dense layers' own width, the shared expert, the
+    indexer's projections and norms on 57 layers) must equal, and the release's "428 billion" within 1 %."""
+    d = cfg("minimax-m3")
+    meta = hf_config.meta_parameters({**d, "model_type": "minimax_m3_vl_text"}, "minimax-m3")
+    pure = param_count.count_model_parameters(d, configs.OWN_CODE_DEFAULTS)
+    assert total(pure) == total(meta) == 426_174_565_632
+    assert load_model(path("minimax-m3")).params_total == pytest.approx(428e9, rel=0.01)

@@ -17,7 +17,7 @@ Per sequence:
 - Chunked attention (Llama 4): a local layer attends only within its chunk of ``C`` tokens, so it holds the
   ``((T − 1) mod C) + 1`` tokens of the current chunk and must have room for ``min(T, C)``; global layers hold ``T``.
 - MLA with a sparse-attention indexer (DeepSeek-V3.2): the indexer caches one more key per token per layer,
-  ``index_head_dim`` wide, beside the latent.
+  ``index_head_dim`` wide, beside the latent; GQA with one (MiniMax-M3's block-sparse layers) caches it beside K/V.
 - SSM hybrid: attention layers grow with ``T``; each state-space layer holds a constant state (a gated short
   convolution's, LFM2's, is its convolution window alone).
 """
@@ -57,7 +57,14 @@ def kv_bytes(T, n_layers, n_kv_heads, head_dim, bytes_per_element, v_head_dim=No
 def mla_bytes_per_token(n_layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element, index_head_dim=0):
     """Bytes of the MLA latent cache per token: ``n_layers × (kv_lora_rank + qk_rope_head_dim) × bytes``; with a
     sparse-attention indexer (DeepSeek-V3.2) its key adds ``index_head_dim`` per layer."""
-    return n_layers * (kv_lora_rank + qk_rope_head_dim + index_head_dim) * bytes_per_element
+    return (n_layers * (kv_lora_rank + qk_rope_head_dim) * bytes_per_element
+            + index_key_bytes_per_token(n_layers, index_head_dim, bytes_per_element))
+
+
+def index_key_bytes_per_token(n_layers, index_head_dim, bytes_per_element):
+    """A sparse-attention indexer's key, one head ``index_head_dim`` wide, cached per token in each of ``n_layers``
+    layers beside their attention cache: ``n_layers × index_head_dim × bytes`` (no value: the indexer only scores)."""
+    return n_layers * index_head_dim * bytes_per_element
 
 
 def mla_bytes(T, n_layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element, index_head_dim=0):

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from part0_foundations.l03_kv_cache import laws
+from part1_capacity.calculator.base.errors import InputError
 from course.units import round_up
 
 CELL_PAD = 256            # llama-context.cpp: GGML_PAD(n_ctx, 256), GGML_PAD(n_ctx_seq, 256)
@@ -83,6 +84,9 @@ def recurrent_cells(n_seq: int, n_rs_seq: int = 0) -> int:
 def kv_components(profile, tokens_full, tokens_window, kv_bytes) -> dict:
     """K/V bytes of every full layer holding ``tokens_full`` cells and every window layer ``tokens_window``
     (cells summed over streams), by the lesson-03 laws. Keys: K, V (and K_swa, V_swa with window layers)."""
+    if profile.index_head_dim and not profile.is_mla:
+        raise InputError("llama.cpp: block-sparse attention's indexer keys beside K/V (MiniMax-M3): how llama.cpp "
+                         "caches them is not modelled; plan it with --engine law")
     out = {}
     if profile.is_mla:
         out["K"] = laws.mla_bytes(tokens_full, profile.n_full_layers, profile.kv_lora_rank,

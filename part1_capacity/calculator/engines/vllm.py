@@ -122,6 +122,10 @@ def reservation(profile, max_model_len: int, tp: int = 1, kv_bytes: float = 2, c
                 ssm_bytes: float = 4, batched_tokens: int = 8192, hybrid_manager: bool = True,
                 block_size: int = BLOCK_SIZE) -> Reservation:
     """What vLLM reserves per request on one of ``tp`` ranks (see the module docstring for each rule)."""
+    if profile.index_head_dim and not profile.is_mla:
+        raise InputError("vLLM: block-sparse attention's indexer keys beside K/V (MiniMax-M3) sit in a side cache of "
+                         "their own (vllm/models/minimax_m3/common/indexer.py MiniMaxM3IndexerCache) whose pages are "
+                         "not modelled; plan it with --engine law")
     notes = []
     page_tok = attention_page_per_token(profile, tp, kv_bytes)
     window_kind = "chunked" if getattr(profile, "window_kind", "sliding") == "chunked" else "sliding"

@@ -119,9 +119,6 @@ KINDS = {"full_attention": "full", "attention": "full", "global": "full", "full"
 NOT_MODELLED = {
     "cross_attention_layers": "cross-attention layers cache the image encoder's K/V beside the text's",
     "is_encoder_decoder": "an encoder-decoder's cross-attention caches the encoder output per sequence",
-    # MiniMax-M3: block-sparse layers whose indexer caches keys of its own beside the K/V
-    "sparse_attention_config": "block-sparse attention with its own index keys per token (MiniMax-M3), sized "
-                               "neither by the law nor for vLLM or llama.cpp",
     # DeepSeek-V4: per layer a 128-token window plus K/V compressed 4× (with the indexer's keys) or 128×
     "compress_ratios": "compressed sparse attention: K/V compressed per layer (4× with indexer keys, 128×) beside "
                        "a sliding window (DeepSeek-V4), sized neither by the law nor for vLLM or llama.cpp",
@@ -436,6 +433,33 @@ def kv_widths_by_type(f: Fields, heads: int, n_kv: int, head_dim: int) -> tuple[
     elif f.raw("v_head_dim") is not None:
         full = window = (n_kv, head_dim, f.int("v_head_dim", lo=1, hi=4096))
     return full, window                 # heads divisible by each: checked with the profile (profiles.py)
+
+
+def sparse_index(f: Fields, n: int) -> tuple[int, int] | None:
+    """MiniMax-M3's block-sparse attention (``sparse_attention_config``, read as transformers'
+    ``MiniMaxM3VLTextConfig`` reads it): (the layers whose lightning indexer caches a key per token — those
+    ``sparse_attention_freq`` marks 1 — and the key's width ``sparse_index_dim``), or None without one. The indexer
+    caches one key head per token and no value (``sparse_disable_index_value`` on every sparse layer); an index value
+    cached beside it is refused by name."""
+    cfg = f.raw("sparse_attention_config")
+    if cfg is None or cfg is False:
+        return None
+    where = f"{f.where}: field 'sparse_attention_config'"
+    if not isinstance(cfg, dict):
+        raise InputError(f"{where} must be a JSON object, got {validate.show(cfg)}")
+    if cfg.get("use_sparse_attention") is False:
+        return None
+    freq = cfg.get("sparse_attention_freq")
+    off = cfg.get("sparse_disable_index_value", [])
+    for key, v in (("sparse_attention_freq", freq), ("sparse_disable_index_value", off)):
+        if not isinstance(v, list) or len(v) < n or any(isinstance(x, bool) or x not in (0, 1) for x in v):
+            raise InputError(f"{where}.{key} must be {n} values of 0 or 1, got {validate.show(v)}")
+    sparse = [i for i in range(n) if freq[i]]
+    if any(not off[i] for i in sparse):
+        raise InputError(f"{where}: sparse layers whose indexer caches an index value beside its key "
+                         "(sparse_disable_index_value 0): not modelled")
+    dim = validate.number(cfg.get("sparse_index_dim"), f"{where}.sparse_index_dim", lo=1, hi=4096, integer=True)
+    return (len(sparse), dim) if sparse else None
 
 
 def head_dim_of(f: Fields, heads: int) -> int:

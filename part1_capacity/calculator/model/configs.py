@@ -34,7 +34,7 @@ from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.model.config_fields import (ALIASES, BOOLEAN_FIELDS, NOT_MODELLED, SHAPE_FIELDS,
                                                            Fields, attention_free, boolean, experts, head_dim_of,
                                                            kv_heads, kv_widths_by_type, layer_kinds, named_kinds,
-                                                           ssm_fields)
+                                                           sparse_index, ssm_fields)
 from part1_capacity.calculator.base.dtypes import config_dtype
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.model.param_count import (MULTIMODAL, TOWERS, count_model_parameters, count_parameters,
@@ -81,6 +81,8 @@ FAMILIES = {
     "kimi_linear": ("Kimi Delta Attention hybrid, MLA, MoE", "moonshotai/Kimi-Linear-48B-A3B-Instruct"),
     "nemotron-nas": ("GQA on the blocks that keep attention, an FFN width per block (its own code)",
                      "nvidia/Llama-3_3-Nemotron-Super-49B-v1"),
+    "minimax_m3": ("GQA with the lightning indexer's keys on its block-sparse layers, MoE (its own code)",
+                   "MiniMaxAI/MiniMax-M3"),
     "gemma4": ("sliding window, 5 local : 1 global, K/V heads and head dims per layer type, MoE beside a dense MLP "
                "(multimodal: text_config)", "google/gemma-4-26B-A4B"),
     "mimo_v2_flash": ("sliding window on 39 of 48 layers, K/V heads per layer type, values narrower than keys, MoE, "
@@ -295,6 +297,12 @@ def structure_fields(config: dict, defaults: dict | None = None, where: str = "c
                     n_kv_heads=n_heads, head_dim=f.int("qk_nope_head_dim", lo=1), v_head_dim=f.int("v_head_dim", lo=1))
         if f.raw("index_head_dim") and (f.raw("index_topk") or "indexed_attention" in (f.raw("layer_types") or [])):
             prof["index_head_dim"] = f.int("index_head_dim", lo=1)   # DeepSeek-V3.2: the indexer's key per token
+    index = sparse_index(f, len(kinds))
+    if index is not None:                 # MiniMax-M3: the lightning indexer's key per token on its sparse layers
+        if f.raw("kv_lora_rank") or n_lin or prof.get("n_window_layers") or index[0] > prof["n_full_layers"]:
+            raise InputError(f"{f.where}: block-sparse indexer keys beside MLA, window, recurrent or shared-K/V "
+                             "layers: not modelled")
+        prof["n_index_layers"], prof["index_head_dim"] = index
     if n_lin:
         prof["ssm"] = ssm_fields(f, n_lin)
     e, k = experts(f)
@@ -360,6 +368,8 @@ def structure_summary(p: ModelProfile) -> str:
     if p.is_mla:
         parts[-1 if p.ssm is None and not p.n_window_layers else len(parts)] = (
             "MLA latent" + (" + indexer keys" if p.index_head_dim else ""))
+    elif p.index_head_dim:
+        parts.append(f"{p.n_kv_heads} K/V heads for {p.n_heads} + indexer keys on {p.index_layers} layers")
     elif p.kv_widths_differ:
         kv, k, v = p.window_kv
         def width(heads, key, value):

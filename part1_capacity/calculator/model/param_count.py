@@ -105,6 +105,11 @@ LAYOUTS = {
     "gemma4_text": {"norms": _GEMMA, "qk_norm": "head", "gemma4": True},
     # MiMo-V2-Flash: a learned sink logit per head on its sliding-window layers; values v_head_dim wide
     "mimo_v2_flash": {"window_sinks": True},
+    # MiniMax-M3 (its own code; transformers' MiniMaxM3VLTextConfig reads the same fields): q/k norms per head, its
+    # dense layers dense_intermediate_size wide, a shared expert of shared_intermediate_size, and on each block-sparse
+    # layer the lightning indexer's q (index heads × width) and k (one head) projections and their norms
+    "minimax_m3": {"qk_norm": "head", "dense_width": "dense_intermediate_size", "shared": "shared_intermediate_size",
+                   "indexer": True},
 }
 
 
@@ -159,6 +164,10 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
     shared_from = len(kinds) - (f.int("num_kv_shared_layers", 0, hi=512) if gemma4 else 0)
     if gemma4:
         out += _gemma4_per_layer_embeddings(f, D, len(kinds))
+    indexed = set()
+    if lay.get("indexer") and isinstance(f.raw("sparse_attention_config"), dict):
+        sparse = f.raw("sparse_attention_config")
+        indexed = {i for i, x in enumerate(sparse.get("sparse_attention_freq") or []) if x}
     for i, kind in enumerate(kinds):
         p = f"model.layers.{i}"
         out += [(f"{p}.{n}.{w}", (D,)) for n in norms for w in kinds_of_norm]
@@ -167,6 +176,8 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
             out += _attention(f, lay, p, D, H, kv, k_dim, v_dim, window=kind == "window",
                               no_kv=i >= shared_from,
                               no_v=bool(gemma4) and kind != "window" and f.flag("attention_k_eq_v"))
+        if i in indexed:
+            out += _m3_indexer(f, p, D)
         if gemma4:
             out += _gemma4_block(f, p, D, len(kinds), e, moe_I, I * (2 if i >= shared_from and
                                                                       f.flag("use_double_wide_mlp") else 1))
@@ -199,6 +210,8 @@ def _widths(f: Fields, lay: dict, D: int) -> tuple[int, int, int, int, int]:
     if lay.get("ff_adjust"):
         I = _adjusted_width(f)
     dense_I = f.int("intermediate_size_mlp", I, lo=1)          # Llama 4: its dense layers are wider than its experts
+    if lay.get("dense_width"):
+        dense_I = f.int(lay["dense_width"], I, lo=1)
     e, k = experts(f)
     if lay.get("always_moe") and not e:
         e = f.int("num_experts", 1, lo=1)
@@ -305,6 +318,19 @@ def _attention(f: Fields, lay: dict, p: str, D: int, H: int, KV: int, hd: int, v
         dropped = (".k_proj.", ".v_proj.", ".k_norm.") if no_kv else (".v_proj.",)
         a = [(n, shape) for n, shape in a if not any(x in n for x in dropped)]
     return a
+
+
+def _m3_indexer(f: Fields, p: str, D: int):
+    """MiniMax-M3's lightning indexer on a block-sparse layer (transformers' MiniMaxM3VLIndexer): q of
+    ``sparse_num_index_heads`` × ``sparse_index_dim``, k of one head, a norm on each."""
+    cfg = f.raw("sparse_attention_config")
+    w = f"{f.where}: field 'sparse_attention_config'"
+    dim = validate.number(cfg.get("sparse_index_dim"), f"{w}.sparse_index_dim", lo=1, hi=4096, integer=True)
+    heads = validate.number(cfg.get("sparse_num_index_heads"), f"{w}.sparse_num_index_heads", lo=1, hi=1024,
+                            integer=True)
+    a = f"{p}.self_attn.indexer"
+    return [(f"{a}.q_proj.weight", (heads * dim, D)), (f"{a}.k_proj.weight", (dim, D)),
+            (f"{a}.q_norm.weight", (dim,)), (f"{a}.k_norm.weight", (dim,))]
 
 
 def _gemma4_block(f: Fields, p: str, D: int, L: int, e: int, moe_I: int, I: int):

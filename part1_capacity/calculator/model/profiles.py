@@ -58,7 +58,8 @@ class ModelProfile:
     kv_lora_rank: int = 0      # MLA: latent width (0: not MLA)
     qk_rope_head_dim: int = 0  # MLA: decoupled RoPE key cached beside the latent
     v_head_dim: int = 0        # MLA: per-head value width after decompression (0: head_dim = qk_nope_head_dim)
-    index_head_dim: int = 0    # MLA with a sparse-attention indexer (DeepSeek-V3.2): its key cached per token
+    index_head_dim: int = 0    # a sparse-attention indexer's key cached per token (DeepSeek-V3.2, MiniMax-M3)
+    n_index_layers: int = 0    # the layers with an indexer (0: every attention layer, DeepSeek-V3.2's MLA)
     n_kv_shared_layers: int = 0   # layers that reuse an earlier layer's K/V and cache nothing (Gemma 3n)
     # K/V widths per layer type (not MLA): n_kv_heads and head_dim are the full layers'; a value head of another
     # width than the key (MiMo-V2-Flash: 128 beside 192) and window layers with heads and widths of their own
@@ -88,6 +89,17 @@ class ModelProfile:
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
+
+    @property
+    def index_layers(self) -> int:
+        """Layers whose indexer caches a key per token (0 without an indexer)."""
+        return (self.n_index_layers or self.n_full_layers) if self.index_head_dim else 0
+
+    def _index_keys_per_token(self, kv_bytes_per_element: float) -> float:
+        """Not MLA (whose law holds its indexer's keys): the indexer keys beside K/V (MiniMax-M3)."""
+        if self.is_mla:
+            return 0
+        return laws.index_key_bytes_per_token(self.index_layers, self.index_head_dim, kv_bytes_per_element)
 
     @property
     def kv_v_dim(self) -> int:
@@ -149,8 +161,8 @@ class ModelProfile:
         if self.n_window_layers:
             return laws.sliding_window_growth_bytes_per_token(self.n_full_layers, self.n_kv_heads, self.head_dim,
                                                                kv_bytes_per_element, self.kv_v_dim)
-        return laws.kv_bytes_per_token(self.n_full_layers, self.n_kv_heads, self.head_dim, kv_bytes_per_element,
-                                       self.kv_v_dim)
+        return (laws.kv_bytes_per_token(self.n_full_layers, self.n_kv_heads, self.head_dim, kv_bytes_per_element,
+                                        self.kv_v_dim) + self._index_keys_per_token(kv_bytes_per_element))
 
     def kv_bytes_ignoring_windows_per_token(self, kv_bytes_per_element: float) -> float:
         """Slope if every window layer cached the whole context (what an engine without window support does)."""
@@ -171,8 +183,8 @@ class ModelProfile:
             return laws.sliding_window_bytes(T, self.n_full_layers, self.n_window_layers, self.window,
                                              self.n_kv_heads, self.head_dim, kv_bytes_per_element,
                                              **self._window_widths())
-        return laws.kv_bytes(T, self.n_full_layers, self.n_kv_heads, self.head_dim, kv_bytes_per_element,
-                             self.kv_v_dim)
+        return (laws.kv_bytes(T, self.n_full_layers, self.n_kv_heads, self.head_dim, kv_bytes_per_element,
+                              self.kv_v_dim) + T * self._index_keys_per_token(kv_bytes_per_element))
 
     def state_bytes(self, state_bytes_per_element: float) -> float:
         """Constant recurrent state of one sequence (0 without SSM layers)."""
@@ -320,6 +332,13 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
     if (n_win == 0 or d.get("window_kind") == "chunked") and any(widths.get(k) for k in KV_WIDTH_FIELDS[1:]):
         raise InputError(f"{w}: window_n_kv_heads, window_head_dim and window_head_dim_v need sliding-window layers "
                          "(n_window_layers > 0, window_kind sliding)")
+    index_dim = _positive_int(d, "index_head_dim", w, allow_zero=True) if "index_head_dim" in d else 0
+    n_index = _positive_int(d, "n_index_layers", w, allow_zero=True) if "n_index_layers" in d else 0
+    if n_index > n_attn or (n_index and not index_dim):
+        raise InputError(f"{w}: n_index_layers ({n_index}) must be at most the full-attention layers ({n_attn}), "
+                         "beside an index_head_dim")
+    if index_dim and not kv_lora and (n_win or ssm is not None):
+        raise InputError(f"{w}: indexer keys beside K/V with window or recurrent layers: not modelled")
     max_ctx = _positive_int(d, "max_context", w)
     from part1_capacity.calculator.base.dtypes import get_dtype  # noqa: WPS433 (validate the native dtype name)
 
@@ -329,7 +348,7 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
         head_dim=head_dim, hidden_size=hidden, params_total=total, params_active=active, max_context=max_ctx,
         n_full_layers=n_attn, n_window_layers=n_win, window=window, kv_lora_rank=kv_lora, qk_rope_head_dim=rope,
         v_head_dim=v_dim, window_kind=_choice(d, "window_kind", ("sliding", "chunked"), w),
-        index_head_dim=_positive_int(d, "index_head_dim", w, allow_zero=True) if "index_head_dim" in d else 0,
+        index_head_dim=index_dim, n_index_layers=n_index,
         n_kv_shared_layers=(_positive_int(d, "n_kv_shared_layers", w, allow_zero=True)
                             if "n_kv_shared_layers" in d else 0),
         **widths,
