@@ -83,6 +83,7 @@ def main(argv=None) -> int:
                   str(CONFIGS / "gemma-4-26b-a4b" / "config.json")),
                  ("config.json (K/V per layer type, FP8 MoE: MiMo-V2-Flash)",
                   str(CONFIGS / "mimo-v2-flash" / "config.json")),
+                 ("config.json (indexer keys, own code: MiniMax-M3)", str(CONFIGS / "minimax-m3" / "config.json")),
                  ("local-Hub id (headers by range)", "org/tiny-llama"),
                  ("config.json (type without a pure count: meta device)", _uncounted(Path(cache)))]
         if a.all:
