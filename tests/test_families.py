@@ -820,3 +820,23 @@ def test_minimax_m3_counts_as_transformers_builds_its_text_model():
     pure = param_count.count_model_parameters(d, configs.OWN_CODE_DEFAULTS)
     assert total(pure) == total(meta) == 426_174_565_632
     assert load_model(path("minimax-m3")).params_total == pytest.approx(428e9, rel=0.01)
+
+
+@pytest.mark.parametrize("name, change, fragment", [
+    ("gemma-4-26b-a4b", {"global_head_dim": "x"}, "field 'global_head_dim': must be an integer"),
+    ("gemma-4-26b-a4b", {"attention_k_eq_v": "true"}, "field 'attention_k_eq_v': must be true or false"),
+    ("mimo-v2-flash", {"hybrid_layer_pattern": [0, 1]}, "field 'hybrid_layer_pattern' must be 48 values of 0"),
+    ("mimo-v2-flash", {"swa_num_key_value_heads": 7}, "n_heads (64) must be divisible by window_n_kv_heads (7)"),
+    ("minimax-m3", {"sparse_attention_config": [1]}, "field 'sparse_attention_config' must be a JSON object"),
+    ("minimax-m3", {"sparse_attention_config": {"sparse_attention_freq": [1] * 60,
+                                                "sparse_disable_index_value": [0] * 60, "sparse_index_dim": 128}},
+     "indexer caches an index value beside its key (sparse_disable_index_value 0): not modelled"),
+])
+def test_per_layer_type_fields_refused_in_one_line_by_name(tmp_path, capsys, name, change, fragment):
+    d = cfg(name)
+    (d["text_config"] if "text_config" in d else d).update(change)
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    code = main(["plan", "--model", str(p), "--accelerator", "h100", "--context", "4096"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and fragment in err
