@@ -79,6 +79,11 @@ def main(argv=None) -> int:
                  ("config.json (multimodal, vision tower counted)", str(CONFIGS / "gemma-3-27b-it" / "config.json")),
                  ("config.json (Mamba-2 hybrid, counted)", str(CONFIGS / "nemotron-h-8b" / "config.json")),
                  ("config.json (no transformers class: MiniMax-M1)", str(CONFIGS / "minimax-m1" / "config.json")),
+                 ("config.json (K/V per layer type, MoE, vision: Gemma 4)",
+                  str(CONFIGS / "gemma-4-26b-a4b" / "config.json")),
+                 ("config.json (K/V per layer type, FP8 MoE: MiMo-V2-Flash)",
+                  str(CONFIGS / "mimo-v2-flash" / "config.json")),
+                 ("config.json (indexer keys, own code: MiniMax-M3)", str(CONFIGS / "minimax-m3" / "config.json")),
                  ("local-Hub id (headers by range)", "org/tiny-llama"),
                  ("config.json (type without a pure count: meta device)", _uncounted(Path(cache)))]
         if a.all:

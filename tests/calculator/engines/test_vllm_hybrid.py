@@ -80,7 +80,9 @@ def test_replicated_kv_heads_and_mla_notes():
 
 
 def _attention(full, window_layers, window=129, ssm=None):
-    return NS(is_mla=False, n_kv_heads=1, head_dim=64, n_full_layers=full, n_window_layers=window_layers,
+    return NS(is_mla=False, n_kv_heads=1, head_dim=64, kv_v_dim=64, window_kv=(1, 64, 64), index_head_dim=0,
+              n_full_layers=full,
+              n_window_layers=window_layers,
               window=window, ssm=ssm)
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from part1_capacity.calculator import engines
+from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.engines import vllm
 from part1_capacity.calculator.readers.loader import load_model
 from part1_capacity.calculator.model.profiles import bundled_models
@@ -17,6 +18,17 @@ PROFILES = [*bundled_models().values(), *(load_model(str(p)) for p in CONFIGS)]
 
 @pytest.mark.parametrize("m", PROFILES, ids=lambda m: m.id)
 def test_every_structure_pages_exactly_what_the_law_counts(m):
+    if m.index_head_dim and not m.is_mla:
+        # MiniMax-M3's indexer keys beside K/V: the law sizes them, each engine refuses by name in one line
+        T = min(1024, m.max_context)
+        for engine in ("vllm", "llama.cpp"):
+            wl = Workload(context=T, engine=engine).validate(m)
+            name = {"vllm": "vLLM"}.get(engine, engine)
+            with pytest.raises(InputError, match=f"^{name}: block-sparse attention's indexer keys beside K/V "
+                                                 r"\(MiniMax-M3\)") as e:
+                engines.allocate(m, wl, 1, engine)
+            assert "\n" not in str(e.value)
+        return
     # at one rank, all attention layers of one token: the growing law's bytes (windows and recurrent state apart)
     for kvb in (2, 1):
         assert vllm.attention_page_per_token(m, 1, kvb) * m.n_full_layers == pytest.approx(m.kv_bytes_per_token(kvb))

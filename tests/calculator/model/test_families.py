@@ -206,11 +206,12 @@ def test_pure_parameter_count_equals_the_meta_device_count(name):
 
 
 def test_every_published_config_with_a_class_is_counted():
-    """MiniMax-M1, Phi-3-small and Llama-3.3-Nemotron-Super (DeciLM) have no transformers class (their own code):
-    they are counted from their fields, and their cards or counts by hand check those counts
+    """MiniMax-M1, Phi-3-small, Llama-3.3-Nemotron-Super (DeciLM) and MiniMax-M3 have no transformers class (their
+    own code): they are counted from their fields, and their cards or counts by hand check those counts
     (test_parameters_within_one_percent_of_the_card; Phi-3-small's 7.39B and the Nemotron-Super's 49.87B block by
-    block in test_calculator_configs.py)."""
-    assert set(ALL) - set(EXACT) == {"minimax-m1", "phi-3-small-8k-instruct", "llama-3.3-nemotron-super-49b-v1"}
+    block in test_calculator_configs.py; MiniMax-M3 against transformers' MiniMaxM3VLTextConfig below)."""
+    assert set(ALL) - set(EXACT) == {"minimax-m1", "phi-3-small-8k-instruct", "llama-3.3-nemotron-super-49b-v1",
+                                     "minimax-m3"}
 
 
 def test_the_pure_layer_imports_nothing_heavy():
@@ -284,7 +285,8 @@ def test_a_vision_tower_counts_in_the_total_not_in_the_active_parameters():
 @pytest.mark.parametrize("change, fragment", [
     ({"layer_types": ["full_attention"] * 31 + ["cross_attention"]},
      "layer type 'cross_attention' is a layer the calculator does not model"),
-    ({"global_head_dim": 256}, "K/V head dims that differ by layer type ('global_head_dim'): not modelled"),
+    ({"swa_num_key_value_heads": 4, "swa_num_attention_heads": 16},
+     "query heads that differ by layer type are not modelled"),
     ({"num_kv_shared_layers": 40}, "num_kv_shared_layers (40) must be fewer than the layers (32)"),
     ({"model_type": "hunyuan", "use_cla": True},
      "cross-layer attention: adjacent layers share one K/V (Hunyuan's CLA) ('use_cla'): not modelled"),
@@ -641,3 +643,200 @@ def test_lfm2s_switches_must_be_json_booleans(tmp_path, field):
     p.write_text(json.dumps(d))
     with pytest.raises(InputError, match=f"field '{field}'"):
         load_model(str(p))
+
+
+# --- K/V heads and widths per layer type: Gemma 4, MiMo-V2-Flash ------------------------------------------------
+# google/gemma-4-26B-A4B (text_config): 30 layers, every 6th global (5 full, 25 sliding, window 1,024); the sliding
+# layers keep 8 K/V heads × 256, the global ones global_head_dim 512 and, with attention_k_eq_v,
+# num_global_key_value_heads 2 (the value is the key's projection, cached beside it all the same).
+# XiaomiMiMo/MiMo-V2-Flash: 48 layers, hybrid_layer_pattern 1 on 39 sliding layers (window 128), 0 on 9 full ones;
+# keys 192 wide, values 128 (v_head_dim, swa_v_head_dim); 4 K/V heads on full layers, 8 on sliding ones.
+GEMMA4_FULL = 2 * (512 + 512) * 2          # bytes per full layer per token: 2 heads × (K 512 + V 512) × 2 B = 4,096
+GEMMA4_SLIDING = 8 * (256 + 256) * 2       # 8 heads × (256 + 256) × 2 B = 8,192
+MIMO_FULL = 4 * (192 + 128) * 2            # 4 heads × (K 192 + V 128) × 2 B = 2,560
+MIMO_SLIDING = 8 * (192 + 128) * 2         # 5,120
+
+
+@pytest.mark.parametrize("name, T, expected", [
+    # 5 full layers hold T, 25 sliding ones min(T, 1,024)
+    ("gemma-4-26b-a4b", 512, 5 * GEMMA4_FULL * 512 + 25 * GEMMA4_SLIDING * 512),            # 115,343,360
+    ("gemma-4-26b-a4b", 4096, 5 * GEMMA4_FULL * 4096 + 25 * GEMMA4_SLIDING * 1024),          # 293,601,280
+    # 9 full layers hold T, 39 sliding ones min(T, 128)
+    ("mimo-v2-flash", 100, 9 * MIMO_FULL * 100 + 39 * MIMO_SLIDING * 100),                   # 22,272,000
+    ("mimo-v2-flash", 4096, 9 * MIMO_FULL * 4096 + 39 * MIMO_SLIDING * 128),                 # 119,930,880
+])
+def test_each_layer_type_caches_its_own_k_v_heads_and_widths(name, T, expected):
+    m = load_model(path(name))
+    assert m.attention_cache_bytes(T, 2) == expected
+    assert m.kv_bytes_per_token(2) == {"gemma-4-26b-a4b": 5 * GEMMA4_FULL, "mimo-v2-flash": 9 * MIMO_FULL}[name]
+
+
+def test_gemma_4_and_mimo_read_each_layer_types_fields():
+    g, x = load_model(path("gemma-4-26b-a4b")), load_model(path("mimo-v2-flash"))
+    assert (g.n_full_layers, g.n_window_layers, g.window, g.n_kv_heads, g.head_dim, g.kv_v_dim, g.window_kv) == \
+        (5, 25, 1024, 2, 512, 512, (8, 256, 256))
+    assert (x.n_full_layers, x.n_window_layers, x.window, x.n_kv_heads, x.head_dim, x.kv_v_dim, x.window_kv) == \
+        (9, 39, 128, 4, 192, 128, (8, 192, 128))
+    # without attention_k_eq_v, Gemma4TextConfig gives the global layers num_key_value_heads (8), still 512 wide
+    c = cfg("gemma-4-26b-a4b")
+    c["text_config"]["attention_k_eq_v"] = False
+    assert configs.structure_fields(c)["n_kv_heads"] == 8
+
+
+def test_gemma_4_and_mimo_parameters_against_their_cards():
+    g, x = load_model(path("gemma-4-26b-a4b")), load_model(path("mimo-v2-flash"))
+    # Gemma 4 26B A4B's card: 25.2B total, 3.8B active, its vision encoder (~550M) beside them
+    assert g.params_total - g.params_multimodal == pytest.approx(25.2e9, rel=0.01)
+    assert g.params_active == pytest.approx(3.8e9, rel=0.01)
+    assert 0.5e9 < g.params_multimodal < 0.6e9
+    # MiMo-V2-Flash's card: 309B total parameters (15B active, rounded)
+    assert x.params_total == pytest.approx(309e9, rel=0.01)
+
+
+def test_vllm_pages_each_layer_type_at_its_width_by_hand():
+    from part1_capacity.calculator.engines import vllm
+    g = load_model(path("gemma-4-26b-a4b"))
+    # one rank, 32,768 tokens, 8,192 batched: the sliding page of 16 tokens is 16 × 8,192 = 131,072 B; the full
+    # layers' 4,096 B per token take blocks of 32 to fill the same page (unify_kv_cache_spec_page_size). Groups of
+    # 5 (25 ≥ 1.5 × 5): 1 full group of 32,768 / 32 = 1,024 blocks, 5 sliding groups of ⌈(1,023 + 8,192) / 16⌉ + 1
+    # = 577 blocks.
+    r = vllm.reservation(g, 32768, 1, 2, 2, 4, 8192)
+    assert (r.page_bytes, r.group_size, r.groups) == (131_072, 5, {"full": 1, "sliding": 5})
+    assert r.bytes_per_request == 5 * 131_072 * (1024 + 5 * 577) == 2_561_802_240
+    assert r.bytes_per_token == 5 * GEMMA4_FULL
+    # 8 ranks: 1 K/V head each for both kinds (the global 2 replicated): full 1 × 1,024 × 2 = 2,048 B per token, a
+    # page of 32,768; the sliding 1,024 B per token now fill it in blocks of 32: ⌈9,215 / 32⌉ + 1 = 289 blocks
+    r = vllm.reservation(g, 32768, 8, 2, 2, 4, 8192)
+    assert r.bytes_per_request == 5 * 32_768 * (2048 + 5 * 289) == 572_293_120
+    # without the hybrid manager every layer is full, each at its own width: 2,048 blocks of 16 tokens each
+    r = vllm.reservation(g, 32768, 1, 2, 2, 4, 8192, hybrid_manager=False)
+    assert r.bytes_per_request == 32768 * (5 * GEMMA4_FULL + 25 * GEMMA4_SLIDING) == 7_381_975_040
+    x = load_model(path("mimo-v2-flash"))
+    # MiMo: sliding page 16 × 5,120 = 81,920; full 2,560 per token in blocks of 32; groups of 9 (39 ≥ 13.5): 1 full,
+    # ⌈39 / 9⌉ = 5 sliding of ⌈(127 + 8,192) / 16⌉ + 1 = 521 blocks
+    r = vllm.reservation(x, 32768, 1, 2, 2, 4, 8192)
+    assert r.bytes_per_request == 9 * 81_920 * (1024 + 5 * 521) == 2_675_589_120
+
+
+def test_vllm_refuses_page_sizes_it_cannot_unify(tmp_path):
+    from part1_capacity.calculator.engines import vllm
+    c = cfg("gemma-4-26b-a4b")
+    c["text_config"]["global_head_dim"] = 384     # full: 2 × 768 × 2 = 3,072 B per token; 16 × 3,072 ∤ 131,072
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(c))
+    m = load_model(str(p))
+    assert m.kv_bytes_per_token(2) == 5 * 3072
+    with pytest.raises(InputError, match="vLLM cannot unify these layer types' page sizes"):
+        vllm.reservation(m, 32768, 1, 2, 2, 4, 8192)
+
+
+def test_llama_cpp_allocates_each_layer_types_k_and_v_at_its_width_by_hand():
+    from part1_capacity.calculator.engines import llama_cpp
+    # 32,768 cells; the sliding cache pad(min(32,768, W + 512), 256) cells: 1,536 for Gemma 4, 768 for MiMo
+    g = llama_cpp.components(load_model(path("gemma-4-26b-a4b")), 32768, 1, 2)
+    assert g == {"K": 5 * 2 * 512 * 32768 * 2, "V": 5 * 2 * 512 * 32768 * 2,
+                 "K_swa": 25 * 8 * 256 * 1536 * 2, "V_swa": 25 * 8 * 256 * 1536 * 2}
+    x = llama_cpp.components(load_model(path("mimo-v2-flash")), 32768, 1, 2)
+    assert x == {"K": 9 * 4 * 192 * 32768 * 2, "V": 9 * 4 * 128 * 32768 * 2,
+                 "K_swa": 39 * 8 * 192 * 768 * 2, "V_swa": 39 * 8 * 128 * 768 * 2}
+
+
+def test_per_type_k_v_heads_split_by_their_own_heads_under_tensor_parallelism():
+    from part1_capacity.calculator.sizing import sharding
+    g = load_model(path("gemma-4-26b-a4b"))
+    # 4 ranks: global 2 heads → 1 (replicated), sliding 8 → 2; at T = 4,096 one rank holds
+    # 5 × 1 × 1,024 × 2 × 4,096 + 25 × 2 × 512 × 2 × 1,024
+    attn, state = sharding.cache_parts_per_rank(g, 4096, 2, 2, 4)
+    assert (attn, state) == (5 * 1 * 1024 * 2 * 4096 + 25 * 2 * 512 * 2 * 1024, 0)
+    assert sharding.splits_heads(g, 8) and not sharding.splits_heads(g, 3)
+
+
+def test_the_law_counts_each_layer_types_k_and_v_widths_by_hand():
+    # 2 full layers of 3 heads × (K 4 + V 2), 5 window layers of 1 head × (6 + 6), window 10, 2 bytes, T = 100:
+    # 2 × 3 × 6 × 2 × 100 + 5 × 1 × 12 × 2 × 10 = 7,200 + 1,200
+    assert laws.sliding_window_bytes(100, 2, 5, 10, 3, 4, 2, v_head_dim=2, window_kv_heads=1,
+                                     window_head_dim=6) == 8_400
+    # without per-type fields the MHA/GQA law: 2 × 3 × 4 × 2 × (2 × 100 + 5 × 10)
+    assert laws.sliding_window_bytes(100, 2, 5, 10, 3, 4, 2) == 2 * 3 * 4 * 2 * 250 == 12_000
+    assert laws.kv_bytes_per_token(4, 2, 192, 1, v_head_dim=128) == 4 * 2 * 320
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"window_head_dim": 256}, "need sliding-window layers (n_window_layers > 0, window_kind sliding)"),
+    ({"n_window_layers": 4, "window": 128, "window_n_kv_heads": 5},
+     "n_heads (32) must be divisible by window_n_kv_heads (5)"),
+    ({"kv_lora_rank": 512, "qk_rope_head_dim": 64, "head_dim_v": 128}, "beside an MLA latent: not modelled"),
+    ({"window_n_kv_heads": -1, "n_window_layers": 4, "window": 128}, "field 'window_n_kv_heads' must be a positive"),
+])
+def test_per_type_k_v_fields_of_a_profile_are_checked_by_name(change, fragment):
+    from part1_capacity.calculator.model.profiles import profile_from_dict
+    row = {"id": "x", "n_layers": 8, "n_heads": 32, "n_kv_heads": 8, "head_dim": 128, "hidden_size": 4096,
+           "params_total": 8e9, "max_context": 8192, **change}
+    with pytest.raises(InputError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        profile_from_dict(row)
+
+
+def test_gemma_4_31b_nvfp4_by_hand():
+    """nvidia/Gemma-4-31B-IT-NVFP4: 60 layers, every 6th global (10 global, 50 sliding, window 1,024); sliding layers
+    16 K/V heads × 256, global ones 4 × 512 (attention_k_eq_v); ModelOpt NVFP4 on every Linear but the attention of
+    each layer, the vision tower and its projector (its `ignore`, which names transformers' modules)."""
+    m = load_model(path("gemma-4-31b-it-nvfp4"))
+    full, sliding = 4 * (512 + 512) * 2, 16 * (256 + 256) * 2          # 8,192 and 16,384 B per layer per token
+    assert m.attention_cache_bytes(4096, 2) == 10 * full * 4096 + 50 * sliding * 1024 == 1_174_405_120
+    # the card's 30.7B is the text model; the NVFP4 matrices are the 60 MLPs, gate, up and down of 5,376 × 21,504
+    assert m.params_total - m.params_multimodal == pytest.approx(30.7e9, rel=0.01)
+    groups = {g.dtype: g.params for g in m.weight_groups}
+    assert groups["fp4"] == 60 * 3 * 5376 * 21504 == 20_808_990_720
+    assert groups["fp8"] == 20_808_990_720 // 16                    # one E4M3 scale per 16 weights of a row
+    assert groups["bf16"] == m.params_total - groups["fp4"]         # the scales are stored beside, not parameters
+
+
+def test_minimax_m3_caches_k_v_and_its_indexer_keys_by_hand(capsys):
+    """MiniMaxAI/MiniMax-M3: 60 layers of GQA, 4 K/V heads × 128; on the 57 its sparse_attention_freq marks, the
+    lightning indexer caches one key of 128 per token (sparse_disable_index_value: no index value)."""
+    m = load_model(path("minimax-m3"))
+    per_token = 60 * 4 * (128 + 128) * 2 + 57 * 128 * 2            # 122,880 + 14,592
+    assert m.kv_bytes_per_token(2) == per_token == 137_472
+    assert m.attention_cache_bytes(4096, 2) == 4096 * per_token
+    # 8 tensor ranks: 4 K/V heads, one per rank (replicated); the indexer's single key head whole on every rank
+    from part1_capacity.calculator.sizing import sharding
+    attn, _ = sharding.cache_parts_per_rank(m, 4096, 2, 2, 8)
+    assert attn == 4096 * (60 * 1 * 256 * 2 + 57 * 128 * 2)
+    # each engine refuses the index keys in one line naming the structure and itself
+    for engine in ("vllm", "llama.cpp"):
+        code = main(["plan", "--model", path("minimax-m3"), "--accelerator", "h100", "--context", "4096",
+                     "--engine", engine])
+        err = capsys.readouterr().err
+        name = {"vllm": "vLLM"}.get(engine, engine)
+        assert code == 2 and err.count("\n") == 1 and f"{name}: block-sparse attention's indexer keys" in err
+
+
+def test_minimax_m3_counts_as_transformers_builds_its_text_model():
+    """transformers has no class for minimax_m3 (its own code) but reads the same fields in MiniMaxM3VLTextConfig;
+    that class's meta-device build is the census the pure count (the dense layers' own width, the shared expert, the
+    indexer's projections and norms on 57 layers) must equal, and the release's "428 billion" within 1 %."""
+    d = cfg("minimax-m3")
+    meta = hf_config.meta_parameters({**d, "model_type": "minimax_m3_vl_text"}, "minimax-m3")
+    pure = param_count.count_model_parameters(d, configs.OWN_CODE_DEFAULTS)
+    assert total(pure) == total(meta) == 426_174_565_632
+    assert load_model(path("minimax-m3")).params_total == pytest.approx(428e9, rel=0.01)
+
+
+@pytest.mark.parametrize("name, change, fragment", [
+    ("gemma-4-26b-a4b", {"global_head_dim": "x"}, "field 'global_head_dim': must be an integer"),
+    ("gemma-4-26b-a4b", {"attention_k_eq_v": "true"}, "field 'attention_k_eq_v': must be true or false"),
+    ("mimo-v2-flash", {"hybrid_layer_pattern": [0, 1]}, "field 'hybrid_layer_pattern' must be 48 values of 0"),
+    ("mimo-v2-flash", {"swa_num_key_value_heads": 7}, "n_heads (64) must be divisible by window_n_kv_heads (7)"),
+    ("minimax-m3", {"sparse_attention_config": [1]}, "field 'sparse_attention_config' must be a JSON object"),
+    ("minimax-m3", {"sparse_attention_config": {"sparse_attention_freq": [1] * 60,
+                                                "sparse_disable_index_value": [0] * 60, "sparse_index_dim": 128}},
+     "indexer caches an index value beside its key (sparse_disable_index_value 0): not modelled"),
+])
+def test_per_layer_type_fields_refused_in_one_line_by_name(tmp_path, capsys, name, change, fragment):
+    d = cfg(name)
+    (d["text_config"] if "text_config" in d else d).update(change)
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    code = main(["plan", "--model", str(p), "--accelerator", "h100", "--context", "4096"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and fragment in err
