@@ -6,7 +6,18 @@ from types import SimpleNamespace as NS
 
 from part1_capacity.calculator.engines import llama_cpp as lc
 
-SWA = NS(is_mla=False, n_full_layers=2, n_window_layers=2, window=100, n_kv_heads=1, head_dim=64, ssm=None)
+
+def _profile(**fields):
+    """A stand-in profile: the fields given, and the per-layer-type K/V widths a profile derives when it states none
+    (values as wide as keys, window layers with the full layers' heads), no indexer keys."""
+    fields.setdefault("index_head_dim", 0)
+    if "head_dim" in fields:
+        fields.setdefault("kv_v_dim", fields["head_dim"])
+        fields.setdefault("window_kv", (fields.get("n_kv_heads"), fields["head_dim"], fields["head_dim"]))
+    return NS(**fields)
+
+
+SWA = _profile(is_mla=False, n_full_layers=2, n_window_layers=2, window=100, n_kv_heads=1, head_dim=64, ssm=None)
 PADDED = "context padded: 1,000 tokens over 1 sequence(s) → 1,024 cells per sequence (multiples of 256; llama-context.cpp)"
 RECURRENT = "recurrent state kept in fp32, one row per sequence ({}) (llama-model.cpp create_memory, llama-memory-recurrent.cpp)"
 
@@ -25,21 +36,21 @@ def test_notes_for_each_rule():
                                       "window + micro-batch 512 rounded up to 256 (llama-kv-cache-iswa.cpp)"]
     assert lc.notes(SWA, 1000, 1, swa_full=True) == [PADDED, "--swa-full: sliding-window layers hold the whole context"]
     # 2,048 tokens over 2 sequences: 1,024 cells each, nothing padded; a plain model: no note at all
-    plain = NS(is_mla=False, n_window_layers=0, ssm=None)
+    plain = _profile(is_mla=False, n_window_layers=0, ssm=None)
     assert lc.notes(plain, 2048, 2) == []
-    mla = NS(is_mla=True, n_window_layers=0, ssm=None)
+    mla = _profile(is_mla=True, n_window_layers=0, ssm=None)
     assert lc.notes(mla, 1024, 1) == ["MLA: the latent and RoPE key are cached as K, no V (llama-kv-cache.cpp)"]
-    hybrid = NS(is_mla=False, n_window_layers=0, ssm=NS())
+    hybrid = _profile(is_mla=False, n_window_layers=0, ssm=NS())
     assert lc.notes(hybrid, 3072, 3) == [RECURRENT.format(3)]
 
 
 def test_mla_caches_no_v_and_the_component_defaults():
-    mla = NS(is_mla=True, n_full_layers=2, kv_lora_rank=32, qk_rope_head_dim=8, n_window_layers=0)
+    mla = _profile(is_mla=True, n_full_layers=2, kv_lora_rank=32, qk_rope_head_dim=8, n_window_layers=0)
     # 100 tokens × 2 layers × (32 + 8) × 2 B = 16,000 B, all K
     assert lc.kv_components(mla, 100, 0, 2) == {"K": 16000, "V": 0}
     # defaults: 1 sequence, 2-byte K/V: 1,024 cells × 2 layers × 1 head × 64 × 2 B = 262,144 B each of K and V;
     # window layers pad(min(1,024, 100 + 512), 256) = 768 cells: 196,608 B each
-    plain = NS(is_mla=False, n_full_layers=2, n_window_layers=2, window=100, n_kv_heads=1, head_dim=64, ssm=None)
+    plain = _profile(is_mla=False, n_full_layers=2, n_window_layers=2, window=100, n_kv_heads=1, head_dim=64, ssm=None)
     assert lc.components(plain, 1024) == {"K": 262144.0, "V": 262144.0, "K_swa": 196608.0, "V_swa": 196608.0}
 
 
@@ -88,7 +99,7 @@ def test_context_defaults_and_the_request_kept():
 
 def test_padding_note_of_a_split_context_counts_whole_cells():
     # 4,096 over 3 sequences: ⌈1,365.3 / 256⌉ × 256 = 1,536 cells each
-    plain = NS(is_mla=False, n_window_layers=0, ssm=None)
+    plain = _profile(is_mla=False, n_window_layers=0, ssm=None)
     assert lc.notes(plain, 4096, 3) == ["context padded: 4,096 tokens over 3 sequence(s) → 1,536 cells per sequence "
                                         "(multiples of 256; llama-context.cpp)"]
 
@@ -104,7 +115,7 @@ def test_components_pass_the_batch_sizes_on():
 def test_recurrent_rows_with_snapshots_per_sequence():
     # llama-memory-recurrent.cpp: n_rows = mem_size × (1 + n_rs_seq), mem_size = max(1, n_seq_max)
     assert lc.recurrent_cells(2, 1) == 4 and lc.recurrent_cells(0, 2) == 3
-    hybrid = NS(is_mla=False, n_full_layers=0, n_window_layers=0, n_kv_heads=1, head_dim=64,
+    hybrid = _profile(is_mla=False, n_full_layers=0, n_window_layers=0, n_kv_heads=1, head_dim=64,
                 ssm=NS(n_layers=2, conv_elements=10, state_elements=110))
     # 2 rows × 2 layers × 10 conv values × 4 B = 160 B; the SSM state 2 × 2 × 100 × 4 B = 1,600 B
     c = lc.components(hybrid, 256, n_seq=1, n_rs_seq=1)

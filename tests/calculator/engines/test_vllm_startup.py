@@ -498,7 +498,7 @@ def test_chunked_layers_reserve_the_chunk_and_one_prefill_step_by_hand():
 
 
 # --- the vision encoder's share of the profile run (vllm_memory.vision_tower / encoder_bytes) -------------------
-CONFIGS = Path(__file__).resolve().parent / "data" / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "data" / "configs"
 
 
 def test_gemma3_encoder_profile_by_hand():

@@ -177,7 +177,7 @@ def test_benchmark_script_prints_every_saved_level_with_the_goals(capsys):
     assert len(table) == len(rows)
     assert f"tg128 within 15%: {sum(r['tg128_ok'] for r in rows)}/{len(rows)}" in out
     assert bench_speed.main(["--constants-file"]) == 0
-    assert "e2: predicted from results/e2_kernels.json" in capsys.readouterr().out
+    assert "e2: predicted from results/part1/e2_kernels.json" in capsys.readouterr().out
 
 
 def test_decode_streams_matmul_and_output_weights_but_not_the_lookup():
