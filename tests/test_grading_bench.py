@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from course.class_times import bench_line
-from course.i18n import translator
-from course.notebook_spec import REPO
+from course.classroom.class_times import bench_line
+from course.shared.i18n import translator
+from course.grading.notebook_spec import REPO
 
 
 @pytest.mark.parametrize("argv, says", [

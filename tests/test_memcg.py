@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from course import memcg
+from course.machine import memcg
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,10 +1,10 @@
-"""course.memstat against the kernel's own bookkeeping, on small files (a few MiB, < 2 s)."""
+"""course.machine.memstat against the kernel's own bookkeeping, on small files (a few MiB, < 2 s)."""
 import mmap
 import os
 
 import pytest
 
-from course import memstat
+from course.machine import memstat
 
 MIB = 1024 * 1024
 PAGE = memstat.PAGE_SIZE

@@ -3,7 +3,7 @@ the input echoed, uniform, random, a constant, the identity, noise around the ri
 import numpy as np
 import pytest
 
-from course.grading import CheckFailed
+from course.grading.contract import CheckFailed
 from part0_foundations.l05_rag import checks as rag_checks
 from part0_foundations.l05_rag.index import flat_index_bytes
 from part0_foundations.l05_rag.rag import Chunk, cosine_top_k, format_prompt, format_source

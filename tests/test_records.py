@@ -1,8 +1,8 @@
-"""One run record for every measurement (``course.records``), and saved results that predate it still read.
+"""One run record for every measurement (``course.machine.records``), and saved results that predate it still read.
 
 The old records below are copied from the saved results' keys (lesson 03's bench_latency.json, lesson 02's
 training machine note, lesson 04's train_log.json, lesson 05's memory.json, an E3 run) with made-up values."""
-from course import records
+from course.machine import records
 
 
 def test_a_new_record_has_the_shared_keys_and_the_producers_own():

@@ -20,24 +20,23 @@ import tempfile
 import time
 from pathlib import Path
 
-from course import tables
-from course.notebook_spec import REPO, all_specs
-from course.records import run_record
-from course.saved_runs import RESULTS
+from course.shared import tables
+from course.grading.notebook_spec import REPO, all_specs
+from course.machine.records import run_record
+from course.shared.saved_runs import RESULTS
+from course.classroom import nbgrader_class
 
 TIMES = RESULTS / "class_times.json"
 
 
 def measure(students: int, jobs: int) -> dict:
-    from course import classroom
-
     out = {"record": run_record(["-m", "course.class_times", "--students", str(students), "--jobs", str(jobs)],
                                 program="python"), "students": students, "jobs": jobs, "lessons": {}}
     with tempfile.TemporaryDirectory(prefix="class-times-") as tmp:
         root = Path(tmp)
         shutil.copytree(REPO / "solutions", root / "solutions")
         shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
-        classroom.register(root)
+        nbgrader_class.register(root)
         env = dict(os.environ, COURSE_ROOT=str(root))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
         for spec in all_specs():
@@ -62,7 +61,7 @@ def saved() -> dict:
 
 def class_times_table(times: dict | None = None, tr=None) -> str:
     """Markdown: seconds per student per lesson, and a class of 30, from the saved measurement (``tr``: the page's
-    language, course.i18n)."""
+    language, course.shared.i18n)."""
     tr = tr or (lambda message, **values: message.format(**values) if values else message)
     times = saved() if times is None else times
     if not times:
@@ -103,7 +102,8 @@ def bench_line(bench: dict | None = None, tr=None) -> str:
                      load=f"{rec['load_average_at_start']:.1f}") + "\n"
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """``python -m course.class_times``: grade a class of every lesson and save the times."""
     ap = argparse.ArgumentParser(prog="python -m course.class_times", description=__doc__.split("\n\n")[0])
     ap.add_argument("--students", type=int, default=4)
     ap.add_argument("--jobs", type=int, default=2)
@@ -112,3 +112,7 @@ if __name__ == "__main__":
     TIMES.parent.mkdir(exist_ok=True)
     TIMES.write_text(json.dumps(result, indent=1) + "\n")
     print(f"saved {TIMES.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()

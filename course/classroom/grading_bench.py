@@ -3,7 +3,7 @@
     .venv/bin/python -m course.grading_bench [--lesson 01_attention] [--students 30] [--jobs 2] [--route classroom]
                                              [--save]
 
-``--route engine`` grades ``--students`` copies of the lesson's solution notebook through ``course.autograde.grade``
+``--route engine`` grades ``--students`` copies of the lesson's solution notebook through ``course.grading.autograde.grade``
 (the engine both routes share), ``--jobs`` at a time, in this process; ``--route classroom`` (the default) makes a
 throw-away course root as ``course.class_times`` does and times ``python -m course.classroom autograde <lesson>
 --jobs J`` (real nbgrader, one student per process). Prints one JSON document: wall-clock seconds for the class, per
@@ -11,13 +11,14 @@ notebook (the class's time divided by its size), for the classroom route the CPU
 used (the figure a busy machine does not inflate) and, for the engine route, each grading's own seconds; with the run's
 record (date, machine, load average at the start). Every notebook must get full marks, or the run stops. ``--save``
 keeps a classroom run for the instructors' page (``results/course/grading_bench.json``, shown by
-``course.class_times.bench_line``).
+``course.classroom.class_times.bench_line``).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -27,8 +28,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from course.notebook_spec import REPO, all_specs
-from course.records import run_record
+from course.grading.notebook_spec import REPO, all_specs
+from course.machine.records import run_record
+from course.classroom import nbgrader_class
+from course.classroom.class_times import BENCH
+from course.grading.autograde import grade
+from course.grading.grading_group import CgroupError, own_dirs
 
 
 def _spec(lesson: str):
@@ -39,8 +44,6 @@ def _spec(lesson: str):
 
 
 def engine(lesson: str, students: int, jobs: int) -> dict:
-    from course.autograde import grade
-
     spec = _spec(lesson)
     module = spec.__name__.rsplit(".", 1)[0] + ".checks"
     notebook = REPO / "solutions" / lesson / spec.NOTEBOOK
@@ -53,7 +56,7 @@ def engine(lesson: str, students: int, jobs: int) -> dict:
         return time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    if jobs == 1:  # from this thread alone: the grader's process is a fork of this one (course.autograde)
+    if jobs == 1:  # from this thread alone: the grader's process is a fork of this one (course.grading.autograde)
         each = [one(i) for i in range(students)]
     else:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -64,14 +67,12 @@ def engine(lesson: str, students: int, jobs: int) -> dict:
 
 
 def classroom(lesson: str, students: int, jobs: int) -> dict:
-    from course import classroom as cls
-
     spec = _spec(lesson)
     with tempfile.TemporaryDirectory(prefix="grading-bench-") as tmp:
         root = Path(tmp)
         shutil.copytree(REPO / "solutions" / lesson, root / "solutions" / lesson)
         shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
-        cls.register(root, [lesson])
+        nbgrader_class.register(root, [lesson])
         for i in range(students):
             dst = root / "submitted" / f"student{i + 1:02d}" / lesson
             dst.mkdir(parents=True)
@@ -90,7 +91,7 @@ def classroom(lesson: str, students: int, jobs: int) -> dict:
             counter.remove()
         if done.returncode != 0:
             raise SystemExit(f"{lesson}: grading failed\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-        scores = cls.scores(root, lesson)
+        scores = nbgrader_class.scores(root, lesson)
         if any(s != top for s, top in scores.values()) or len(scores) != students:
             raise SystemExit(f"{lesson}: not every solution got full marks: {scores}")
     return {"wall_s": round(wall, 1), "per_notebook_s": round(wall / students, 2), "cpu_s": round(cpu, 1),
@@ -106,8 +107,6 @@ class _CpuGroup:
 
     @classmethod
     def make(cls):
-        from course.grading_group import CgroupError, own_dirs
-
         try:
             version, dirs = own_dirs()
             if version != "v1" or "cpuacct" not in dirs:
@@ -134,8 +133,6 @@ class _CpuGroup:
 def _children_cpu_s() -> float:
     """CPU seconds (user and system) of every finished process this one waited for, and of theirs: nbgrader, the
     grader's processes, the sandboxes. Unlike the wall-clock time it does not grow with other work on the machine."""
-    import resource
-
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
 
@@ -164,8 +161,6 @@ def main(argv=None) -> int:
               **measured}
     print(json.dumps(result, indent=1))
     if a.save and a.route == "classroom":
-        from course.class_times import BENCH
-
         BENCH.write_text(json.dumps(result, indent=1) + "\n")
     return 0
 

@@ -7,10 +7,10 @@
 
 The course root is the folder of nbgrader_config.py (``COURSE_ROOT`` overrides it, as in nbgrader_config.py).
 Grading runs real ``nbgrader autograde``, one student per process, ``--jobs`` at a time: the integrity check hashes
-only the grader's own files (course.autograde.GRADING_INPUTS), so gradings of different students may overlap.
+only the grader's own files (course.grading.autograde.GRADING_INPUTS), so gradings of different students may overlap.
 Bad input (an unknown assignment, no submission, a file that is not a notebook, another lesson's notebook) is one
 line naming the student and the file; the other students are graded as usual. ``zip-collect`` runs real
-``nbgrader zip_collect`` with the course's collector (course.nbgrader_ext.LmsCollector: Moodle's layout) and says
+``nbgrader zip_collect`` with the course's collector (course.classroom.nbgrader_ext.LmsCollector: Moodle's layout) and says
 in one line each what it left out.
 """
 from __future__ import annotations
@@ -27,8 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.notebook_spec import REPO, SKIPPED, all_specs, nbgrader_cmd
-from course.text import printable
+from course.grading.notebook_spec import REPO, SKIPPED, all_specs, nbgrader_cmd
+from course.shared.text import printable
+from course.grading.grade_worker import NotebookError, read_cells
 
 
 class ClassroomError(ValueError):
@@ -96,8 +97,6 @@ class Submission:
 
 def submissions(root: Path, assignment: str) -> list[Submission]:
     """Every ``submitted/<student>/<assignment>/`` folder, each with what stops it being graded (if anything)."""
-    from course.grade_worker import NotebookError, read_cells
-
     nb_name = check_assignment(assignment)
     sub = root / "submitted"
     folders = sorted(p for p in sub.glob(f"*/{glob.escape(assignment)}") if p.is_dir()) if sub.is_dir() else []
@@ -155,6 +154,7 @@ def _autograde_one(root: Path, assignment: str, s: Submission, extra: list[str])
 
 def scores(root: Path, assignment: str) -> dict[str, tuple[float, float]]:
     """student → (score, max score) of ``assignment``, from the gradebook."""
+    # nbgrader (Jupyter and SQLAlchemy behind it, seconds to import): loaded only where the gradebook is used
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
@@ -210,6 +210,7 @@ CSV_FIELDS = ["student", "assignment", "notebook", "check", "points", "max_point
 
 def check_rows(root: Path) -> list[dict]:
     """One row per student × graded check (nbgrader grade cell) × assignment, from the gradebook."""
+    # nbgrader (Jupyter and SQLAlchemy behind it, seconds to import): loaded only where the gradebook is used
     from nbgrader.api import Gradebook
 
     rows = []

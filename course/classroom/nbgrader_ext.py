@@ -38,8 +38,9 @@ from nbgrader.preprocessors import ClearHiddenTests, OverwriteCells
 from nbgrader import utils
 from traitlets import Bool, List, default
 
-from course.classroom import ClassroomError, register
-from course.notebook_spec import SKIPPED
+from course.classroom.nbgrader_class import ClassroomError, register
+from course.grading.notebook_spec import SKIPPED
+from course.shared.text import text_only_tree
 
 # nbconvert's base/mathjax.html.j2 macro: a CDN script and a MathJax 2 configuration, between these comments.
 _MATHJAX_BLOCK = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
@@ -51,6 +52,7 @@ MATHJAX_CONFIG = ("window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '\
 @lru_cache(maxsize=1)
 def mathjax_js() -> str:
     """MathJax 3's single-file TeX → SVG build, from the installed wheel."""
+    # mathjax (the django-static-mathjax package, 3 MB of JavaScript): loaded only when feedback is written
     import mathjax  # the django-static-mathjax package
 
     path = Path(mathjax.__file__).resolve().parent / "static" / "mathjax" / "es5" / "tex-svg-full.js"
@@ -83,9 +85,9 @@ class TextOnly(Preprocessor):
     enabled = Bool(True, help="nbconvert runs a preprocessor only when it is enabled").tag(config=True)
 
     def preprocess(self, nb, resources):
+        # nbformat (nbgrader's, its JSON schemas): loaded only when nbgrader runs this preprocessor
         from nbformat import from_dict
 
-        from course.text import text_only_tree
 
         return from_dict(text_only_tree(nb)), resources
 
@@ -107,6 +109,7 @@ class HiddenChecksAsRules(ClearHiddenTests):
 
 def _released(source: str) -> str:
     """A test cell's source as the release shows it: without its hidden region (nbgrader's own rule)."""
+    # nbformat (its JSON schemas): loaded only when a notebook is read or written
     from nbformat.v4 import new_code_cell
 
     cell = new_code_cell(source)
@@ -178,6 +181,7 @@ def _busy_timeout(dbapi_connection, _record):
 def sqlite_busy_timeout() -> None:
     """Every SQLite connection SQLAlchemy opens in this process (nbgrader's gradebook) waits up to
     ``GRADEBOOK_BUSY_S`` for a lock another process holds. Idempotent."""
+    # sqlalchemy (nbgrader's database, half a second to import): only when the gradebook is opened
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
@@ -198,6 +202,7 @@ def _refuse(log, line: str):
 def _calling_converter():
     """The nbgrader converter running this hook: nbgrader calls a hook with the assignment pattern, the student
     pattern and the notebooks only, and the gradebook's URL and the course root are the converter's."""
+    # nbgrader (seconds to import): this hook runs inside nbgrader, which has it loaded already
     from nbgrader.converters.base import BaseConverter
 
     frame = sys._getframe(1)
@@ -240,9 +245,10 @@ _REGISTERED: set = set()  # (db_url, assignment) known to be in the gradebook, p
 
 def register_missing_assignment(assignment=None, student=None, notebooks=None):
     """``c.Autograde.pre_convert_hook``: before a submission is graded, the gradebook gets its assignment if it has
-    none (registered from the course's solutions/ by course.classroom.register, the gradebook created if there is
+    none (registered from the course's solutions/ by course.classroom.nbgrader_class.register, the gradebook created if there is
     none). Under an exclusive lock on the gradebook's folder, so two autogrades at once register it once and the
     second finds it. An assignment already in the gradebook is left exactly as it is."""
+    # nbgrader and sqlalchemy (seconds to import): loaded only when an assignment is registered
     from nbgrader.api import Gradebook, MissingEntry
     from sqlalchemy.engine import make_url
 

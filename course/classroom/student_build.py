@@ -20,8 +20,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from course.notebook_spec import REPO, all_specs
-from course.sandbox import stub_module
+from course.grading.notebook_spec import REPO, all_specs
+from course.grading.sandbox import stub_module
 
 PACKAGES = ("course", "part0_foundations", "part1_capacity")
 FILES = ("pyproject.toml",)
@@ -40,7 +40,7 @@ _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
 
 def stub_solutions(text: str, note: str = NOTE) -> str:
     """``text`` with each ``### BEGIN SOLUTION``…``### END SOLUTION`` region replaced by a raise at its indent (the
-    sandbox's own stubbing, ``course.sandbox.stub_module``); a module without regions is returned as it is."""
+    sandbox's own stubbing, ``course.grading.sandbox.stub_module``); a module without regions is returned as it is."""
     if not any(line.strip() == "### BEGIN SOLUTION" for line in text.splitlines()):
         return text
     return stub_module(text, note)
@@ -77,7 +77,7 @@ def student_requirements(requirements: str) -> str:
     missing = [p for p in STUDENT_PACKAGES if p not in pins]
     if missing:
         raise ValueError(f"requirements.txt: no pin for {', '.join(missing)} (the student build needs them)")
-    lines = ["# What the exercise notebooks need, at the course's pins (course/student_build.py writes this file).",
+    lines = ["# What the exercise notebooks need, at the course's pins (course/classroom/student_build.py writes this file).",
              "# torch: the CPU build, from PyTorch's CPU wheel index (plain PyPI's is the CUDA one, several GB).",
              f"--extra-index-url {TORCH_CPU_INDEX}"]
     lines += [f"{p}=={pins[p]}+cpu" if p == "torch" else f"{p}=={pins[p]}" for p in STUDENT_PACKAGES]

@@ -1,8 +1,8 @@
 """Grade a learner's notebook against a lesson contract without running learner code in this process.
 
-``grade(lesson_module, notebook)`` starts ``course.grade_worker``, the grader's process, which starts the learner's
+``grade(lesson_module, notebook)`` starts ``course.grading.grade_worker``, the grader's process, which starts the learner's
 process in a sandbox (bubblewrap; Landlock and resource limits inside), runs the checks itself on stand-ins for the
-notebook's definitions and sends each result here as a JSON line (see course/grade_worker.py). The learner's process
+notebook's definitions and sends each result here as a JSON line (see course/grading/grade_worker.py). The learner's process
 never holds the results, the checks or this process's pipes. A check that does not answer in time, or a learner
 process that dies, fails that check with a message; the notebook never runs twice, so one submission costs at most
 the notebook's limit plus each check's limit (and start-up). The learner's printed output is kept up to
@@ -14,6 +14,7 @@ nbgrader_config.py), so both give the same points.
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import importlib
 import json
@@ -28,10 +29,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.i18n import failure_message, notebook_lang
-from course.text import printable
+from course.shared.i18n import failure_message, notebook_lang
+from course.shared.text import printable
+from course.grading import grade_worker
+from course.grading.contract import CheckFailed
+from course.grading.grade_worker import NotebookError, STARTUP_S, read_cells, view_spec
+from course.grading.notebook_spec import all_specs
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # Caches inside the hashed folders.
 _SKIP_DIRS = {".git", ".venv", "build", "_build", "nbgrader_root", "__pycache__", ".pytest_cache", "node_modules"}
 # What a grade depends on, hashed before and after each grading: the grader, the checks, the references, the
@@ -52,7 +57,7 @@ class Limits:
     file_bytes: int = 256 << 20    # largest file it may write (in its scratch folder)
     output_bytes: int = 64 << 10   # printed output kept for the report
     sandbox: str = "auto"          # "auto": bubblewrap where it runs; "off": Landlock and limits only
-    # The whole grading together (course.grading_group): every learner process and thread, their memory (tmpfs pages
+    # The whole grading together (course.grading.grading_group): every learner process and thread, their memory (tmpfs pages
     # included), their scratch folder, and their CPU time (the notebook's limit plus every check's, in CPU seconds).
     group_memory_bytes: int = 4 << 30
     processes: int = 256
@@ -217,14 +222,13 @@ def _start_worker(job: dict, w: int, out_w: int, workdir: str, env: dict):
     """The grader's process for this notebook. Warm: a fork of this process, which has the interpreter, torch and
     the lesson's checks loaded already (the pytest route and nbgrader grade from one thread); else, when other
     threads run here (a fork would copy their locks in any state), a fresh interpreter (``python -m
-    course.grade_worker``). Either runs ``course.grade_worker.run(job)``: the same code, the same sandbox."""
+    course.grading.grade_worker``). Either runs ``course.grading.grade_worker.run(job)``: the same code, the same sandbox."""
     if threading.active_count() > 1 or not hasattr(os, "fork"):
-        proc = subprocess.Popen([sys.executable, "-m", "course.grade_worker"], stdin=subprocess.PIPE, stdout=out_w,
+        proc = subprocess.Popen([sys.executable, "-m", "course.grading.grade_worker"], stdin=subprocess.PIPE, stdout=out_w,
                                 stderr=out_w, pass_fds=(w,), cwd=workdir, env=env, start_new_session=True)
         proc.stdin.write((json.dumps(job) + "\n").encode())
         proc.stdin.close()
         return proc
-    import gc
 
     gc.freeze()  # objects of this process stay as they are in the child (none is collected there, no fd closed twice)
     pid = os.fork()
@@ -251,7 +255,6 @@ def _start_worker(job: dict, w: int, out_w: int, workdir: str, env: dict):
         torch = sys.modules.get("torch")
         if torch is not None:
             torch.set_num_threads(1)  # a fork has none of its parent's OpenMP threads
-        from course import grade_worker
 
         grade_worker.run(job)
     except BaseException:  # noqa: BLE001 - the parent reads the missing answers as the grader's failure
@@ -261,14 +264,13 @@ def _start_worker(job: dict, w: int, out_w: int, workdir: str, env: dict):
 
 
 def _run(lesson_module, notebook: Path, limits: Limits, workdir: str, report: Report, n_checks: int) -> dict:
-    """Start the grader's process (course.grade_worker) and collect its answers. The whole run is bounded: start-up,
+    """Start the grader's process (course.grading.grade_worker) and collect its answers. The whole run is bounded: start-up,
     the notebook's limit and each check's limit (with a little slack each), never more."""
     r, w = os.pipe()
     out_r, out_w = os.pipe()
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1", HOME=workdir, TMPDIR=workdir,
                MPLCONFIGDIR=workdir, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
-    from course.grade_worker import view_spec
 
     job = dict(lesson=lesson_module, notebook=str(notebook), result_fd=w, workdir=workdir, repo=str(REPO),
                view=view_spec(lesson_module), n_checks=n_checks,
@@ -281,7 +283,6 @@ def _run(lesson_module, notebook: Path, limits: Limits, workdir: str, report: Re
     os.close(out_w)
     output = _Output(out_r, limits.output_bytes)
     output.start()
-    from course.grade_worker import STARTUP_S
 
     deadline = time.monotonic() + 2 * STARTUP_S + limits.notebook_s + n_checks * (limits.check_s + 15)
     answered, lines, failed = {}, _Lines(r), None
@@ -322,8 +323,6 @@ def _run(lesson_module, notebook: Path, limits: Limits, workdir: str, report: Re
 
 def grade(lesson_module: str, notebook: str | Path, limits: Limits = Limits()) -> Report:
     """Grade ``notebook`` against the contract ``LESSON`` of the module ``lesson_module`` (a lesson's checks)."""
-    from course.grade_worker import NotebookError, read_cells
-
     lesson = load_lesson(lesson_module)
     report = Report(lesson=lesson.package, origin=str(notebook))
     try:
@@ -344,24 +343,24 @@ def grade(lesson_module: str, notebook: str | Path, limits: Limits = Limits()) -
     lang = notebook_lang(notebook)  # a Korean release gets its failures in Korean (course/locale/ko/grading.toml)
     if changed:
         report.void = void_message(changed)
-        print(f"course.autograde: grade of {notebook} void: {report.void}", file=sys.stderr)
+        print(f"course.grading.autograde: grade of {notebook} void: {report.void}", file=sys.stderr)
     for c in lesson.checks:
         passed, message = answered.get(c.id, (False, "the grader stopped before this check (the time allowed to "
                                                      "the whole notebook ran out)"))
         if changed:
             passed, message = False, f"not graded: {report.void}"
         elif not passed:
-            # Learner text (exception messages) is escaped before the lesson's own words wrap it (course.text).
+            # Learner text (exception messages) is escaped before the lesson's own words wrap it (course.shared.text).
             message = failure_message(lang, c.rule, printable(message))
         report.results.append(CheckResult(c.id, c.name, c.points, passed, message))
     report.notebook_errors = [printable(e) for e in report.notebook_errors]
     if report.sandbox.startswith("fallback") and report.sandbox not in _SAID:
         _SAID.add(report.sandbox)
-        print(f"course.autograde: learner code ran without the bubblewrap sandbox ({report.sandbox[10:]}); "
+        print(f"course.grading.autograde: learner code ran without the bubblewrap sandbox ({report.sandbox[10:]}); "
               "see the instructors' guide for what that leaves open", file=sys.stderr)
     if report.limits.startswith("no cgroup") and report.limits not in _SAID:
         _SAID.add(report.limits)
-        print(f"course.autograde: the grading's limits hold without a cgroup: {report.limits}; see the instructors' "
+        print(f"course.grading.autograde: the grading's limits hold without a cgroup: {report.limits}; see the instructors' "
               "guide for what that leaves open", file=sys.stderr)
     return report
 
@@ -386,8 +385,6 @@ _SAID: set = set()  # the fallback is said once per process
 
 def grade_reference(lesson_module: str) -> Report:
     """The reference solution through every check, in this process (it is the course's own code)."""
-    from course.grading import CheckFailed
-
     lesson = load_lesson(lesson_module)
     report = Report(lesson=lesson.package, origin=" and ".join(lesson.reference))
     for c in lesson.checks:
@@ -401,8 +398,6 @@ def grade_reference(lesson_module: str) -> Report:
 
 def _lesson_for(assignment: str):
     """The checks module of the lesson whose notebook spec has this nbgrader assignment name, or None."""
-    from course.notebook_spec import all_specs
-
     for spec in all_specs():
         if spec.ASSIGNMENT == assignment:
             mod = spec.__name__.rsplit(".", 1)[0] + ".checks"
@@ -415,12 +410,13 @@ def _lesson_for(assignment: str):
 
 def nbgrader_preprocessor():
     """The nbgrader ``Execute`` replacement (built lazily: nbgrader is only needed when nbgrader runs)."""
+    # nbformat, nbgrader and traitlets (seconds to import): only when nbgrader runs, never on the pytest route
     from nbformat.v4 import new_output
     from nbgrader.preprocessors import Execute
     from traitlets import Float, Integer
 
     class IsolatedExecute(Execute):
-        """Grade a notebook of a lesson with a contract through ``course.autograde.grade``: the learner's code runs
+        """Grade a notebook of a lesson with a contract through ``course.grading.autograde.grade``: the learner's code runs
         in a separate, limited process, never in a kernel beside the tests. Each test cell gets its check's result:
         nothing (full points) or an error with the check's message (no points). Notebooks of assignments without a
         contract are executed as nbgrader always does."""
@@ -438,6 +434,7 @@ def nbgrader_preprocessor():
             lesson_module = _lesson_for(resources.get("nbgrader", {}).get("assignment", ""))
             if lesson_module is None:
                 return super().preprocess(nb, resources)
+            # nbformat: imported by nbgrader already, named here only when a notebook is graded
             import nbformat
 
             limits = Limits(check_s=self.check_timeout, notebook_s=self.notebook_timeout,

@@ -4,13 +4,15 @@ A check is a plain function that takes the learner's implementation and raises `
 ``AssertionError``) with a message that states the rule it tests. Each lesson's ``checks.py`` ends with its contract,
 ``LESSON = Lesson(...)``: the checks, their ids (also the grade ids of the notebook's test cells), points, which are
 hidden, the reference modules, and what the exercise may not delegate (``forbids``: torch's own attention, layers or
-quantization, from ``course.method``; a learner call that reaches one fails its check, naming it). The notebook's test cells (``course.notebook_spec.graded``),
-``pytest tests/autograder/... --notebook PATH`` and ``nbgrader autograde`` (both through ``course.autograde``) read
+quantization, from ``course.grading.method``; a learner call that reaches one fails its check, naming it). The notebook's test cells (``course.grading.notebook_spec.graded``),
+``pytest tests/autograder/... --notebook PATH`` and ``nbgrader autograde`` (both through ``course.grading.autograde``) read
 it. Learner code that raises, hangs or returns the wrong shape or dtype fails the check with a message.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import importlib
 import signal
 import threading
@@ -19,8 +21,9 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable
 
-from course.failures import CheckFailed, Delegated  # noqa: F401  (the checks' names for them, since the start)
-from course.proxy import ChannelBroken, fetch, type_name
+from course.grading.failures import CheckFailed, Delegated  # noqa: F401  (the checks' names for them, since the start)
+from course.grading.proxy import ChannelBroken, fetch, type_name
+from course.grading import method
 
 
 class TimedOut(BaseException):
@@ -79,10 +82,8 @@ def time_limit(seconds: float, what: str = "your code"):
 
 def call(fn, *args, what=None, timeout: float = 30.0, **kwargs):
     """Call learner code; turn an exception or a hang into a CheckFailed that names the function."""
-    from course import method
-
     name = what or getattr(fn, "__qualname__", None) or type_name(fn)
-    # A stand-in's call is watched in the learner's process (course.proxy); code in this process is watched here.
+    # A stand-in's call is watched in the learner's process (course.grading.proxy); code in this process is watched here.
     local = method.forbidden() and not getattr(type(fn), "_wire_handle", False)
     with time_limit(timeout, name):
         try:
@@ -111,10 +112,9 @@ def call(fn, *args, what=None, timeout: float = 30.0, **kwargs):
 def one_torch_thread(check):
     """Run a check on one torch thread (restored afterwards). The lessons' models are tiny: extra OpenMP threads
     only spin-wait for each other, which on a busy 2-core machine made checks several times slower."""
-    import functools
-
     @functools.wraps(check)
     def run(*args, **kwargs):
+        # torch: seconds to import, loaded only when a tensor is there (the grader starts without it)
         import torch
 
         before = torch.get_num_threads()
@@ -142,6 +142,7 @@ def expect_shape(t, shape, what: str):
 
 def _plain(x, what: str):
     """Learner results are compared as plain tensors/arrays: a subclass could redefine comparison itself."""
+    # numpy and torch: loaded only when a result is compared (the grader starts without them)
     import numpy as np
     import torch
 
@@ -161,6 +162,7 @@ def _plain(x, what: str):
 def expect_close(got, want, what: str, atol: float = 1e-5, rtol: float = 1e-5):
     """Element-wise closeness for torch tensors or numpy arrays, with the worst difference in the message. A torch
     result must also have the reference's dtype (float64 where float32 is expected is a mistake, not a pass)."""
+    # numpy: loaded only when an array is there (the light path never loads it)
     import numpy as np
 
     if hasattr(want, "detach") and hasattr(got, "detach") and hasattr(got, "dtype"):
@@ -176,6 +178,7 @@ def expect_close(got, want, what: str, atol: float = 1e-5, rtol: float = 1e-5):
 def same(a, b, atol: float = 1e-4) -> bool:
     """Whether two results are one and the same up to ``atol`` (absolute and relative): equal shapes, and non-finite
     entries in the same places (two ways of overflowing alike are the same mistake)."""
+    # torch: seconds to import, loaded only when a tensor is there (the grader starts without it)
     import torch
 
     a, b = fetch(a), fetch(b)
@@ -258,7 +261,7 @@ class Lesson:
     reference: tuple[str, ...]
     checks: tuple[Check, ...]
     given: tuple[str, ...] = ()  # helpers of the checks module that notebooks import (the sandbox shows only these)
-    # What the exercise may not delegate (course.method.CATALOGUE): a check whose learner call reaches one fails.
+    # What the exercise may not delegate (course.grading.method.CATALOGUE): a check whose learner call reaches one fails.
     forbids: tuple = ()
 
     def __post_init__(self):
@@ -266,14 +269,11 @@ class Lesson:
         if len(set(ids)) != len(ids):
             raise ValueError(f"{self.package}: duplicate check ids in {ids}")
         if self.forbids:
-            import dataclasses
-
-            from course import method
 
             keys = tuple(d.key for d in self.forbids)
             unknown = [k for k in keys if k not in method.CATALOGUE]
             if unknown:
-                raise ValueError(f"{self.package}: forbids {unknown}, which course.method.CATALOGUE does not hold")
+                raise ValueError(f"{self.package}: forbids {unknown}, which course.grading.method.CATALOGUE does not hold")
             object.__setattr__(self, "checks", tuple(dataclasses.replace(c, fn=method.enforcing(c.fn, keys))
                                                      for c in self.checks))
 

@@ -1,5 +1,5 @@
 """What a check raises when the learner's code does not pass it — below both the grading helpers
-(``course.grading``, which re-exports these names) and the channel to the learner's process (``course.proxy``,
+(``course.grading.contract``, which re-exports these names) and the channel to the learner's process (``course.grading.proxy``,
 which raises ``Delegated`` when a forbidden implementation is reached on the learner's side)."""
 from __future__ import annotations
 
@@ -9,4 +9,4 @@ class CheckFailed(AssertionError):
 
 
 class Delegated(CheckFailed):
-    """The learner's code reached a ready-made implementation its lesson forbids (``course.method``)."""
+    """The learner's code reached a ready-made implementation its lesson forbids (``course.grading.method``)."""

@@ -1,10 +1,10 @@
-"""The grader's process for one notebook: ``python -m course.grade_worker`` (started by ``course.autograde``, never
+"""The grader's process for one notebook: ``python -m course.grading.grade_worker`` (started by ``course.grading.autograde``, never
 by hand). Learner code never runs here.
 
-It starts the learner's process (``course.learner``) in a sandbox (bubblewrap: its own user, PID, network and IPC
+It starts the learner's process (``course.grading.learner``) in a sandbox (bubblewrap: its own user, PID, network and IPC
 namespaces, a read-only view of what a notebook may read, a private scratch folder; Landlock and resource limits
 inside), then runs each of the lesson's checks *here*, handing them stand-ins for the notebook's definitions
-(``course.proxy``): every call crosses as plain data and the answers are judged here. Checks that look at the
+(``course.grading.proxy``): every call crosses as plain data and the answers are judged here. Checks that look at the
 learner's code read the notebook's text here. Results go to the parent as JSON lines on a pipe the learner's process
 never has. A check that does not answer in time, or a learner process that dies, costs that check only: the next check
 gets a fresh fork of the notebook's state, never a second run of the notebook.
@@ -23,7 +23,8 @@ import threading
 import time
 import traceback
 
-from course.text import text_only
+from course.shared.text import printable, text_only
+from course.grading import contract, grading_group, proxy, sandbox, wire
 
 LEARNER = "__learner__"
 CELL_PREFIX = "<notebook cell "
@@ -136,8 +137,6 @@ def view_spec(lesson_module: str) -> dict:
 def build_view(spec: dict, repo: str, view_dir: str) -> dict[str, str]:
     """Files the sandbox shows instead of the repository's: this lesson's reference modules with their solutions
     replaced by stubs, and every lesson's checks module reduced to its imports and the helpers given to notebooks."""
-    from course import sandbox
-
     os.makedirs(view_dir, exist_ok=True)
     out = {}
 
@@ -171,8 +170,6 @@ class LearnerProcess:
 
     def __init__(self, job: dict, repo: str, scratch: str, view_files: dict[str, str], group=None,
                  notebook: str | None = None):
-        from course import sandbox, wire
-
         self.wire = wire
         rpc_to, rpc_in = os.pipe()      # requests to the learner / read by it
         rpc_out, rpc_from = os.pipe()   # answers from the learner / written by it
@@ -185,7 +182,7 @@ class LearnerProcess:
                "MPLCONFIGDIR": scratch, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
                "MKL_NUM_THREADS": "1", "LANG": "C.UTF-8"}
         python = os.path.join(os.path.realpath(sys.prefix), "bin", os.path.basename(sys.executable))
-        cmd = [python if os.path.exists(python) else sys.executable, "-m", "course.learner", *map(str, theirs)]
+        cmd = [python if os.path.exists(python) else sys.executable, "-m", "course.grading.learner", *map(str, theirs)]
         self.problem = None if job.get("sandbox", "auto") == "auto" else "bubblewrap was switched off"
         self.problem = self.problem or sandbox.bwrap_problem()
         # With bubblewrap the scratch folder is a tmpfs of the grading's disk size (the notebook shown in it,
@@ -229,8 +226,6 @@ class LearnerProcess:
                           + (f": {said}" if said else "") + ")")
 
     def ctl(self, **msg):
-        from course import proxy
-
         self.wire.write_frame(self.ctl_w, proxy.Channel(-1, self.ctl_w, trusted=True)._frame(msg, {}))
 
     def ctl_read(self, deadline: float) -> dict | None:
@@ -243,8 +238,6 @@ class LearnerProcess:
 
     def fork(self):
         """A fresh server of the notebook's state; its channel, or None when the learner's process does not answer."""
-        from course import proxy
-
         try:
             self.ctl(op="fork")
         except OSError:
@@ -286,8 +279,6 @@ class LearnerProcess:
         return msg.get("code") if msg and msg.get("kind") == "exited" and type(msg.get("code")) is int else None
 
     def close(self):
-        from course import sandbox
-
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -336,7 +327,6 @@ class _StartupErr(threading.Thread):
 
     def first_lines(self) -> str:
         time.sleep(0.1)  # what the process wrote as it exited
-        from course.text import printable
 
         lines = [ln.strip() for ln in bytes(self.head).decode("utf-8", "replace").splitlines() if ln.strip()]
         return printable(" | ".join(lines[:3]))[:300]
@@ -362,7 +352,7 @@ def main() -> None:
 
 
 def run(job: dict) -> None:
-    """``main``'s work for one job (also called in a fork of the grader's parent: course.autograde)."""
+    """``main``'s work for one job (also called in a fork of the grader's parent: course.grading.autograde)."""
     out = os.fdopen(job["result_fd"], "w", buffering=1)
 
     def send(**msg):
@@ -379,8 +369,6 @@ def run(job: dict) -> None:
 
 
 def _main(job: dict, send) -> None:
-    from course import grading, grading_group, proxy, sandbox
-
     sandbox.become_subreaper()
     repo = job["repo"]
     scratch = os.path.join(job["workdir"], "scratch")
@@ -428,7 +416,7 @@ def _main(job: dict, send) -> None:
                                           kill=lambda: _kill_sandbox(learner)).start()
         try:
             imported = reference_imports(read_cells(job["notebook"]), lesson)
-            said = _grade(job, lesson, imported, scratch, learner, send, grading, proxy, watchdog)
+            said = _grade(job, lesson, imported, scratch, learner, send, contract, proxy, watchdog)
             send(kind="usage", breaches=watchdog.breaches(), peaks=watchdog.peaks(), unsaid=said.new())
         finally:
             watchdog.stop(then=learner.close)
@@ -451,8 +439,6 @@ def _user_tasks() -> int:
 
 def _kill_sandbox(learner) -> None:
     """Every process of the learner's sandbox, now (a limit of the whole grading was reached)."""
-    from course import sandbox
-
     if learner.group is not None:
         learner.group.kill()
     try:
@@ -485,8 +471,6 @@ class _Breaches:
 
 
 def _grade(job, lesson, imported, scratch, learner, send, grading, proxy, watchdog=None) -> "_Breaches":
-    from course import sandbox
-
     # This process runs the checks on the learner's answers and the reference code the learner's side may call:
     # it too may write only in its own folder and open no TCP connection (it may still kill its sandbox).
     landlock_here = sandbox.confine_writes([job["workdir"], "/dev/null"], scope_signals=False)

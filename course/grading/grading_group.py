@@ -9,18 +9,19 @@ limits the kernel enforced since the group was made (an OOM kill, a refused fork
 time so far (the grader kills the group past its budget); ``kill()`` and ``remove()`` end it.
 
 Where no group can be made (no controller, no permission: a container without a writable cgroup tree),
-``create`` raises ``CgroupError`` with the reason and the grader falls back to per-process limits (``course.learner``:
+``create`` raises ``CgroupError`` with the reason and the grader falls back to per-process limits (``course.grading.learner``:
 RLIMIT_AS, RLIMIT_CPU, RLIMIT_NPROC) and its own watchdog, and says so.
 """
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.memcg import CgroupError
+from course.machine.memcg import CgroupError
 
 
 def _mounts(mounts_path: str) -> tuple[dict[str, str], str | None]:
@@ -308,8 +309,6 @@ class Watchdog:
 
     def __init__(self, budget: Budget, root_pid: int, group: GradingGroup | None, scratch: str,
                  tmpfs_scratch: bool, kill, period_s: float = 0.2):
-        import threading
-
         self.budget, self.root_pid, self.group, self.scratch = budget, root_pid, group, scratch
         self.tmpfs_scratch, self.kill, self.period_s = tmpfs_scratch, kill, period_s
         self.found: list[str] = []

@@ -1,13 +1,14 @@
-"""The learner's side of grading: ``python -m course.learner RPC_IN RPC_OUT CTL_IN CTL_OUT``, started by
-``course.grade_worker`` inside the sandbox (never by hand).
+"""The learner's side of grading: ``python -m course.grading.learner RPC_IN RPC_OUT CTL_IN CTL_OUT``, started by
+``course.grading.grade_worker`` inside the sandbox (never by hand).
 
 It limits itself (memory, file size, CPU time, writes only in its scratch folder, Landlock where the kernel has it),
 runs the notebook's code cells once, then, on the grader's word, forks a server that answers the grader's requests
-about the notebook's definitions (``course.proxy``). A server that hangs or dies is replaced by a fresh fork of the
+about the notebook's definitions (``course.grading.proxy``). A server that hangs or dies is replaced by a fresh fork of the
 notebook's state: the notebook never runs twice. Nothing of the grader is here: no checks, no results, no tokens.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import resource
 import select
@@ -16,7 +17,9 @@ import sys
 import traceback
 import types
 
-from course import method, proxy, wire
+from course.grading import method, proxy, sandbox, wire
+from course.grading.contract import CheckFailed, TimedOut, time_limit
+from course.grading.grade_worker import NotebookError, read_cells
 
 
 def _send(fd, **msg):
@@ -35,8 +38,6 @@ def _describe(exc: BaseException) -> str:
 
 def limit(job: dict) -> int:
     """Memory, file size, CPU seconds (inherited by every process started here) and Landlock; the Landlock ABI."""
-    from course import sandbox
-
     resource.setrlimit(resource.RLIMIT_AS, (job["memory_bytes"], job["memory_bytes"]))
     resource.setrlimit(resource.RLIMIT_FSIZE, (job["file_bytes"], job["file_bytes"]))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -51,8 +52,6 @@ def preload(modules: list[str]) -> str | None:
     """Import the libraries every notebook of the lesson uses before any learner code runs: a sandbox that does not
     show the Python environment fails here, as the grader's failure, not in the notebook's first cell. The error, or
     None."""
-    import importlib
-
     for name in modules:
         try:
             importlib.import_module(name)
@@ -62,8 +61,6 @@ def preload(modules: list[str]) -> str | None:
 
 
 def run_cells(cells, cell_s: float) -> tuple[dict, list[str]]:
-    from course.grading import CheckFailed, TimedOut, time_limit
-
     module = types.ModuleType("__learner__")
     sys.modules["__learner__"] = module
     ns = module.__dict__
@@ -100,14 +97,13 @@ def main() -> None:
     _send(ctl_out, kind="started", problem=problem)
     if problem:
         os._exit(0)
-    from course.grade_worker import NotebookError, read_cells
 
     try:
         cells, unreadable = read_cells(job["notebook"]), []
     except NotebookError as exc:
         cells, unreadable = [], [str(exc)]
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    # Before any learner code: the entry points an exercise may not delegate to become tripwires (course.method).
+    # Before any learner code: the entry points an exercise may not delegate to become tripwires (course.grading.method).
     method.install()
     ns, errors = run_cells(cells, job["cell_s"])
     errors = unreadable + errors

@@ -17,14 +17,15 @@ through ``torch.ops``) gets past:
   name (``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu``, ``torch._scaled_dot_product_attention_math``).
   (A ``TorchDispatchMode`` would see operators below that, but entering one imports torch._dynamo: 5 s a grading.)
 
-What is seen goes back to the grader with the call's answer (``course.proxy``); the grader fails the check. The same
+What is seen goes back to the grader with the call's answer (``course.grading.proxy``); the grader fails the check. The same
 watch runs in the grader's process when a check calls a local implementation (the reference solution, or the wrong
-implementations of the tests): ``course.grading.call``.
+implementations of the tests): ``course.grading.contract.call``.
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import importlib.abc
 import importlib.util
 import sys
@@ -99,8 +100,6 @@ def forbidden() -> tuple[str, ...]:
 
 def enforcing(check, keys: tuple[str, ...]):
     """``check`` with ``keys`` forbidden to every learner call it makes."""
-    import functools
-
     @functools.wraps(check)
     def run(*args, **kwargs):
         token = _FORBIDDEN.set(tuple(keys))
@@ -136,6 +135,7 @@ def _op_key(name: str, active) -> str | None:
 
 
 def _mode(active):
+    # torch: seconds to import, loaded only when a tensor is there (the grader starts without it)
     from torch.overrides import TorchFunctionMode
 
     class Watch(TorchFunctionMode):

@@ -10,7 +10,7 @@ Each lesson has a ``notebook.py`` with ``ASSIGNMENT`` (nbgrader assignment name,
   definitions ``names`` of the package file ``path`` (with its ``### BEGIN/END SOLUTION`` regions);
 - ``tests(grade_id, points, src, hidden=None)``: a locked, graded test cell; ``hidden`` goes inside
   ``### BEGIN/END HIDDEN TESTS``;
-- ``graded(lesson, *check_ids)``: one locked test cell per check of the lesson contract (``course.grading.Lesson``),
+- ``graded(lesson, *check_ids)``: one locked test cell per check of the lesson contract (``course.grading.contract.Lesson``),
   its grade id the check id and its points the check's, so the notebook, nbgrader and the pytest grader share one
   list of checks. A hidden check's cell shows only the rule it tests.
 
@@ -36,9 +36,9 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.i18n import DEFAULT, translator
+from course.shared.i18n import DEFAULT, translator
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 HIDDEN = "Hidden check, run when graded: {rule}"
 
 
@@ -99,7 +99,7 @@ def tests(grade_id: str, points: int, src: str, hidden: str | None = None) -> Ce
 
 
 def graded(lesson, *check_ids: str) -> list[Cell]:
-    """The test cells of the named checks of ``lesson`` (a ``course.grading.Lesson``), one cell per check. The
+    """The test cells of the named checks of ``lesson`` (a ``course.grading.contract.Lesson``), one cell per check. The
     notebook imports the lesson's ``checks`` module in its set-up cell."""
     cells = []
     for cid in check_ids:
@@ -154,6 +154,7 @@ def all_specs():
 def build_source_notebook(spec, lang: str = DEFAULT):
     """The nbgrader source notebook (an ``nbformat`` node) for a spec, in ``lang``. Deterministic: ids come from
     positions."""
+    # nbformat (its JSON schemas): loaded only when a notebook is read or written (a lesson's notebook.py imports this module)
     import nbformat
 
     nb = nbformat.v4.new_notebook()
@@ -197,6 +198,7 @@ def course_dirs(lang: str = DEFAULT) -> tuple[Path, Path]:
 
 
 def write_source_notebook(spec, solutions_dir: Path | None = None, lang: str = DEFAULT) -> Path:
+    # nbformat (its JSON schemas): loaded only when a notebook is read or written
     import nbformat
 
     out = Path(solutions_dir or course_dirs(lang)[0]) / spec.ASSIGNMENT / spec.NOTEBOOK

@@ -1,6 +1,6 @@
 """Calls between the grader's checks and the learner's definitions, which live in another (sandboxed) process.
 
-Both processes hold a ``Channel`` over a pair of pipes. A value crosses as plain data (``course.wire``); any other
+Both processes hold a ``Channel`` over a pair of pipes. A value crosses as plain data (``course.grading.wire``); any other
 object stays where it is and the other side gets a stand-in (``Remote``) whose attribute reads, calls, indexing and
 iteration are requests answered by the owner. The grader's side is the trusted one: the checks hand the learner's
 code their own inputs (tensors as copies, reference caches and models as stand-ins it may call but not change), and
@@ -11,11 +11,12 @@ model's weights, mode or device).
 from __future__ import annotations
 
 import builtins
+import json
 import sys
 import time
 
-from course import method, modules, wire
-from course.failures import Delegated
+from course.grading import method, modules, wire
+from course.grading.failures import Delegated
 
 # Builtin exceptions that cross as themselves (a learner's ValueError is the checks' ValueError); any other type
 # crosses as an Exception subclass of that name. KeyboardInterrupt, SystemExit and StopIteration never cross as
@@ -235,6 +236,7 @@ def _module_class():
     """A stand-in that is an ``nn.Module`` (a learner's layer put inside the checks' model)."""
     global _MODULE_CLASS
     if _MODULE_CLASS is None:
+        # torch: seconds to import, loaded only when a tensor is there (the grader starts without it)
         from torch import nn
 
         class RemoteModule(_RemoteMixin, nn.Module):
@@ -325,7 +327,6 @@ class Channel:
         body = dict(msg)
         for k, v in values.items():
             body[k] = enc.encode(v)
-        import json
 
         text = json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
         if len(text) > wire.MAX_JSON:
@@ -419,7 +420,7 @@ class Channel:
 
     @staticmethod
     def _delegated(seen):
-        """The learner's call reached what the check forbids (course.method): the check fails, naming it."""
+        """The learner's call reached what the check forbids (course.grading.method): the check fails, naming it."""
         keys = [k for k in seen if isinstance(k, str)][:20] if isinstance(seen, list) else []
         exc = Delegated(method.message(keys) or "calls a ready-made implementation the exercise forbids")
         exc._wire_answer = True  # an answer came: the two ends are still in step

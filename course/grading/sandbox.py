@@ -2,13 +2,18 @@
 checks), Linux Landlock inside (no writes outside one folder, no TCP, no signals to other processes), and the
 clean-up that leaves no process behind.
 
-Used by ``course.grade_worker`` (the grader's process, which starts the learner's process) and ``course.learner``
-(which confines itself); see ``course.autograde``.
+Used by ``course.grading.grade_worker`` (the grader's process, which starts the learner's process) and ``course.grading.learner``
+(which confines itself); see ``course.grading.autograde``.
 """
 from __future__ import annotations
 
+import ast
 import ctypes
 import os
+import shutil
+import signal
+import site
+import subprocess
 import sys
 
 # Linux syscall numbers (the same on x86_64 and aarch64) and Landlock constants, from linux/landlock.h.
@@ -84,15 +89,11 @@ STUB_NOTE = "This file is not available while grading: the checks run in the gra
 
 
 def bwrap_path() -> str | None:
-    import shutil
-
     return shutil.which("bwrap")
 
 
 def bwrap_problem() -> str | None:
     """Why bubblewrap cannot sandbox here (not installed, or no user namespaces), or None when it can."""
-    import subprocess
-
     exe = bwrap_path()
     if exe is None:
         return "bubblewrap (bwrap) is not installed"
@@ -106,8 +107,6 @@ def bwrap_problem() -> str | None:
 def _python_dirs() -> list[str]:
     """The Python environment: the virtual environment, the interpreter it was made from, what they link to, and the
     site-packages folders its path files add (a virtual environment that extends another one)."""
-    import site
-
     out = []
     candidates = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))]
     candidates += [p for p in sys.path if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
@@ -196,8 +195,6 @@ def stub_module(text: str, note: str = STUB_NOTE) -> str:
 def stub_checks(text: str, given: tuple[str, ...]) -> str:
     """A lesson's checks module as the sandbox shows it: its imports and the helpers ``given`` to notebooks (with the
     module-level constants they use), no checks."""
-    import ast
-
     tree = ast.parse(text)
     keep = [f'"""{STUB_NOTE}"""']
     if not given:
@@ -219,8 +216,6 @@ def stub_checks(text: str, given: tuple[str, ...]) -> str:
 def kill_descendants(root_pid: int | None = None) -> int:
     """SIGKILL every process descended from ``root_pid`` (default: this process), found in /proc; how many. With this
     process a child subreaper, a double fork does not escape the search."""
-    import signal
-
     root_pid = root_pid or os.getpid()
     killed = 0
     for _ in range(5):

@@ -5,9 +5,9 @@ numbers, strings, booleans, null and lists; everything else is a one-key object:
 nbytes]}`` a torch tensor and ``{"$a": ...}`` a numpy array (raw bytes in the blob), ``{"$tu": [...]}`` a tuple,
 ``{"$d": [[key, value], ...]}`` a dict, ``{"$sz": [...]}`` a torch.Size, ``{"$dt": "float32"}`` a torch dtype,
 ``{"$sl": [start, stop, step]}`` a slice, ``{"$h": id, "m": {...}}`` an object that stays on the sender's side (a
-handle), ``{"$r": id}`` one of the receiver's own handles coming back, and (``course.modules``) ``{"$pm": ...}`` a
+handle), ``{"$r": id}`` one of the receiver's own handles coming back, and (``course.grading.modules``) ``{"$pm": ...}`` a
 library module the grader hands over, ``{"$md": ...}`` the plain description of one coming back. No pickle, nothing is imported or run on
-decoding: a frame from the learner's side can only describe data. Used by ``course.proxy``.
+decoding: a frame from the learner's side can only describe data. Used by ``course.grading.proxy``.
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class Encoder:
 
     def __init__(self, export, tensor_handles: bool = False, module_values: bool = False):
         self.export, self.parts, self.size = export, [], 0
-        self.module_values = module_values  # library modules a call returns cross as a description (course.modules)
+        self.module_values = module_values  # library modules a call returns cross as a description (course.grading.modules)
         self.tensor_handles = tensor_handles  # tensors stay behind as handles (attributes the checks copy into)
 
     def _blob(self, raw: bytes) -> tuple[int, int]:
@@ -134,7 +134,7 @@ class Decoder:
     """Turns (JSON tree, blob) back into values; ``handle(d)`` makes the local stand-in for a handle dict."""
 
     def __init__(self, blob: memoryview, handle, special=None):
-        self.blob, self.handle, self.special = blob, handle, special  # special: modules by value (course.modules)
+        self.blob, self.handle, self.special = blob, handle, special  # special: modules by value (course.grading.modules)
 
     def blob_bytes(self, off, n) -> bytes:
         return self._bytes(off, n)
@@ -183,10 +183,12 @@ class Decoder:
         if tag == "$b" and type(v) is list and len(v) == 2:
             return self._bytes(*v)
         if tag == "$sz" and type(v) is list:
+            # torch: seconds to import, loaded only when a tensor is there (the grader starts without it)
             import torch
 
             return torch.Size(self._shape(v))
         if tag == "$dt" and v in TORCH_DTYPES:
+            # torch: seconds to import, loaded only when a tensor is there (the grader starts without it)
             import torch
 
             return getattr(torch, v)
@@ -195,6 +197,7 @@ class Decoder:
         if tag == "$a" and type(v) is list and len(v) == 4:
             return self._array(*v)
         if tag in ("$ni", "$nf") and type(v) is list and len(v) == 2 and v[0] in NUMPY_DTYPES:
+            # numpy: loaded only when an array is there (the light path never loads it)
             import numpy as np
 
             return np.dtype(v[0]).type(int(v[1]) if tag == "$ni" else float(v[1]))
@@ -205,6 +208,7 @@ class Decoder:
         raise WireError(f"an unknown or malformed value tagged {str(tag)[:20]!r}")
 
     def _tensor(self, dtype, shape, off, n, requires_grad):
+        # torch: seconds to import, loaded only when a tensor is there (the grader starts without it)
         import torch
 
         if dtype not in TORCH_DTYPES:
@@ -219,6 +223,7 @@ class Decoder:
         return t.reshape(shape)  # a copy of the data only: never a graph, never requires_grad
 
     def _array(self, dtype, shape, off, n):
+        # numpy: loaded only when an array is there (the light path never loads it)
         import numpy as np
 
         if dtype not in NUMPY_DTYPES:

@@ -5,7 +5,7 @@ looks where the Makefile puts things: ``.venv`` (the pinned stack; packages read
 folders), ``build/llama.cpp`` and ``build/llama.cpp-src`` (links into the llama.cpp cache), ``build/matmul-bench``,
 ``build/pyodide``, and the cache itself (``$LLAMA_CACHE``, by default
 ``${XDG_CACHE_HOME:-~/.cache}/inference-memory-course/llama``: one folder per build key, complete when it holds
-``done``). Run: ``python -m course.doctor [--repo DIR] [--cache DIR]``.
+``done``). Run: ``python -m course.machine.doctor [--repo DIR] [--cache DIR]``.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # The venv's packages that stand for "the stack is there" (dist-info names, lower case).
 CORE_PACKAGES = ("torch", "numpy", "transformers", "nbgrader", "mkdocs_material", "pytest")
 # Where Debian's fonts-noto-cjk puts its fonts.
@@ -137,7 +137,7 @@ def render(components: list[Component]) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m course.doctor", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m course.machine.doctor", description=__doc__.splitlines()[0])
     ap.add_argument("--repo", type=Path, default=REPO, help="the clone to look at (default: this one)")
     ap.add_argument("--cache", type=Path, default=None, help="the llama.cpp cache (default: $LLAMA_CACHE or "
                                                              "~/.cache/inference-memory-course/llama)")

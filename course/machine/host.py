@@ -1,6 +1,6 @@
 """Facts about the machine a measurement ran on, read once: the CPU's name and flags from ``/proc/cpuinfo``.
 
-Every run record (``course.records``) and every experiment that needs the instruction set reads them from here.
+Every run record (``course.machine.records``) and every experiment that needs the instruction set reads them from here.
 """
 from __future__ import annotations
 

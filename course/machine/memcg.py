@@ -5,7 +5,7 @@
 Linux cgroup v1 (the memory controller mounted at /sys/fs/cgroup/memory) or v2 with the memory controller enabled
 for children; needs root (or a delegated group). The group is made under this process's own memory cgroup, so any
 limit already above it still holds; the page cache the command reads is charged to the group, so the kernel
-reclaims inside the limit as it would on a machine of that size (``course.memstat.meminfo`` then reports the
+reclaims inside the limit as it would on a machine of that size (``course.machine.memstat.meminfo`` then reports the
 group's figures). The group is removed when the command ends, however it ends (its processes are gone by then;
 ``rmdir`` is retried for a few seconds while the kernel lets go of them).
 
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from course.memstat import memory_mounts
+from course.machine.memstat import memory_mounts
 
 
 class CgroupError(RuntimeError):

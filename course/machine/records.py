@@ -14,7 +14,7 @@ import platform
 import shlex
 import sys
 
-from course.host import cpu_name
+from course.machine.host import cpu_name
 
 
 def utc_now() -> str:

@@ -7,8 +7,8 @@ import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 
-from course import tables
-from course.i18n import LOCALE, translator
+from course.shared import tables
+from course.shared.i18n import LOCALE, translator
 
 
 @dataclass(frozen=True)

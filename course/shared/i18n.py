@@ -12,15 +12,18 @@ Generated files are named in mkdocs-static-i18n's suffix layout: ``results.md`` 
 """
 from __future__ import annotations
 
+import json
+import os
 import string
 import tomllib
+import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 LANGS = ("en", "ko")
 DEFAULT = "en"
-LOCALE = Path(__file__).resolve().parent / "locale"
+LOCALE = Path(__file__).resolve().parents[1] / "locale"
 # matplotlib's font list for figures: Latin text in DejaVu Sans (matplotlib's own), Hangul (and kanji) from Noto
 # Sans CJK, which Debian's `fonts-noto-cjk` installs. matplotlib falls back glyph by glyph along the list.
 FIGURE_FONTS = ["DejaVu Sans", "Noto Sans CJK KR"]
@@ -100,10 +103,8 @@ def write_text(out: Path, name: str, render) -> None:
 
 
 def notebook_lang(path) -> str:
-    """The language a notebook was released in: ``metadata.course.lang`` (written by ``course.notebook_spec`` for
+    """The language a notebook was released in: ``metadata.course.lang`` (written by ``course.grading.notebook_spec`` for
     a translated release), English when absent or unreadable — the grader then speaks the learner's language."""
-    import json
-
     try:
         lang = json.loads(Path(path).read_text(encoding="utf-8")).get("metadata", {}).get("course", {}).get("lang")
     except (OSError, ValueError, AttributeError, RecursionError, MemoryError):
@@ -125,8 +126,6 @@ def site_languages() -> tuple[str, ...]:
     """The languages this site build makes: all of them, unless ``COURSE_SITE_KO`` is ``false`` (what
     ``tools/build_site.py`` sets on a machine without a CJK font, so that ``make run`` still builds the English site;
     mkdocs.yml reads the same variable)."""
-    import os
-
     if os.environ.get(SITE_KO_ENV, "true").strip().lower() in ("false", "0", "no", "off"):
         return (DEFAULT,)
     return LANGS
@@ -137,6 +136,7 @@ def has_figure_fonts() -> bool:
 
     matplotlib caches the system's font list the first time it runs: a font installed after that (the Makefile's
     apt step on a machine whose cache is older) is added here from the system's font folders."""
+    # matplotlib: a second to import, only for figures (the grader's messages use this module too)
     from matplotlib import font_manager
 
     def found() -> bool:
@@ -158,13 +158,12 @@ def use_figure_fonts() -> None:
 
     In an English-only build (``site_languages()``: no CJK font on this machine) the figures use DejaVu Sans alone:
     the Korean figures it still draws are not published, so their missing-glyph warnings are silenced."""
+    # matplotlib: a second to import, only for figures (the grader's messages use this module too)
     import matplotlib
 
     if has_figure_fonts():
         matplotlib.rcParams["font.family"] = FIGURE_FONTS
     elif "ko" not in site_languages():
-        import warnings
-
         matplotlib.rcParams["font.family"] = FIGURE_FONTS[:1]
         warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
     else:

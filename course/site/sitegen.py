@@ -1,9 +1,9 @@
-"""The home page's table of exercises (course/exercises.py), the glossary page's table (course/glossary.py) and the
-instructors' page's grading times for a class (course/class_times.py)."""
-from course import i18n
-from course.class_times import class_times_table
-from course.exercises import exercise_table
-from course.glossary import glossary_table
+"""The home page's table of exercises (course/site/exercises.py), the glossary page's table (course/shared/glossary.py) and the
+instructors' page's grading times for a class (course/classroom/class_times.py)."""
+from course.shared import i18n
+from course.classroom.class_times import class_times_table
+from course.site.exercises import exercise_table
+from course.shared.glossary import glossary_table
 
 NAME = "course"
 # Assignment → its lesson page, relative to site/ (the home page's links).

@@ -5,7 +5,7 @@ import argparse
 
 from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.base.errors import InputError
-from course.units import GIB
+from course.shared.units import GIB
 from part1_capacity.calculator.plan.plan import DEFAULT_OVERHEAD_BYTES, DEFAULT_USABLE_FRACTION, Workload
 
 MAX_INT = 2 ** 53         # every count stays exact as a float (the search is vectorized in float64)
