@@ -47,7 +47,7 @@ def _can_make_groups() -> bool:
 
 @pytest.mark.skipif(not _can_make_groups(), reason="needs a writable memory cgroup (root on a cgroup v1 host)")
 def test_the_command_sees_the_limit_and_the_group_is_removed():
-    code = "from course import memstat; m = memstat.meminfo(); print(m.total, m.scope)"
+    code = "from course.machine import memstat; m = memstat.meminfo(); print(m.total, m.scope)"
     proc = subprocess.Popen([sys.executable, "-m", "course.memcg", "--limit-gb", "0.5", "--", sys.executable, "-c",
                              code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                             env={**os.environ, "PYTHONPATH": str(REPO)})
