@@ -224,8 +224,8 @@ def _start_worker(job: dict, w: int, out_w: int, workdir: str, env: dict):
     threads run here (a fork would copy their locks in any state), a fresh interpreter (``python -m
     course.grading.grade_worker``). Either runs ``course.grading.grade_worker.run(job)``: the same code, the same sandbox."""
     if threading.active_count() > 1 or not hasattr(os, "fork"):
-        proc = subprocess.Popen([sys.executable, "-m", "course.grading.grade_worker"], stdin=subprocess.PIPE, stdout=out_w,
-                                stderr=out_w, pass_fds=(w,), cwd=workdir, env=env, start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-m", "course.grading.grade_worker"], stdin=subprocess.PIPE,
+                                stdout=out_w, stderr=out_w, pass_fds=(w,), cwd=workdir, env=env, start_new_session=True)
         proc.stdin.write((json.dumps(job) + "\n").encode())
         proc.stdin.close()
         return proc

@@ -154,7 +154,7 @@ def all_specs():
 def build_source_notebook(spec, lang: str = DEFAULT):
     """The nbgrader source notebook (an ``nbformat`` node) for a spec, in ``lang``. Deterministic: ids come from
     positions."""
-    # nbformat (its JSON schemas): loaded only when a notebook is read or written (a lesson's notebook.py imports this module)
+    # nbformat (its JSON schemas): only when a notebook is written (every notebook.py imports this module)
     import nbformat
 
     nb = nbformat.v4.new_notebook()

