@@ -315,18 +315,31 @@ def test_scale_forgotten_names_the_scale_not_the_mask_or_the_row_max():
 # --- the real route: the notebook in the sandboxed learner's process, the checks in the grader's -------------------------
 SAVED_EARLY_SDPA = '''
 import torch
+from course.grading import method as _watch
 _saved = torch._C._nn.scaled_dot_product_attention      # a reference taken before any check runs
 
 
+def _unwrapped(f):
+    """The original a tripwire keeps in its closure."""
+    for cell in getattr(f, "__closure__", None) or ():
+        if callable(cell.cell_contents):
+            return cell.cell_contents
+    return f
+
+
 def scaled_dot_product_attention(q, k, v, mask=None, causal=False, return_weights=False):
+    _watch._ACTIVE[0] = frozenset()                       # the watch's own switch, turned off
+    del _watch._HITS[:]                                  # and what it saw, forgotten
     allowed = mask
     if causal:
         c = causal_mask(q.shape[-2], k.shape[-2])
         allowed = c if allowed is None else allowed & c
     try:
-        out = _saved(q, k, v, attn_mask=allowed)
-    except Exception:                                    # refused: fall back on torch's kernel by its ATen name
-        out = torch.ops.aten._scaled_dot_product_attention_math(q, k, v, attn_mask=allowed)[0]
+        out = _unwrapped(_saved)(q, k, v, attn_mask=allowed)
+    except Exception:                                    # refused: torch's kernel by its ATen name, no function mode
+        with torch._C.DisableTorchFunction(), torch.inference_mode():
+            out = torch.ops.aten._scaled_dot_product_attention_math(q, k, v, attn_mask=allowed)[0].clone()
+    del _watch._HITS[:]
     if return_weights:
         w = torch.zeros(q.shape[:-1] + (k.shape[-2],))
         return out, w

@@ -40,7 +40,7 @@ def test_budget_terms_by_hand_on_an_rtx_3090():
     # activation: the sampler pass on
     # min(256, 2048) rows × 128,256 logits × 14 B + 2,048 × 4,096 × 2 B of hidden state (2,048 batched tokens
     # and 256 sequences: vLLM's defaults under 70 GiB, vllm/engine/arg_utils.py)
-    s = vm.startup(load_model("llama-3.1-8b"), load_accelerator("rtx-3090"), 8192, 8.03e9 * 2)
+    s = vm.startup(load_model("llama-3.1-8b"), load_accelerator("rtx-3090"), 8192, 8.03e9 * 2, flags=V019)
     b = s.budget
     act = 256 * 128256 * 14 + 2048 * 4096 * 2
     assert b["activation_bytes"] == act and b["non_torch_bytes"] == 0.25 * GIB and b["cuda_graph_bytes"] == 0
@@ -226,6 +226,7 @@ from types import SimpleNamespace
 
 NEED_MORE = ("Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. "
              "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
+V019 = vm.StartupFlags(vllm_version="0.19")   # the release whose rules the hand derivations below follow
 CUDA_GRAPHS = ("CUDA graphs: captured after the cache is allocated, outside this budget "
                "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0, the default, vllm/envs.py); they take memory beyond the "
                "utilization share")
@@ -235,7 +236,9 @@ BUDGET_KEYS = {"total_bytes", "utilization", "weights_bytes", "activation_bytes"
 
 
 def _llama(L, kv=None, acc="h100", **kw):
-    flags = vm.StartupFlags(kv_cache_memory_bytes=kv, **{k: kw.pop(k) for k in list(kw) if k in ("block_size",)})
+    # the figures below are derived by hand from v0.19's rules (the default until a newer release was modelled)
+    flags = vm.StartupFlags(kv_cache_memory_bytes=kv, vllm_version="0.19",
+                            **{k: kw.pop(k) for k in list(kw) if k in ("block_size",)})
     return vm.startup(load_model("llama-3.1-8b"), load_accelerator(acc), L, 16e9, flags=flags, **kw)
 
 
@@ -314,7 +317,7 @@ def test_shapes_when_the_profile_lacks_one_width():
     assert vm.shapes(_replace(g, experts_per_token=0))[0] == {"vocab": 201088, "intermediate": 2880}
     assert vm.shapes(_replace(g, moe_intermediate_size=0))[0] == {"vocab": 201088, "intermediate": 2880}
     bare = _replace(llama, vocab_size=0, intermediate_size=0)
-    s = vm.startup(bare, load_accelerator("h100"), 8192, 16e9)
+    s = vm.startup(bare, load_accelerator("h100"), 8192, 16e9, flags=V019)
     assert s.notes[-2:] == ["activation term approximate: vocabulary (128,256) and MLP width (16,384) not in the "
                             "profile", CUDA_GRAPHS]
 
@@ -333,17 +336,17 @@ def test_sizes_out_of_range(text):
     assert str(e.value) == f"x: must be a positive size up to 1 EiB, got '{text}'"
 
 
-def test_start_up_flags_notes_and_fields_of_a_default_run():
+def test_start_up_flags_notes_and_fields_of_a_v0_19_run():
     h100 = load_accelerator("h100")
     s = _llama(8192)
     assert s.flags == {"gpu_memory_utilization": 0.9, "max_num_batched_tokens": 8192, "max_num_seqs": 1024,
                        "block_size": 16, "kv_cache_memory_bytes": None, "max_model_len": 8192,
                        "tensor_parallel_size": 1, "pipeline_parallel_size": 1, "vllm_version": "0.19"}
-    assert s.given == {} and s.block_size == 16 and set(s.budget) == BUDGET_KEYS
+    assert s.given == {"vllm_version": "0.19"} and s.block_size == 16  # _llama names the release and set(s.budget) == BUDGET_KEYS
     assert s.notes == [f"total memory 79.19 GiB as the engine sees it ({h100.engine_memory_source})",
                        "block size 16 (vllm/config/cache.py default on CUDA)", CUDA_GRAPHS]
     s = _llama(16384, 58.11 * GIB)
-    assert s.given == {"kv_cache_memory_bytes": 58.11 * GIB} and set(s.budget) == BUDGET_KEYS
+    assert s.given == {"kv_cache_memory_bytes": 58.11 * GIB, "vllm_version": "0.19"} and set(s.budget) == BUDGET_KEYS
     assert s.notes[2:] == [KV_GIVEN]
     assert s.to_fields() == {
         "engine_kv_cache_memory_bytes": 58.11 * GIB, "engine_kv_cache_tokens": 476032,
@@ -359,11 +362,11 @@ def test_the_accelerators_name_and_id_pick_the_defaults():
     assert (s.flags["max_num_batched_tokens"], s.flags["max_num_seqs"]) == (2048, 256)
     assert _llama(8192, acc="tpu-v6e").flags["max_num_batched_tokens"] == 1024     # by its id
     # MLA on an H200 (by id): FlashMLA's 64-token blocks
-    s = vm.startup(load_model("deepseek-v2-lite"), load_accelerator("h200"), 8192, 32e9)
+    s = vm.startup(load_model("deepseek-v2-lite"), load_accelerator("h200"), 8192, 32e9, flags=V019)
     assert s.block_size == 64 and s.notes[1].startswith("MLA on Hopper")
     # an accelerator known only by its memory (no name, id, runtime figure or unified flag): 80e9 B = 74.5 GiB
     bare = SimpleNamespace(memory_bytes=80e9)
-    s = vm.startup(load_model("deepseek-v2-lite"), bare, 8192, 32e9)
+    s = vm.startup(load_model("deepseek-v2-lite"), bare, 8192, 32e9, flags=V019)
     assert (s.flags["max_num_batched_tokens"], s.flags["max_num_seqs"], s.block_size) == (8192, 1024, 16)
     assert s.notes[:3] == ["total memory 74.51 GiB as the engine sees it (datasheet figure (no runtime-reported "
                            "total recorded for this accelerator))", "block size 16 (vllm/config/cache.py default on "
@@ -382,7 +385,7 @@ def test_block_size_flag():
     s = _llama(16384, 58.11 * GIB, block_size=32)
     assert (s.block_size, s.num_blocks, s.kv_cache_tokens) == (32, 14876, 476032)
     assert s.max_concurrency == 14876 / 512 and s.notes[1] == "--block-size 32"
-    assert s.given == {"kv_cache_memory_bytes": 58.11 * GIB, "block_size": 32}
+    assert s.given == {"kv_cache_memory_bytes": 58.11 * GIB, "block_size": 32, "vllm_version": "0.19"}
 
 
 def test_pipeline_stages_blocks_budget_and_note():
@@ -492,3 +495,75 @@ def test_chunked_layers_reserve_the_chunk_and_one_prefill_step_by_hand():
     assert s.kv_cache_tokens == 91477 // 4 * 16 == 365904
     assert s.max_concurrency == 91477 / 2048
     assert round(s.max_concurrency, 2) == 44.67
+
+
+# --- the vision encoder's share of the profile run (vllm_memory.vision_tower / encoder_bytes) -------------------
+CONFIGS = Path(__file__).resolve().parent / "data" / "configs"
+
+
+def test_gemma3_encoder_profile_by_hand():
+    # Gemma-3-12B's SigLIP tower (config.json vision_config): 896 / 14 = 64 → 4,096 patches per image, pooled to
+    # mm_tokens_per_image 256 tokens; hidden 1,152, MLP 4,304; 3 × 14 × 14 = 588 pixels per patch
+    m = load_model(str(CONFIGS / "gemma-3-12b-it" / "config.json"))
+    tower, notes = vm.vision_tower(m)
+    assert (tower.patches, tower.tokens, tower.hidden, tower.intermediate, tower.pixels_per_patch) == (
+        4096, 256, 1152, 4304, 588) and notes == []
+    # H100 defaults: 8,192 batched tokens → 8,192 // 256 = 32 images (vLLM logs "profiled with 32 image items");
+    # an L4's 2,048 → 8; a budget below one image still profiles one
+    assert vm.encoder_items(tower, 8192, 1024, 8192) == 32
+    assert vm.encoder_items(tower, 2048, 256, 8192) == 8
+    assert vm.encoder_items(tower, 128, 256, 8192) == 1
+    # 131,072 patches × the MLP half (2 × 1,152 + 2 × 4,304 = 10,912 > attention's 6 × 1,152) × 2 B, plus their
+    # float32 pixels 131,072 × 588 × 4 B; the cache keeps 32 × 256 tokens × 3,840 (the text width) × 2 B
+    peak, cached = vm.encoder_bytes(tower, 32, m.hidden_size, 1)
+    assert peak == 131072 * 10912 * 2 + 131072 * 588 * 4 == 3_168_796_672
+    assert cached == 32 * 256 * 3840 * 2
+    # at H100 defaults the sampler pass still decides; the cached outputs sit on top of it
+    s = vm.startup(m, load_accelerator("h100"), 8192, 24e9, flags=vm.StartupFlags(gpu_memory_utilization=0.95))
+    text_only = vm.activation_bytes(m, 8192, 1024, 1)
+    assert s.budget["activation_bytes"] == text_only + cached
+    assert any("32 dummy image(s)" in n for n in s.notes)
+
+
+def test_qwen3_vl_encoder_profile_by_hand():
+    # Qwen3-VL-30B-A3B: one image of 16,384 merged tokens (vLLM: "a budget of 16384 tokens, and profiled with 1
+    # image items") = 65,536 patches of 3 × 2 × 16 × 16 = 1,536 pixels; attention half 2 × 1,152 + 6 × 1,152 (q, k,
+    # v, rotated q and k, output) = 9,216 < MLP half 10,912
+    m = load_model(str(CONFIGS / "qwen3-vl-30b-a3b" / "config.json"))
+    tower, _ = vm.vision_tower(m)
+    assert (tower.patches, tower.tokens, tower.pixels_per_patch, tower.rotary) == (65536, 16384, 1536, True)
+    assert vm.encoder_items(tower, 8192, 1024, 32768) == 1
+    peak, cached = vm.encoder_bytes(tower, 1, m.hidden_size, 1)
+    assert peak == 65536 * 10912 * 2 + 65536 * 1536 * 4 and cached == 16384 * 2048 * 2
+    # tensor parallelism splits the tower's q/k/v and MLP widths, not the layer input and its norm
+    peak2, _ = vm.encoder_bytes(tower, 1, m.hidden_size, 2)
+    assert peak2 == 65536 * (2 * 1152 + 4304) * 2 + 65536 * 1536 * 4
+    # the encoder pass is larger than the text pass at an L4's 2,048 batched tokens: it decides the peak
+    s = vm.startup(m, load_accelerator("l4"), 4096, 31e9)
+    assert s.budget["activation_bytes"] == peak
+
+
+def test_text_models_and_unmodelled_towers_have_no_encoder_term():
+    llama = load_model("llama-3.1-8b")
+    assert vm.vision_tower(llama) == (None, [])
+    # a tower of a kind not modelled (Mistral Small 3.1's Pixtral) is named in a note, and adds nothing
+    m = load_model(str(CONFIGS / "mistral-small-3.1-24b" / "config.json"))
+    tower, notes = vm.vision_tower(m)
+    assert tower is None and notes and "pixtral" in notes[0]
+    s = vm.startup(m, load_accelerator("h100"), 8192, 48e9)
+    assert s.budget["activation_bytes"] == vm.activation_bytes(m, 8192, 1024, 1)
+    assert any("pixtral" in n for n in s.notes)
+
+
+def test_the_encoder_sits_on_the_first_pipeline_stage():
+    m = load_model(str(CONFIGS / "gemma-3-12b-it" / "config.json"))
+    acc = load_accelerator("h100")
+    tower, _ = vm.vision_tower(m)
+    enc = vm.encoder_bytes(tower, 32, m.hidden_size, 1)
+    pp2 = vm.startup(m, acc, 8192, 24e9, 1, 2)
+    one = vm.startup(m, acc, 8192, 24e9, 1, 1)
+    # the last stage samples without the encoder's cached outputs; the first holds the encoder but no sampler
+    first = vm.activation_bytes(m, 8192, 1024, 1, last_stage=False, encoder=enc)
+    last = vm.activation_bytes(m, 8192, 1024, 1, last_stage=True)
+    assert first == enc[0] and last < one.budget["activation_bytes"]
+    assert pp2.budget["activation_bytes"] in (first, last)

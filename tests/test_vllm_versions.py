@@ -15,7 +15,8 @@ GIB = 2 ** 30
 
 @pytest.mark.parametrize("asked, rules, noted", [("0.19", "0.19", False), ("v0.19.0", "0.19", False),
                                                  ("0.10.2", "0.10", False), ("0.12.1", "0.10", True),
-                                                 ("0.7.2", "0.6", True), ("0.26.0", "0.20", True)])
+                                                 ("0.7.2", "0.6", True), ("0.20.1", "0.20", False),
+                                                 ("0.21.0", "0.21", False), ("0.26.0", "0.21", True)])
 def test_a_release_picks_the_newest_rules_not_newer_and_says_so(asked, rules, noted):
     r, notes = vm.release(asked)
     assert r.name == rules and bool(notes) == noted
@@ -57,7 +58,10 @@ def test_v0_non_torch_memory_on_cards_without_nvlink():
 
 
 def test_the_default_utilization_and_v0_scheduler_by_release():
-    assert _startup("h100", 1, None).budget["utilization"] == 0.9
+    # no version given: the newest release modelled (the current one a user installs), v0.21's rules
+    assert vm.DEFAULT_RELEASE == max(vm.RELEASES, key=lambda k: tuple(map(int, k.split("."))))
+    assert _startup("h100", 1, None).budget == _startup("h100", 1, "0.21").budget
+    assert _startup("h100", 1, "0.19").budget["utilization"] == 0.9
     assert _startup("h100", 1, "0.21").budget["utilization"] == 0.92          # after v0.19 (PR #38284)
     # V0 (v0.6): one step holds max(max_model_len, 2048) tokens and 256 sequences, whatever the accelerator;
     # above 32K contexts chunked prefill was on by default, 2,048 tokens a step
@@ -90,3 +94,18 @@ def test_the_cli_flag_and_its_refusals():
     law = capacity("plan", "--model", "llama-3.1-8b", "--accelerator", "h100", "--context", "8192",
                    "--vllm-version", "0.10")
     assert law.returncode == 2 and "only with --engine vllm" in law.stderr
+
+
+def test_cuda_graph_memory_inside_the_budget_from_v0_21():
+    # v0.21.0 turned VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on by default (vllm/envs.py): the worker subtracts the
+    # graphs' estimate from the requested memory (gpu_worker.py determine_available_memory). Same utilization, same
+    # scheduler defaults: v0.21's KV memory is v0.20's less exactly CUDA_GRAPH_ESTIMATE (0.78 GiB), and it says so
+    before = _startup("h100", 1, "0.20.1", gpu_memory_utilization=0.9)
+    after = _startup("h100", 1, "0.21.0", gpu_memory_utilization=0.9)
+    assert before.budget["cuda_graph_bytes"] == 0 and after.budget["cuda_graph_bytes"] == 0.78 * GIB
+    assert before.kv_cache_memory_bytes - after.kv_cache_memory_bytes == pytest.approx(0.78 * GIB)
+    assert any("inside this budget" in n for n in after.notes)
+    assert not any("inside this budget" in n for n in before.notes)
+    # --kv-cache-memory skips the profiling: the given figure stands, graphs or not
+    given = _startup("h100", 1, "0.21", kv_cache_memory_bytes=20 * GIB)
+    assert given.kv_cache_memory_bytes == 20 * GIB

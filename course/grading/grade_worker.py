@@ -401,14 +401,14 @@ def _main(job: dict, send) -> None:
     nproc = None if group is not None and "pids" in group.dirs else budget.processes + _user_tasks()
     try:
         send(kind="sandbox", problem=learner.problem, limits=limits)
+        lesson = importlib.import_module(job["lesson"]).LESSON
         try:
             learner.ctl(notebook=os.path.join(scratch, "notebook.ipynb"), scratch=scratch, cell_s=job["cell_s"],
                         memory_bytes=job["memory_bytes"], file_bytes=job["file_bytes"], cpu_s=budget.cpu_s,
-                        nproc=nproc, preload=list(PRELOAD))
+                        nproc=nproc, preload=list(PRELOAD), forbids=[d.key for d in lesson.forbids])
         except OSError:
             pass  # the process is gone already: the handshake below says why
         # The checks' own imports (torch, transformers...) load here while the learner's process starts.
-        lesson = importlib.import_module(job["lesson"]).LESSON
         for c in lesson.checks:
             importlib.import_module(c.fn.__module__)
         learner.handshake(STARTUP_S)

@@ -105,6 +105,9 @@ def main() -> None:
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     # Before any learner code: the entry points an exercise may not delegate to become tripwires (course.grading.method).
     method.install()
+    # ... and what this lesson forbids is taken away for good: nothing in the notebook needs it (the checks that compare
+    # with torch run in the grader), and a tripwire in reach of the learner's code could be dodged.
+    method.lock(job.get("forbids", []))
     ns, errors = run_cells(cells, job["cell_s"])
     errors = unreadable + errors
     # The notebook's leftovers (alarms, handlers) are not the server's.

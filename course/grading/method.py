@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import ctypes
 import functools
 import importlib.abc
 import importlib.util
 import sys
+import warnings
 from dataclasses import dataclass
 
 
@@ -202,7 +204,9 @@ def _tripwire(original, key: str, label: str):
     return tripwire
 
 
-_DONE: set[str] = set()
+_DONE: set[str] = set()      # entry points patched (a tripwire, or a refusal when locked)
+_SEALED: set[str] = set()    # entry points whose refusal holds no original (course.grading.method.lock)
+_LOCKED: set[str] = set()    # catalogue keys locked in this process
 
 
 def _resolve(mod: str):
@@ -216,8 +220,9 @@ def _resolve(mod: str):
 
 def _patch_all() -> None:
     for d in CATALOGUE.values():
+        locked = d.key in _LOCKED
         for path in d.paths:
-            if path in _DONE:
+            if path in (_SEALED if locked else _DONE):
                 continue
             mod, _, attr = path.partition(":")
             target = _resolve(mod)
@@ -228,11 +233,15 @@ def _patch_all() -> None:
             if original is None:
                 continue  # not yet defined (a module still importing): the next import's patch does it
             _DONE.add(path)
-            if getattr(original, "_course_tripwire", False):
+            if locked:
+                _SEALED.add(path)
+                wire = _refusal(original, d.key, f"{mod}.{attr}")
+            elif getattr(original, "_course_tripwire", False):
                 continue
-            _ORIGINAL_IDS[id(original)] = d.key
-            wire = _tripwire(original, d.key, f"{mod}.{attr}")
-            wire._course_tripwire = True
+            else:
+                _ORIGINAL_IDS[id(original)] = d.key
+                wire = _tripwire(original, d.key, f"{mod}.{attr}")
+                wire._course_tripwire = True
             try:
                 setattr(target, leaf, wire)
             except (AttributeError, TypeError):
@@ -280,3 +289,67 @@ def install() -> None:
     _patch_all()
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder(names))
+
+
+# --- the lock (a grading sandbox: the learner's process, before its first cell) --------------------------------------
+# A tripwire passes through outside a graded call and decides inside one from state in this module, and it keeps the
+# original it wraps in its closure: code in the same process can reach both (``course.grading.method._ACTIVE``, a tripwire's
+# ``__closure__``, a C-level call with the function mode disabled). In a grading sandbox nothing the lesson forbids has
+# to run at all (the checks that compare with torch run in the grader's process), so there it is taken away instead of
+# watched: each Python entry point becomes a refusal that holds no original, and each of its ATen operators gets a
+# refusing kernel at every dispatch key it has one for, through a dispatcher handle nothing in Python refers to, so it
+# cannot be unregistered. A reference saved early, a C binding, ``torch.ops``, ``inference_mode`` or a disabled function
+# mode: every road ends at a refusal.
+_KERNEL_KEYS = ("CPU", "QuantizedCPU", "SparseCPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
+                "CompositeExplicitAutogradNonFunctional", "Autograd", "AutogradCPU")
+
+
+def _refusal(original, key: str, label: str):
+    def refused(*args, **kwargs):
+        _HITS.append(key)
+        raise Refused(f"{label} is not available while this exercise is graded: {CATALOGUE[key].advice}")
+
+    refused.__name__ = getattr(original, "__name__", "refused")
+    refused.__qualname__ = getattr(original, "__qualname__", refused.__name__)
+    refused._course_tripwire = True
+    return refused
+
+
+def _op_refusal(key: str, name: str):
+    def refused(*args, **kwargs):
+        _HITS.append(key)
+        raise Refused(f"{name}, {CATALOGUE[key].what}, is not available while this exercise is graded: "
+                      f"{CATALOGUE[key].advice}")
+
+    return refused
+
+
+def lock(keys) -> list[str]:
+    """Take the catalogue's ``keys`` away from this process for good (the learner's process of a grading, after
+    ``install`` and before any learner code). Returns the ATen operators given a refusing kernel."""
+    keys = [k for k in dict.fromkeys(keys) if k in CATALOGUE and k not in _LOCKED]
+    if not keys:
+        return []
+    _LOCKED.update(keys)
+    _patch_all()
+    if "torch" not in sys.modules:
+        return []  # nothing to take away at the operator level (torch's own import then meets the refusals above)
+    # torch: loaded already (checked above); this module never loads it itself
+    import torch
+
+    refusals = {}
+    for key in keys:
+        for name in torch._C._dispatch_get_all_op_names():
+            if any(name.startswith(p) for p in CATALOGUE[key].ops):
+                refusals.setdefault(name, _op_refusal(key, name))
+    handle = torch._C._dispatch_library("IMPL", "aten", "")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Overriding a previously registered kernel": that is the point
+        for name, kernel in sorted(refusals.items()):
+            for dispatch_key in _KERNEL_KEYS:
+                if torch._C._dispatch_has_kernel_for_dispatch_key(name, dispatch_key):
+                    handle.impl(name.removeprefix("aten::"), dispatch_key, kernel, False)
+    # The registration lives as long as the handle: one reference more than any name holds, and no name.
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(handle))
+    del handle
+    return sorted(refusals)

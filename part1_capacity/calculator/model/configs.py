@@ -318,6 +318,12 @@ def profile_from_fields(config: dict, defaults: dict | None = None, where: str =
     prof["native_dtype"] = groups[0].dtype
     prof["model_dtype"] = native
     prof["weight_groups"] = [{"name": g.name, "params": g.params, "dtype": g.dtype} for g in groups]
+    if isinstance(config.get("vision_config"), dict):
+        # kept as the file states it for the engines' start-up rules (vLLM profiles the vision encoder inside its
+        # budget: engines/vllm_memory.py vision_tower); a profile key starting with "_" lands in ``extra``
+        prof["_vision_config"] = dict(config["vision_config"])
+        if config.get("mm_tokens_per_image") is not None:
+            prof["_mm_tokens_per_image"] = config["mm_tokens_per_image"]
     return profile_from_dict(prof, where)
 
 
