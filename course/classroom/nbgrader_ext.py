@@ -88,7 +88,6 @@ class TextOnly(Preprocessor):
         # nbformat (nbgrader's, its JSON schemas): loaded only when nbgrader runs this preprocessor
         from nbformat import from_dict
 
-
         return from_dict(text_only_tree(nb)), resources
 
 

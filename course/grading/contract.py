@@ -269,7 +269,6 @@ class Lesson:
         if len(set(ids)) != len(ids):
             raise ValueError(f"{self.package}: duplicate check ids in {ids}")
         if self.forbids:
-
             keys = tuple(d.key for d in self.forbids)
             unknown = [k for k in keys if k not in method.CATALOGUE]
             if unknown:
