@@ -2,7 +2,7 @@
 
     shared → machine → grading → classroom → site
 
-A module imports modules of its own room or of a room to its left, never to its right (tests/test_house.py reads
+A module imports modules of its own room or of a room to its left, never to its right (tests/house/test_house.py reads
 the rooms from the folders and holds this order):
 
 - ``shared/``: what every room writes the same way — units (GiB, round-up division), Markdown tables, learner text

@@ -35,7 +35,7 @@ class Component:
 
 
 def default_cache() -> Path:
-    """The llama.cpp cache root, as the Makefile's LLAMA_CACHE (tests/test_doctor.py checks they agree)."""
+    """The llama.cpp cache root, as the Makefile's LLAMA_CACHE (tests/house/test_doctor.py checks they agree)."""
     if os.environ.get("LLAMA_CACHE"):
         return Path(os.environ["LLAMA_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

@@ -1,6 +1,6 @@
 """The Korean edition's glossary (course/locale/ko/glossary.toml): the one rendering of each term that every Korean
 page and notebook uses, shown on the site (site/glossary.md, through ``glossary_table``) and enforced by
-tests/test_i18n.py (no Korean page uses a rendering the glossary lists under ``avoid``)."""
+tests/site/test_i18n.py (no Korean page uses a rendering the glossary lists under ``avoid``)."""
 from __future__ import annotations
 
 import tomllib

@@ -117,7 +117,7 @@ def failure_message(lang: str, rule: str, message: str) -> str:
     catalogue, keyed by the English rule), then the grader's own details as it wrote them."""
     if lang == DEFAULT:
         return message
-    say = translator(lang, "grading")   # the grading catalogue (tests/test_i18n.py checks it, not the site's)
+    say = translator(lang, "grading")   # the grading catalogue (tests/site/test_i18n.py checks it, not the site's)
     return say("Rule: {rule}", rule=say(rule)) + "\n" + say("Details (as the grader wrote them): {message}",
                                                               message=message)
 
