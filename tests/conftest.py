@@ -105,7 +105,7 @@ _STARTED: dict = {}
 
 
 def pytest_sessionstart(session):
-    from course.records import load_average
+    from course.machine.records import load_average
 
     _STARTED["load_average"] = load_average()
 
@@ -129,7 +129,7 @@ def pytest_sessionfinish(session, exitstatus):
     ran = {k: v for k, v in _LONG_RESULTS.items() if v["outcome"] != "skipped"}
     if not ran:
         return
-    from course.records import run_record
+    from course.machine.records import run_record
 
     record = run_record(program="python -m pytest")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
@@ -169,7 +169,7 @@ def pytest_terminal_summary(terminalreporter):
         for line in report.table().splitlines():
             terminalreporter.write_line(line)
         if report.notebook_errors:
-            from course.text import printable
+            from course.shared.text import printable
 
             terminalreporter.write_line("errors while running the notebook: "
                                         + printable(" | ".join(report.notebook_errors)[:2000]))
@@ -206,7 +206,7 @@ def disk_dir(tmp_path):
     """
     import tempfile
 
-    from course import memstat
+    from course.machine import memstat
 
     if memstat.filesystem_type(tmp_path) not in ("tmpfs", "ramfs"):
         yield tmp_path

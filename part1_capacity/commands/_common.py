@@ -5,7 +5,7 @@ import argparse
 
 from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.base.errors import InputError
-from course.units import GIB
+from course.shared.units import GIB
 from part1_capacity.calculator.engines import vllm_memory
 from part1_capacity.calculator.plan.plan import DEFAULT_OVERHEAD_BYTES, DEFAULT_USABLE_FRACTION, Workload
 

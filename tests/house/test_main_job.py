@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO / "tools"))
 import build_site  # noqa: E402
 import main_job  # noqa: E402
 
-from course import i18n  # noqa: E402
+from course.shared import i18n  # noqa: E402
 
 
 def test_without_a_cjk_font_the_site_is_english_and_says_so_once(monkeypatch, capsys):

@@ -35,8 +35,6 @@ MIRRORS = {
     "autograder": None,    # `pytest tests/autograder/test_x.py --notebook ...` is a documented command
     "data": None,          # test data only
 }
-# course/ is being split into these rooms; a test folder may name one before its source folder exists.
-COURSE_ROOMS = ("grading", "classroom", "site", "shared")
 NOT_HERE = {"part1/calculator": "the calculator's tests live in tests/calculator/"}
 ALLOWED_FLAT = {"conftest.py", "__init__.py"}
 # Words that name a turn of work rather than a unit: a numbered round, a mutation run, a fix, a version. (A class
@@ -72,8 +70,7 @@ def foreign_folders(tests: Path, repo: Path) -> list[str]:
             bad.append(f"{key}: tests/{top}/ has no subfolders")
         elif rest:
             source = repo / MIRRORS[top] / Path(*rest)
-            course_room = top == "course" and len(rest) == 1 and rest[0] in COURSE_ROOMS
-            if not (source.is_dir() or source.with_suffix(".py").is_file() or course_room):
+            if not (source.is_dir() or source.with_suffix(".py").is_file()):
                 bad.append(f"{key}: {MIRRORS[top]}/{Path(*rest).as_posix()} is no folder or module of the house")
     return bad
 
@@ -146,7 +143,7 @@ def test_a_flat_test_file_is_caught(tmp_path):
 def test_a_folder_that_is_no_room_is_caught(tmp_path, folder, fault):
     repo = tmp_path / "repo"
     touch(repo, "part1_capacity/calculator/plan/plan.py", "part1_capacity/cli.py",
-          "part0_foundations/l01_attention/x.py", "course/units.py")
+          "part0_foundations/l01_attention/x.py", "course/grading/x.py")
     tests = repo / "tests"
     good = ("calculator/plan", "part1/cli", "part0/l01_attention", "course/grading", "house")
     touch(tests, *(f"{g}/__init__.py" for g in good))

@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from course.grading import CheckFailed
-from course.notebook_spec import REPO, all_specs
+from course.grading.contract import CheckFailed
+from course.grading.notebook_spec import REPO, all_specs
 
 CHECKS = {spec.ASSIGNMENT: importlib.import_module(spec.__name__.rsplit(".", 1)[0] + ".checks") for spec in all_specs()}
 LESSONS = {a: m.LESSON for a, m in CHECKS.items() if hasattr(m, "LESSON")}
@@ -269,7 +269,7 @@ def test_every_graded_definition_and_check_meets_mutants(assignment):
 def test_contract_once_ids_are_check_names_and_notebook_cells(assignment):
     """One vocabulary: a check's id is its function's name, and the notebook's graded test cells are exactly the
     contract's checks, with their points."""
-    from course.notebook_spec import build_source_notebook
+    from course.grading.notebook_spec import build_source_notebook
 
     lesson = LESSONS[assignment]
     for c in lesson.checks:

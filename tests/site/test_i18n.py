@@ -3,7 +3,7 @@
 - every English page has its Korean page (``x.md`` → ``x.ko.md``) and back, and both include the same generated
   snippets and figures (the Korean ones through their ``.ko`` files);
 - every number in a generated Korean snippet is one of the English snippet's numbers, as many times: both are written
-  by one generator from one set of values (course/i18n.py), only the words around them differ;
+  by one generator from one set of values (course/shared/i18n.py), only the words around them differ;
 - a Korean page reads as Korean: Hangul is most of its letters once code, math, links and numbers are left out,
   and no prose paragraph of it is left in English;
 - the glossary is followed (no rendering that it rules out) and the message catalogue covers every message the
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from course import i18n
-from course.glossary import terms
+from course.shared import i18n
+from course.shared.glossary import terms
 
 REPO = Path(__file__).resolve().parents[2]
 SITE = REPO / "site"
@@ -339,7 +339,7 @@ def test_figures_draw_hangul_with_a_cjk_font():
 # --- the Korean exercise notebooks ----------------------------------------------------------------------------------
 
 def _specs():
-    from course.notebook_spec import all_specs
+    from course.grading.notebook_spec import all_specs
 
     return all_specs()
 
@@ -369,7 +369,7 @@ def test_korean_notebooks_are_the_generated_ones_and_grade_the_same_cells(spec):
     language and the very grade ids, points and code of the English ones."""
     import nbformat
 
-    from course.notebook_spec import build_source_notebook, course_dirs
+    from course.grading.notebook_spec import build_source_notebook, course_dirs
 
     def cells(nb):
         return [(c.cell_type, c.source) for c in nb.cells]
@@ -406,7 +406,7 @@ class _Gradings(dict):
         self.notebooks = notebooks
 
     def __missing__(self, key):
-        from course.autograde import Limits, grade
+        from course.grading.autograde import Limits, grade
 
         self[key] = grade("part0_foundations.l01_attention.checks", self.notebooks[key], Limits(check_s=60))
         return self[key]
@@ -418,7 +418,7 @@ def attention_gradings(tmp_path_factory):
     finished and blank notebooks are graded in tests/course/classroom/test_notebooks.py: full points and none)."""
     import json as _json
 
-    from course.notebook_spec import course_dirs
+    from course.grading.notebook_spec import course_dirs
 
     tmp = tmp_path_factory.mktemp("ko-grading")
     notebooks = {}

@@ -1,6 +1,6 @@
 """The one small adapter between the tests and the grader.
 
-``--notebook PATH``: the learner's notebook is graded by ``course.autograde.grade`` (its code runs in a separate,
+``--notebook PATH``: the learner's notebook is graded by ``course.grading.autograde.grade`` (its code runs in a separate,
 limited process; results come back as data). Without it the reference solution is graded, in this process. Each
 check is one test; the points per check and the total are printed at the end of the run (``pytest_terminal_summary``
 in conftest.py).
@@ -18,9 +18,9 @@ import sys
 import types
 from pathlib import Path
 
-from course.autograde import GraderError, Limits, Report, grade, grade_reference
-from course.grading import CheckFailed, time_limit
-from course.text import printable
+from course.grading.autograde import GraderError, Limits, Report, grade, grade_reference
+from course.grading.contract import CheckFailed, time_limit
+from course.shared.text import printable
 
 REPORTS: list[Report] = []
 

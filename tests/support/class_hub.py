@@ -25,7 +25,7 @@ from pathlib import Path
 
 import requests
 
-from course.notebook_spec import REPO
+from course.grading.notebook_spec import REPO
 
 CHP = REPO / "build" / "chp" / "node_modules" / ".bin" / "configurable-http-proxy"
 CONFIG = REPO / "classroom" / "jupyterhub_config.py"

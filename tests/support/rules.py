@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from course.grading import CheckFailed
+from course.grading.contract import CheckFailed
 
 BOOM = "raised RuntimeError: boom"   # a check's words for a call that raised RuntimeError("boom")
 

@@ -19,7 +19,7 @@ from part1_capacity.calculator.engines import llama_cpp, vllm
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.hardware.accelerators import SERVING_ENGINES, runtime_memory
 from part1_capacity.calculator.sizing.sharding import cache_parts_per_rank, model_on_rank
-from course.units import GIB
+from course.shared.units import GIB
 
 ENGINES = ("law", *sorted(SERVING_ENGINES))   # who sizes a cache: the textbook law or a serving engine (by name)
 LLAMA_CPP_KV = ("fp32", "fp16", "bf16", "q8_0")       # ggml cache types the calculator has a dtype for

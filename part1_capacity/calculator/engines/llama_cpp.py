@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from part0_foundations.l03_kv_cache import laws
 from part1_capacity.calculator.base.errors import InputError
-from course.units import round_up
+from course.shared.units import round_up
 
 CELL_PAD = 256            # llama-context.cpp: GGML_PAD(n_ctx, 256), GGML_PAD(n_ctx_seq, 256)
 SWA_PAD = 256             # llama-kv-cache-iswa.cpp: GGML_PAD(min(size_base, n_swa + n_ubatch), 256)

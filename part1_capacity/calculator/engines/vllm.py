@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from part0_foundations.l03_kv_cache import laws
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.sizing.sharding import kv_heads_per_rank, state_shards
-from course.units import GIB, ceil_div
+from course.shared.units import GIB, ceil_div
 
 BLOCK_SIZE = 16                 # vllm/config/cache.py: block_size 16 on CUDA
 KERNEL_BLOCK_ALIGNMENT = 16     # vllm/platforms/interface.py: max(backend's smallest kernel block, block_size)

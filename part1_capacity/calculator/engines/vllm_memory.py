@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from course.units import GB, GIB, KB, KIB, MB, MIB, ceil_div
+from course.shared.units import GB, GIB, KB, KIB, MB, MIB, ceil_div
 from part1_capacity.calculator.engines import vllm
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.hardware.accelerators import runtime_memory

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from course import tables
+from course.shared import tables
 from part1_capacity.calculator.model import weights
 from part1_capacity.calculator.base.dtypes import get_dtype
 from part1_capacity.calculator.engines import vllm_memory as vm

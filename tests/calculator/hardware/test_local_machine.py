@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from course.units import GIB, MIB
+from course.shared.units import GIB, MIB
 from part1_capacity.calculator.hardware import local_machine as local
 from part1_capacity.calculator.base.errors import InputError
 from tests.support.in_process import capacity

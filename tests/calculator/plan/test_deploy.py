@@ -193,7 +193,7 @@ def test_the_overflow_decode_is_timed_by_pass_time():
     128K × 64, as in test_calculator_cli's overflow test: 32 × 40 GiB of cache against 139.80 GiB (as the runtime
     reports an H200) × 0.9 − 2 GiB − 70.55e9 free, 1,311.99e9 bytes over on each rank; one micro-batch and a
     memory-bound step, so host DRAM (63 GB/s) adds 1.31199e12 × (1/63e9 − 1/4.8e12) = 20.55 s."""
-    from course.units import GIB
+    from course.shared.units import GIB
     from part1_capacity.calculator.plan import speed
 
     plan = make_plan("llama-3.1-70b", "h200", Workload(context=131072, batch=64))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from course.units import GB, GIB
+from course.shared.units import GB, GIB
 from part1_capacity.calculator.plan import offload
 from part1_capacity.calculator.base.dtypes import get_dtype
 from part1_capacity.calculator.engines import llama_cpp as rules

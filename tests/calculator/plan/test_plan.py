@@ -253,7 +253,7 @@ def test_an_overflow_on_two_stages_reads_each_ranks_share_from_the_tier():
     # Llama-3.1-70B on H200 at 128K × 64, tensor 1 × pipeline 2 pinned: the weights-only deployment is 2 stages of
     # one replica, 64 sequences in 2 micro-batches; each rank reads its overflow from the tier: p × over / (k·p) per
     # stage, p stages → over × 2/2 at the tier's bandwidth instead of the device's
-    from course.units import GIB
+    from course.shared.units import GIB
     from part1_capacity.calculator.plan import deploy
     plan = make_plan("llama-3.1-70b", "h200", Workload(context=131072, batch=64, tensor_parallel=1,
                                                        pipeline_parallel=2))

@@ -1,4 +1,4 @@
-"""Two plain `nbgrader autograde` runs at once (nbgrader_config.py, course/nbgrader_ext.py): from the course root, after
+"""Two plain `nbgrader autograde` runs at once (nbgrader_config.py, course/classroom/nbgrader_ext.py): from the course root, after
 `make notebooks` (which releases in a throw-away course, so the course has no gradebook.db yet), two terminals run
 
     nbgrader autograde 01_attention --CourseDirectory.student_id='s[123]'
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from course.notebook_spec import REPO
+from course.grading.notebook_spec import REPO
 
 COMMANDS = ("nbgrader autograde 01_attention --CourseDirectory.student_id='s[123]'",
             "nbgrader autograde 01_attention --CourseDirectory.student_id='s[456]'")
@@ -96,7 +96,7 @@ def test_a_gradebook_write_waits_for_another_process():
     from sqlalchemy import create_engine, event, text
     from sqlalchemy.engine import Engine
 
-    from course import nbgrader_ext
+    from course.classroom import nbgrader_ext
 
     def busy_ms():
         engine = create_engine("sqlite://")

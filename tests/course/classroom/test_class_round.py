@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from course.notebook_spec import REPO
+from course.grading.notebook_spec import REPO
 from tests.support.class_hub import PASSWORD, User, class_names, running_hub, student_python
 
 pytestmark = [pytest.mark.hub_round, pytest.mark.long(smoke="tests/course/classroom/test_hub.py::test_hub_smoke")]

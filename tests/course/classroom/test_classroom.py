@@ -1,4 +1,4 @@
-"""A class on nbgrader (course/classroom.py, course/nbgrader_ext.py, the integrity check of course/autograde.py):
+"""A class on nbgrader (course/classroom/nbgrader_class.py, course/classroom/nbgrader_ext.py, the integrity check of course/grading/autograde.py):
 bad input gets one line and touches no one else's grade; a void grade is loud and does not blame the student;
 nbgrader's working files are not part of what a grade depends on. The whole workflow, six students graded two at
 a time, is tests/course/classroom/test_instructors_guide.py."""
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from course import autograde, classroom
-from course.notebook_spec import REPO
+from course.classroom import nbgrader_class as classroom
+from course.grading import autograde
+from course.grading.notebook_spec import REPO
 
 LESSON_MODULE = "part0_foundations.l01_attention.checks"
 
@@ -24,14 +25,14 @@ def _cli(root: Path, *args):
 
 
 def test_fingerprint_covers_grading_inputs_not_nbgrader_files(tmp_path):
-    for rel in ("course/autograde.py", "part0_foundations/l01_attention/checks.py", "tests/autograder/t.py",
+    for rel in ("course/grading/autograde.py", "part0_foundations/l01_attention/checks.py", "tests/autograder/t.py",
                 "nbgrader_config.py", "submitted/alice/01_attention/attention.ipynb",
                 "autograded/alice/01_attention/attention.ipynb", "feedback/alice/01_attention/attention.html",
                 "gradebook.db", "course/__pycache__/autograde.cpython-311.pyc"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(rel)
     fp = autograde.tree_fingerprint(tmp_path)
-    assert set(fp) == {"course/autograde.py", "part0_foundations/l01_attention/checks.py", "tests/autograder/t.py",
+    assert set(fp) == {"course/grading/autograde.py", "part0_foundations/l01_attention/checks.py", "tests/autograder/t.py",
                        "nbgrader_config.py"}
     (tmp_path / "gradebook.db").write_text("another grading wrote here")
     (tmp_path / "autograded/alice/01_attention/attention.ipynb").unlink()
@@ -121,7 +122,7 @@ def test_feedback_math_renders_offline_in_chromium(tmp_path):
     from nbconvert.exporters import HTMLExporter
     from playwright.sync_api import sync_playwright
 
-    from course.nbgrader_ext import offline_mathjax
+    from course.classroom.nbgrader_ext import offline_mathjax
 
     nb = REPO / "exercises" / "01_attention" / "attention.ipynb"
     cdn_html, _ = HTMLExporter(template_name="classic").from_filename(str(nb))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from course.notebook_spec import REPO
+from course.grading.notebook_spec import REPO
 
 GUIDE = REPO / "site" / "instructors.md"
 LESSON_MODULE = "part0_foundations.l01_attention.checks"
@@ -95,7 +95,7 @@ def test_guide_workflow_from_a_fresh_clone(tmp_path, students):
         got = {s.student_id: s.score for s in gb.assignment_submissions("01_attention")}
         registered = sorted(a.name for a in gb.assignments)
     assert got == expected
-    from course.classroom import notebooks
+    from course.classroom.nbgrader_class import notebooks
 
     assert registered == sorted(notebooks())  # every lesson, not only the one graded
 

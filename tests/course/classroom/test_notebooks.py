@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course.notebook_spec import REPO, all_specs, build_source_notebook, generate_release, nbgrader_cmd
+from course.grading.notebook_spec import REPO, all_specs, build_source_notebook, generate_release, nbgrader_cmd
 
 SPECS = all_specs()
 IDS = [s.ASSIGNMENT for s in SPECS]
@@ -57,7 +57,7 @@ def course_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
     shutil.copytree(REPO / "solutions", root / "solutions")
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
-    # nbgrader_config.py imports the course's grader (course.autograde): from this tree.
+    # nbgrader_config.py imports the course's grader (course.grading.autograde): from this tree.
     env = dict(os.environ, COURSE_ROOT=str(root), NBGRADER_EXCHANGE=str(root / "exchange"),
                PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
     done = subprocess.run(nbgrader_cmd() + ["generate_assignment", "*", "--force"], cwd=root, env=env,

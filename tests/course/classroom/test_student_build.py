@@ -1,4 +1,4 @@
-"""The student build (course/student_build.py): no answer in it, the notebooks' visible test cells run in it, and a
+"""The student build (course/classroom/student_build.py): no answer in it, the notebooks' visible test cells run in it, and a
 notebook finished there grades full marks on the instructor's side."""
 import json
 import os
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from course.notebook_spec import REPO
-from course.student_build import PACKAGES, build, hidden_check_functions, stub_functions, stub_solutions
+from course.grading.notebook_spec import REPO
+from course.classroom.student_build import PACKAGES, build, hidden_check_functions, stub_functions, stub_solutions
 
 LESSON_MODULE = "part0_foundations.l01_attention.checks"
 
@@ -117,7 +117,7 @@ def test_visible_checks_run_in_the_build_and_the_notebook_grades_full_marks(stud
     assert visible and all(any(f"checks.{c.fn.__name__}(" in "".join(x["source"]) and x.get("execution_count")
                                 for x in ran["cells"]) for c in visible)
 
-    from course.autograde import grade
+    from course.grading.autograde import grade
 
     report = grade(LESSON_MODULE, finished)
     assert report.earned == report.points == sum(c.points for c in LESSON.checks), report.table()
@@ -161,7 +161,7 @@ def test_the_build_has_a_readme_and_light_requirements_with_cpu_torch(student):
     """A student installs what the notebooks need, not the course's stack: the pins are the course's own (read here
     from requirements.txt by hand), torch is the CPU build from PyTorch's CPU index, and no hub, site, test or
     grading tool is in it."""
-    from course.student_build import STUDENT_PACKAGES, student_requirements
+    from course.classroom.student_build import STUDENT_PACKAGES, student_requirements
 
     req = (student / "requirements.txt").read_text().splitlines()
     assert "--extra-index-url https://download.pytorch.org/whl/cpu" in req

@@ -6,7 +6,7 @@ import jsonschema
 import pytest
 import yaml
 
-from course.notebook_spec import REPO
+from course.grading.notebook_spec import REPO
 
 HERE = REPO / "classroom" / "z2jh"
 

@@ -1,4 +1,4 @@
-"""The grader's own failures are the grader's (course/grade_worker.py, course/sandbox.py, course/autograde.py): a
+"""The grader's own failures are the grader's (course/grading/grade_worker.py, course/grading/sandbox.py, course/grading/autograde.py): a
 sandbox that cannot start, a scan that would crash, a file that is not a notebook. Each ends in one line naming the
 cause and no score, or, where the notebook itself is fine, in its right grade; never in a message that blames the
 learner's code.
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from course.autograde import Limits, grade
-from course.grade_worker import NotebookError, read_cells, reference_imports
-from course.notebook_spec import REPO
+from course.grading.autograde import Limits, grade
+from course.grading.grade_worker import NotebookError, read_cells, reference_imports
+from course.grading.notebook_spec import REPO
 
 LESSON = "part0_foundations.l01_attention.checks"
 SOLUTION = REPO / "solutions/01_attention/attention.ipynb"

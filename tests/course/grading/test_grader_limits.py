@@ -1,4 +1,4 @@
-"""One grading is bounded as a whole (course/grading_group.py, course/grade_worker.py): a fork bomb, a disk filler
+"""One grading is bounded as a whole (course/grading/grading_group.py, course/grading/grade_worker.py): a fork bomb, a disk filler
 and a memory hog each stop at the grading's limit, the limit is named in the learner's feedback, and nothing is left
 on the host. Small limits, so each runs in seconds.
 
@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from course.autograde import Limits, grade
-from course.notebook_spec import REPO
+from course.grading.autograde import Limits, grade
+from course.grading.notebook_spec import REPO
 
 LESSON = "part0_foundations.l01_attention.checks"
 SOLUTION = REPO / "solutions/01_attention/attention.ipynb"
@@ -171,7 +171,7 @@ def test_a_memory_hog_stops_at_the_memory_limit(graded, mode):
 def test_own_group_dirs_v1_and_v2(tmp_path):
     """Where the grading's group is made: v1, one directory per controller hierarchy; v2, this process's group when
     it enables memory for its children (pids only when enabled too; cpu.stat is in every v2 group)."""
-    from course.grading_group import CgroupError, own_dirs
+    from course.grading.grading_group import CgroupError, own_dirs
 
     (tmp_path / "mounts").write_text(f"cgroup {tmp_path}/m cgroup rw,memory 0 0\ncgroup {tmp_path}/p cgroup rw,pids 0 0\n"
                                      f"cgroup {tmp_path}/c cgroup rw,cpu,cpuacct 0 0\n")

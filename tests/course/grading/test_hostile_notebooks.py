@@ -1,7 +1,7 @@
 """A grader no notebook can talk into a grade: hostile notebooks, on the pytest route and with real `nbgrader autograde`.
 
 The checks run in the grader's process; the notebook runs once, in a bubblewrap sandbox, and is reached only through
-stand-ins that carry plain data (course/grade_worker.py, course/proxy.py). One hostile lesson-01 notebook holds most
+stand-ins that carry plain data (course/grading/grade_worker.py, course/grading/proxy.py). One hostile lesson-01 notebook holds most
 attacks; each is aimed at what the grader must refuse:
 - top level: looks for the grader's result channel and token in its frames and in `gc` and writes forged "passed"
   lines to its outputs; edits the checks', `expect`'s and numpy's code in place; replaces torch's attention by a
@@ -32,8 +32,8 @@ import time
 
 import pytest
 
-from course.autograde import Limits, grade
-from course.notebook_spec import REPO, nbgrader_cmd
+from course.grading.autograde import Limits, grade
+from course.grading.notebook_spec import REPO, nbgrader_cmd
 
 LESSON = "part0_foundations.l01_attention.checks"
 CHECK_S = 3  # the per-check limit in these tests: loops are stopped in seconds
@@ -42,7 +42,7 @@ MARKER = "grader-hostile-leftover-7f3a"
 HOSTILE_TOP = r'''
 import ctypes, gc, json, os, socket, subprocess, sys, time
 import numpy as np, torch, torch.nn.functional as F
-import course.grading as grading
+import course.grading.contract as grading
 
 # 1. The grader's result channel, token or send function: searched for in every frame and every object.
 found = []

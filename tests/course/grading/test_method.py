@@ -1,13 +1,13 @@
-"""course.method in the learner's process: tripwires installed before any learner code, and the watch around a graded
+"""course.grading.method in the learner's process: tripwires installed before any learner code, and the watch around a graded
 call. Run in a fresh interpreter (as the learner's process is), so this test process's torch stays untouched."""
 import subprocess
 import sys
 
-from course.notebook_spec import REPO
+from course.grading.notebook_spec import REPO
 
 SCRIPT = r'''
 import importlib, sys
-from course import method
+from course.grading import method
 
 method.install()                       # before any learner code: torch is not even imported yet
 import torch
@@ -65,7 +65,7 @@ def test_tripwires_and_watch_in_a_fresh_process():
 
 
 LOCK_SCRIPT = r'''
-from course import method
+from course.grading import method
 
 method.install()
 import torch

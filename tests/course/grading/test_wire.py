@@ -1,5 +1,5 @@
-"""The channel between the grader's checks and the learner's process (course/wire.py, course/proxy.py) and the
-sandbox's view of the course (course/sandbox.py): plain data only, refused when malformed, the grader's objects
+"""The channel between the grader's checks and the learner's process (course/grading/wire.py, course/grading/proxy.py) and the
+sandbox's view of the course (course/grading/sandbox.py): plain data only, refused when malformed, the grader's objects
 read-only to the learner's side, no reference body and no check in what the sandbox shows."""
 import dataclasses
 import math
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from course import proxy, sandbox, wire
-from course.notebook_spec import REPO
+from course.grading import proxy, sandbox, wire
+from course.grading.notebook_spec import REPO
 
 
 def _pipe_pair():
@@ -243,7 +243,7 @@ def test_requests_about_objects_never_handed_over_are_refused():
 def test_the_sandbox_shows_no_reference_body_and_no_check(lesson, tmp_path):
     import importlib
 
-    from course.grade_worker import build_view, view_spec
+    from course.grading.grade_worker import build_view, view_spec
 
     les = importlib.import_module(lesson).LESSON
     view = build_view(view_spec(lesson), str(REPO), str(tmp_path))
@@ -270,7 +270,7 @@ def test_the_sandbox_shows_no_reference_body_and_no_check(lesson, tmp_path):
 
 
 def test_a_helper_given_to_notebooks_stays_in_the_checks_stub(tmp_path):
-    from course.grade_worker import build_view, view_spec
+    from course.grading.grade_worker import build_view, view_spec
 
     view = build_view(view_spec("part1_capacity.exercises.kv_from_config.checks"), str(REPO), str(tmp_path))
     ns = {"__file__": str(REPO / "part1_capacity/exercises/kv_from_config/checks.py")}
@@ -290,7 +290,7 @@ def test_an_alarm_that_outlives_its_check_is_a_time_out_not_a_crash(channels):
     disarmed, where no handler of the limit can catch it (seen with a loop whose channel deadline and alarm fell
     together). The grader's process must record a time-out for that check and go on, not end with a traceback that
     leaves every later check unanswered."""
-    from course import grade_worker, grading
+    from course.grading import grade_worker, contract as grading
     from part0_foundations.l01_attention.checks import LESSON
 
     def check_whose_alarm_escapes(defn):
@@ -310,7 +310,7 @@ def test_an_alarm_as_the_block_ends_leaves_the_outer_limit_as_it_was():
     import gc
     import signal
 
-    from course import grading
+    from course.grading import contract as grading
 
     with grading.time_limit(60, "the outer block"):
         outer = signal.getsignal(signal.SIGALRM)

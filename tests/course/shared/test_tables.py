@@ -1,11 +1,11 @@
-"""The one Markdown table helper every generated page uses (course/tables.py), and that no generator writes a
+"""The one Markdown table helper every generated page uses (course/shared/tables.py), and that no generator writes a
 table separator by hand."""
 import re
 from pathlib import Path
 
 import pytest
 
-from course import tables
+from course.shared import tables
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -39,4 +39,4 @@ def test_no_generator_writes_a_separator_by_hand():
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
                 if sep.search(line):
                     found.append(f"{p.relative_to(REPO)}:{i}")
-    assert not found, "hand-written Markdown separators (use course.tables.head): " + ", ".join(found)
+    assert not found, "hand-written Markdown separators (use course.shared.tables.head): " + ", ".join(found)

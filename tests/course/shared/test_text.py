@@ -1,5 +1,5 @@
-"""course.text.printable: learner text shown as text (control, format and separator characters as escapes)."""
-from course.text import printable
+"""course.shared.text.printable: learner text shown as text (control, format and separator characters as escapes)."""
+from course.shared.text import printable
 
 
 def test_controls_are_escaped_and_text_is_kept():

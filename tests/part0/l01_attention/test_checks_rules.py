@@ -8,7 +8,7 @@ through and fail here); where a check allows more than the default 1e-5, an erro
 
 The labels a check gives ``call()`` are the learner's message when their code raises: each is pinned by an
 implementation that raises ``RuntimeError('boom')`` exactly there, and the message must be
-``"<label> raised RuntimeError: boom"`` (course.grading.call's format). The inputs are pinned too: the same every run
+``"<label> raised RuntimeError: boom"`` (course.grading.contract.call's format). The inputs are pinned too: the same every run
 (a grade is reproducible) and float32 whatever torch's default dtype, and a second, independent implementation
 (batch and heads flattened into one ``torch.bmm``) passes every check, so the inputs have the lesson's shapes."""
 import math

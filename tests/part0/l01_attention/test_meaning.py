@@ -1,4 +1,4 @@
-"""Lesson 01's grades mean the learner wrote attention (course.method and the checks' anchors):
+"""Lesson 01's grades mean the learner wrote attention (course.grading.method and the checks' anchors):
 
 - an implementation that reaches torch's attention, however it gets there, earns nothing, and the message names the
   call;
@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from course.grading import CheckFailed
+from course.grading.contract import CheckFailed
 from part0_foundations.l01_attention import checks
 from part0_foundations.l01_attention.attention import MultiHeadAttention, scaled_dot_product_attention
 
@@ -315,7 +315,7 @@ def test_scale_forgotten_names_the_scale_not_the_mask_or_the_row_max():
 # --- the real route: the notebook in the sandboxed learner's process, the checks in the grader's -------------------------
 SAVED_EARLY_SDPA = '''
 import torch
-from course import method as _watch
+from course.grading import method as _watch
 _saved = torch._C._nn.scaled_dot_product_attention      # a reference taken before any check runs
 
 
@@ -373,8 +373,8 @@ class MultiHeadAttention(nn.Module):
 
 
 def test_sandboxed_torch_attention_and_uniform_mha_earn_nothing(tmp_path):
-    from course.autograde import Limits, grade as grade_notebook
-    from course.notebook_spec import REPO
+    from course.grading.autograde import Limits, grade as grade_notebook
+    from course.grading.notebook_spec import REPO
 
     nb = json.loads((REPO / "exercises/01_attention/attention.ipynb").read_text())
     for cell in nb["cells"]:

@@ -10,7 +10,7 @@ import torch
 
 from part0_foundations.l02_encoder_decoder import checks, data, evaluate, model as M, train
 from part0_foundations.l02_encoder_decoder.translate import translate, translate_many
-from course.grading import CheckFailed
+from course.grading.contract import CheckFailed
 
 REPO = M.CHECKPOINT.parents[2]
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from course.grading import CheckFailed
+from course.grading.contract import CheckFailed
 from part0_foundations.l02_encoder_decoder import checks
 from part0_foundations.l02_encoder_decoder import model as M
 from tests.support.rules import DEGENERATE_KINDS, lesson_points

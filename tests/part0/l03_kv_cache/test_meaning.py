@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from course.grading import CheckFailed
+from course.grading.contract import CheckFailed
 from part0_foundations.l03_kv_cache import checks
 from part0_foundations.l03_kv_cache import gpt as ref
 from tests.support.rules import DEGENERATE_KINDS, lesson_points

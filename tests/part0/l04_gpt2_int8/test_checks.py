@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from course.grading import CheckFailed
+from course.grading.contract import CheckFailed
 from part0_foundations.l04_gpt2_int8 import checks
 from part0_foundations.l04_gpt2_int8 import int8 as ref
 

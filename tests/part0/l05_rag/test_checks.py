@@ -3,7 +3,7 @@ valid one (float64 top-k with another sort)."""
 import numpy as np
 import pytest
 
-from course.grading import CheckFailed
+from course.grading.contract import CheckFailed
 from part0_foundations.l05_rag import checks
 from part0_foundations.l05_rag.rag import Chunk, count_words, format_prompt, format_source
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course import memstat
+from course.machine import memstat
 from part0_foundations.l05_rag import evalset
 from part0_foundations.l05_rag import index as ix
 from part0_foundations.l05_rag.__main__ import main
@@ -106,7 +106,7 @@ def test_search_errors_name_k_and_queries():
 _MEASURE = r"""
 import json, sys
 import numpy as np
-from course import memstat
+from course.machine import memstat
 from part0_foundations.l05_rag import index as ix
 path, mode = sys.argv[1], sys.argv[2]
 q = np.load(sys.argv[3])

@@ -317,7 +317,7 @@ def test_the_quarantine_note_counts_and_lists_what_claims_toml_quarantines(lang)
     """N, the total and the listed ids are worked out here from claims.toml (tomllib, not the package's loader);
     a claim added, dropped or moved in or out of the quarantine changes them and this test fails until the page
     follows."""
-    from course import i18n
+    from course.shared import i18n
     from part1_capacity.archetypes import sitegen
 
     quarantined = [c["id"] for c in CLAIMS if c["status"] == "unverified"]

@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.in_process import run
 from part1_capacity.calculator.hardware.accelerators import load_accelerator
-from course.units import GIB
+from course.shared.units import GIB
 from part1_capacity.calculator.plan.plan import Workload, make_plan
 from part1_capacity.calculator.readers.loader import load_model
 from part1_capacity.calculator.uses.sweep import sweep

@@ -3,12 +3,12 @@
 tests/part1/exercises/test_exercises.py shows each check rejecting plausible mistakes; here each message is pinned whole (the
 label of the file or deployment, the numbers, the hint), worked by hand from the published config.json files
 (tests/data/configs/), and each choice a check makes about its inputs is held by the implementation it is there to
-catch: a function that raises at one call gets ``"<label> raised <error>"`` (course.grading.call's format); the
+catch: a function that raises at one call gets ``"<label> raised <error>"`` (course.grading.contract.call's format); the
 tolerance both accepts a float rounding and refuses 5 × itself; the search budget allows exactly ⌈log2 M⌉ + 2 calls.
 Plain functions without arguments, so that ``tools/mutation.py --verify`` can run them."""
 import pytest
 
-from course.grading import CheckFailed
+from course.grading.contract import CheckFailed
 from part1_capacity.exercises.kv_from_config import checks as kv
 from part1_capacity.exercises.kv_from_config.reference import kv_bytes_per_token
 from part1_capacity.exercises.one_more_accelerator import checks as acc

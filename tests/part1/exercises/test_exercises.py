@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from course.grading import CheckFailed
+from course.grading.contract import CheckFailed
 from part1_capacity.exercises.kv_from_config import checks as kv_checks
 from part1_capacity.exercises.kv_from_config.checks import read_config
 from part1_capacity.exercises.kv_from_config.reference import kv_bytes_per_token

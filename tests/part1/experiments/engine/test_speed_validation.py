@@ -191,7 +191,7 @@ def test_new_kernel_constants_reach_the_host_profile_of_the_same_cpu_only(tmp_pa
     measured bandwidth; a profile measured on another CPU, or constants of other thread counts, leave it alone."""
     import json
 
-    from course import records
+    from course.machine import records
     from part1_capacity.experiments.engine import common
 
     monkeypatch.setattr(common, "RESULTS", tmp_path)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course import memstat
+from course.machine import memstat
 from part1_capacity.experiments.page_cache import index as flat_index
 from part1_capacity.experiments.page_cache.experiment import TMP_PREFIX, Config, knees, run
 from part1_capacity.experiments.page_cache.hog import HogProcess
