@@ -741,7 +741,7 @@ def test_llama_cpp_allocates_each_layer_types_k_and_v_at_its_width_by_hand():
                  "K_swa": 39 * 8 * 192 * 768 * 2, "V_swa": 39 * 8 * 128 * 768 * 2}
 
 
-def test_per_type_k_v_heads_split_by_their_own_heads_under_tensor_parallelism():
+def test_per_type_k_v_heads_split_by_their_own_heads_under_tensor_parallel():
     from part1_capacity.calculator.sizing import sharding
     g = load_model(path("gemma-4-26b-a4b"))
     # 4 ranks: global 2 heads → 1 (replicated), sliding 8 → 2; at T = 4,096 one rank holds
