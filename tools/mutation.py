@@ -2,15 +2,15 @@
 
 Runs mutmut (pinned in requirements-mutation.txt) on one module at a time, each with the narrowest test selection
 that covers it, in a scratch folder of its own (_build/mutation/<name>/: mutmut writes its mutated copy there, so the
-worktree is never touched), then writes tests/mutation/<name>.json (counts and every survivor's diff) and rebuilds
-tests/mutation/REPORT.md from all of them. A survivor is either equivalent (the reason is written in
-tests/mutation/notes.toml, [equivalent]) or a missing test. The score is killed / (mutants - equivalent).
+worktree is never touched), then writes results/mutation/<name>.json (counts and every survivor's diff) and rebuilds
+results/mutation/REPORT.md from all of them. A survivor is either equivalent (the reason is written in
+results/mutation/notes.toml, [equivalent]) or a missing test. The score is killed / (mutants - equivalent).
 
     python tools/mutation.py                  # every module, smallest first (hours on 2 cores)
     python tools/mutation.py sharding laws    # just these
     python tools/mutation.py --report         # rebuild REPORT.md from the saved runs only
     python tools/mutation.py --collect vllm_rules   # re-read the last run in _build/mutation/ (no new run)
-    python tools/mutation.py --verify llama_cpp_rules tests/test_llama_cpp_rules.py   # new tests vs its survivors
+    python tools/mutation.py --verify llama_cpp_rules tests/calculator/engines/test_llama_cpp.py   # new tests vs its survivors
 
 mutmut forks one child per mutant from a process that has imported the tests once, so a mutant costs the covering
 tests' run time, not an interpreter start-up.
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "tests" / "mutation"
+OUT = ROOT / "results" / "mutation"
 SCRATCH = ROOT / "_build" / "mutation"
 PACKAGES = ("course", "part0_foundations", "part1_capacity")
 
@@ -43,48 +43,48 @@ class Target:
 CALC = "part1_capacity/calculator/"
 TARGETS = (
     Target("sharding", CALC + "sizing/sharding.py",
-           ("tests/test_mutation_sharding.py", "tests/test_deploy.py", "tests/test_engine_alloc.py")),
+           ("tests/calculator/sizing/test_sharding.py", "tests/calculator/plan/test_deploy.py", "tests/calculator/engines/test_allocation.py")),
     Target("gguf_header", CALC + "readers/gguf_header.py",
-           ("tests/test_gguf_header_rules.py", "tests/test_gguf_header.py", "tests/test_hostile_input_round3.py")),
+           ("tests/calculator/readers/test_gguf_header_rules.py", "tests/calculator/readers/test_gguf_header.py", "tests/part1/cli/test_refusals_of_figures_and_names.py")),
     Target("llama_cpp_rules", CALC + "engines/llama_cpp.py",
-           ("tests/test_llama_cpp_rules.py", "tests/test_engine_structures.py", "tests/test_llama_cpp_buffers.py",
-            "tests/test_engine_alloc.py")),
+           ("tests/calculator/engines/test_llama_cpp.py", "tests/part1/experiments/engine/test_structures.py", "tests/calculator/engines/test_llama_cpp_buffers.py",
+            "tests/calculator/engines/test_allocation.py")),
     Target("vllm_rules", CALC + "engines/vllm.py",
-           ("tests/test_mutation_vllm.py", "tests/test_engine_alloc.py", "tests/test_vllm_startup.py")),
-    Target("vllm_memory", CALC + "engines/vllm_memory.py", ("tests/test_vllm_startup.py",)),
-    Target("laws", "part0_foundations/l03_kv_cache/laws.py", ("tests/test_laws_rules.py", "tests/test_kv_cache.py"),
+           ("tests/calculator/engines/test_vllm_hybrid.py", "tests/calculator/engines/test_allocation.py", "tests/calculator/engines/test_vllm_startup.py")),
+    Target("vllm_memory", CALC + "engines/vllm_memory.py", ("tests/calculator/engines/test_vllm_startup.py",)),
+    Target("laws", "part0_foundations/l03_kv_cache/laws.py", ("tests/part0/l03_kv_cache/test_laws.py", "tests/part0/l03_kv_cache/test_kv_cache.py"),
            "forkserver"),
     Target("l01_checks", "part0_foundations/l01_attention/checks.py",
-           ("tests/test_l01_attention.py", "tests/test_l01_attention_rules.py"), "forkserver"),
+           ("tests/part0/l01_attention/test_attention.py", "tests/part0/l01_attention/test_checks_rules.py"), "forkserver"),
     Target("checkpoints", CALC + "readers/checkpoints.py",
-           ("tests/test_checkpoints.py", "tests/test_mutation_checkpoints.py", "tests/test_hostile_input.py")),
-    Target("speed", CALC + "plan/speed.py", ("tests/test_speed.py", "tests/test_speed_validation.py")),
+           ("tests/calculator/readers/test_checkpoints.py", "tests/calculator/readers/test_checkpoint_bytes.py", "tests/part1/cli/test_refusals.py")),
+    Target("speed", CALC + "plan/speed.py", ("tests/calculator/plan/test_speed.py", "tests/part1/experiments/engine/test_speed_validation.py")),
     Target("deploy", CALC + "plan/deploy.py",
-           ("tests/test_deploy.py", "tests/test_deploy_bounds.py", "tests/test_mutation_deploy.py")),
-    Target("dtypes", CALC + "base/dtypes.py", ("tests/test_dtypes.py", "tests/test_weights.py", "tests/test_roofline.py")),
-    Target("tiers", CALC + "hardware/tiers.py", ("tests/test_tiers.py", "tests/test_calculator.py")),
-    Target("roofline", CALC + "sizing/roofline.py", ("tests/test_roofline.py", "tests/test_deploy.py")),
-    Target("weights", CALC + "model/weights.py", ("tests/test_weights.py", "tests/test_calculator.py")),
-    Target("resolve", CALC + "plan/resolve.py", ("tests/test_resolve.py", "tests/test_deploy.py")),
+           ("tests/calculator/plan/test_deploy.py", "tests/calculator/plan/test_deploy_bounds.py", "tests/calculator/plan/test_deploy_edges.py")),
+    Target("dtypes", CALC + "base/dtypes.py", ("tests/calculator/base/test_dtypes.py", "tests/calculator/model/test_weights.py", "tests/calculator/sizing/test_roofline.py")),
+    Target("tiers", CALC + "hardware/tiers.py", ("tests/calculator/hardware/test_tiers.py", "tests/calculator/plan/test_plan_figures.py")),
+    Target("roofline", CALC + "sizing/roofline.py", ("tests/calculator/sizing/test_roofline.py", "tests/calculator/plan/test_deploy.py")),
+    Target("weights", CALC + "model/weights.py", ("tests/calculator/model/test_weights.py", "tests/calculator/plan/test_plan_figures.py")),
+    Target("resolve", CALC + "plan/resolve.py", ("tests/calculator/plan/test_resolve.py", "tests/calculator/plan/test_deploy.py")),
     Target("plan", CALC + "plan/plan.py",
-           ("tests/test_plan.py", "tests/test_deploy.py", "tests/test_resolve.py", "tests/test_calculator.py",
-            "tests/test_calculator_cli.py")),
+           ("tests/calculator/plan/test_plan.py", "tests/calculator/plan/test_deploy.py", "tests/calculator/plan/test_resolve.py", "tests/calculator/plan/test_plan_figures.py",
+            "tests/part1/commands/test_commands.py")),
     Target("kv_from_config_checks", "part1_capacity/exercises/kv_from_config/checks.py",
-           ("tests/test_part1_exercises.py", "tests/test_part1_exercises_rules.py", "tests/test_lesson_checks.py"),
+           ("tests/part1/exercises/test_exercises.py", "tests/part1/exercises/test_checks_rules.py", "tests/part0/test_lesson_checks.py"),
            "forkserver"),
     Target("one_more_accelerator_checks", "part1_capacity/exercises/one_more_accelerator/checks.py",
-           ("tests/test_part1_exercises.py", "tests/test_part1_exercises_rules.py", "tests/test_lesson_checks.py"),
+           ("tests/part1/exercises/test_exercises.py", "tests/part1/exercises/test_checks_rules.py", "tests/part0/test_lesson_checks.py"),
            "forkserver"),
     Target("l02_checks", "part0_foundations/l02_encoder_decoder/checks.py",
-           ("tests/test_encoder_decoder.py", "tests/test_encoder_decoder_rules.py", "tests/test_lesson_checks.py"),
+           ("tests/part0/l02_encoder_decoder/test_encoder_decoder.py", "tests/part0/l02_encoder_decoder/test_checks_rules.py", "tests/part0/test_lesson_checks.py"),
            "forkserver"),
     Target("l03_checks", "part0_foundations/l03_kv_cache/checks.py",
-           ("tests/test_kv_cache.py", "tests/test_kv_cache_rules.py", "tests/test_lesson_checks.py"), "forkserver"),
+           ("tests/part0/l03_kv_cache/test_kv_cache.py", "tests/part0/l03_kv_cache/test_checks_rules.py", "tests/part0/test_lesson_checks.py"), "forkserver"),
     Target("l04_checks", "part0_foundations/l04_gpt2_int8/checks.py",
-           ("tests/test_gpt2_int8_checks.py", "tests/test_gpt2_int8_checks_rules.py", "tests/test_lesson_checks.py"),
+           ("tests/part0/l04_gpt2_int8/test_checks.py", "tests/part0/l04_gpt2_int8/test_checks_rules.py", "tests/part0/test_lesson_checks.py"),
            "forkserver"),
     Target("l05_checks", "part0_foundations/l05_rag/checks.py",
-           ("tests/test_rag_checks.py", "tests/test_rag_checks_rules.py", "tests/test_lesson_checks.py"), "forkserver"),
+           ("tests/part0/l05_rag/test_checks.py", "tests/part0/l05_rag/test_checks_rules.py", "tests/part0/test_lesson_checks.py"), "forkserver"),
 )
 BY_NAME = {t.name: t for t in TARGETS}
 
@@ -260,7 +260,7 @@ def report() -> str:
     return "\n".join([
         "# Mutation score (mutmut)", "",
         "Written by `make mutation` (tools/mutation.py) — do not edit by hand; reasons live in "
-        "tests/mutation/notes.toml. Score = (killed + killed by a later test) / (mutants run − equivalent survivors); "
+        "results/mutation/notes.toml. Score = (killed + killed by a later test) / (mutants run − equivalent survivors); "
         "the bound is 90 %. A survivor counts as killed by a later test only when `--verify` ran that test against it "
         "through mutmut's own switch in the run's mutated copy.",
         "A mutant counts as killed when a test fails or times out; \"survived\" includes mutants no selected test "

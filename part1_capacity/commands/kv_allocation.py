@@ -16,11 +16,11 @@ def register(sub):
     p.add_argument("--gguf", metavar="PATH",
                    help="GGUF model to check (default: a generated llama model of ≥500M parameters, deleted after)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--save", action="store_true", help="also save it as part1_capacity/results/e1.json (the site)")
+    p.add_argument("--save", action="store_true", help="also save it as results/part1/e1.json (the site)")
     p.add_argument("--structure", metavar="ID",
                    help="check every buffer (K, V, sliding-window cache, recurrent state) of tiny models of one "
                         "cache structure against the calculator and llama.cpp's allocation rules: gqa, mqa, mla, "
-                        "swa, ssm, linear or all (saved as results/e1_structures.json)")
+                        "swa, ssm, linear or all (saved as results/part1/e1_structures.json)")
     p.add_argument("--note", default="", help="a remark saved with the result (e.g. 'machine shared')")
     p.set_defaults(func=main)
 

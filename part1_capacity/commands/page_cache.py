@@ -1,7 +1,7 @@
 """`capacity e3` — what an mmap-opened index really costs: latency, faults and residency while a hog takes memory.
 
 Sizes on the command line are decimal: 1 GB = 10^9 bytes, 1 MB = 10^6 bytes (the JSON is all bytes). The result
-is saved (with the host's facts) under part1_capacity/results/ unless --no-save; the site page is built from it.
+is saved (with the host's facts) under results/part1/ unless --no-save; the site page is built from it.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.base.saved_runs import RESULTS  # results/part1/: generated, outside the code tree
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
 def default_out(index_gb: float) -> Path:
@@ -185,7 +185,7 @@ def register(subparsers) -> None:
     a("--max-cycles", type=int, default=400, help="hard limit on cycles (default 400)")
     a("--dir", default=tempfile.gettempdir(), help="where the temporary index is written (a disk, not tmpfs)")
     a("--seed", type=int, default=0, help="random seed for vectors and read offsets")
-    a("--out", default=None, help="save the result here (default part1_capacity/results/e3_index<G>gb.json)")
+    a("--out", default=None, help="save the result here (default results/part1/e3_index<G>gb.json)")
     a("--no-save", action="store_true", help="do not save the result")
     a("--json", action="store_true", help="print the full result as JSON on stdout")
     a("--quiet", action="store_true", help="no progress bar")

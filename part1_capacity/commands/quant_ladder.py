@@ -58,7 +58,7 @@ def register(sub):
                    help="predict for this calculator accelerator instead of measuring this host")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--save", action="store_true",
-                   help="also save part1_capacity/results/e2.json and host_accelerator.json (the site reads them)")
+                   help="also save results/part1/e2.json and host_accelerator.json (the site reads them)")
     p.add_argument("--threads", type=_threads, default=None, metavar="N[,N...]",
                    help="engine threads, one count or several (default: this process's CPUs); each file is "
                         "measured at every count, the first is the run's main one")
@@ -88,7 +88,7 @@ def main(args) -> int:
                         accelerator=args.accelerator, threads=args.threads, progress=bar,
                         calibrate=args.calibrate)
     bar.close()
-    from course.records import load_average
+    from course.machine.records import load_average
 
     result = {**result, **record, "load_average_at_end": load_average(), "note": args.note}
     if args.save:

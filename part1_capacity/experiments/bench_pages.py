@@ -14,7 +14,7 @@ This script measures both halves: (1) how much of an F32 model file llama-bench'
 deleted after), and (2) matmul-bench's streamed F32 and F16 products, each run once as always (4 KB pages) and once
 with glibc asked for transparent huge pages (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``; the run's own
 ``AnonHugePages`` is read to show it took effect), alternated round after round so the machine's drift touches both
-alike. ``--save`` writes ``results/e2_pages.json`` for the engine-checks page.
+alike. ``--save`` writes ``results/part1/e2_pages.json`` for the engine-checks page.
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def watch(cmd, name=None, env=None) -> tuple[str, dict]:
 
 def stream(binary, type_name: str, threads: int, huge: bool, reps: int = 15) -> dict:
     """matmul-bench's streamed product (as ``engine/kernels.py`` runs it), in 4 KB or 2 MB pages."""
-    from course.records import load_average
+    from course.machine.records import load_average
     from part1_capacity.experiments.engine import kernels
 
     km = kernels.STREAM_KM
@@ -127,7 +127,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from course.records import load_average, run_record
+    from course.machine.records import load_average, run_record
     from part1_capacity.experiments.engine import kernels
     from part1_capacity.experiments.engine.bench import find_llama_bench
     from part1_capacity.experiments.engine.common import save_result, scratch_dir
@@ -135,7 +135,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", default="1", help="comma-separated thread counts (default 1)")
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--save", action="store_true", help="write part1_capacity/results/e2_pages.json")
+    ap.add_argument("--save", action="store_true", help="write results/part1/e2_pages.json")
     args = ap.parse_args(argv)
     try:
         threads = tuple(int(x) for x in args.threads.split(","))

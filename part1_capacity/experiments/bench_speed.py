@@ -2,10 +2,10 @@
 
     python -m part1_capacity.experiments.bench_speed [--constants-file]
 
-Reads every saved ladder (``results/e2.json``, ``results/e2_*.json``, written by ``capacity e2 --save
+Reads every saved ladder (``results/part1/e2.json``, ``results/part1/e2_*.json``, written by ``capacity e2 --save
 [--save-name NAME] --threads 2,1 --calibrate``), recomputes the predictions from the kernel rounds timed around
 each run (``--calibrate``) or, for a run without them or with ``--constants-file``, from
-``results/e2_kernels.json`` (``python -m part1_capacity.experiments.engine.kernels --save``), and prints predicted ÷ measured
+``results/part1/e2_kernels.json`` (``python -m part1_capacity.experiments.engine.kernels --save``), and prints predicted ÷ measured
 for pp512 and tg128, with the goals (tg128 within 15 %, pp512 within 25 %). Nothing is timed here: the timings are
 the saved runs'.
 """
@@ -22,13 +22,13 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--constants-file", action="store_true",
-                    help="predict every ladder from results/e2_kernels.json, not from the kernels timed around it")
+                    help="predict every ladder from results/part1/e2_kernels.json, not from the kernels timed around it")
     args = ap.parse_args(argv)
     constants = kernels.load_constants() if args.constants_file else None
     if args.constants_file and not constants:
         print("no saved kernel constants: run `python -m part1_capacity.experiments.engine.kernels --save`", file=sys.stderr)
         return 1
-    ladders = ql.saved_ladders(constants, "results/e2_kernels.json")
+    ladders = ql.saved_ladders(constants, "results/part1/e2_kernels.json")
     rows = ql.validation_rows(ladders)
     if not rows:
         print("no saved ladder with kernel constants: run `python -m part1_capacity.experiments.engine.kernels --save` and "

@@ -9,7 +9,7 @@ scratch folder, deleted after; llama-bench tg32 twice; matmul-bench's streamed p
 it), and prints both rates and their ratio per round; then one long matmul-bench run (about 3 s of the same product,
 no warm-up) in windows, to show whether the rate moves within one process. If the ratio stays near 1 while both
 rates move together, a miss is the machine's wander; if the ratio sits away from 1, the microbenchmark measures
-something the engine does not do. ``--save`` writes ``results/e2_stream.json`` for the engine-checks page.
+something the engine does not do. ``--save`` writes ``results/part1/e2_stream.json`` for the engine-checks page.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from course.records import run_record
+    from course.machine.records import run_record
     from part1_capacity.experiments.engine import kernels
     from part1_capacity.experiments.engine.bench import find_llama_bench
     from part1_capacity.experiments.engine.common import save_result, scratch_dir
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--save", action="store_true", help="write part1_capacity/results/e2_stream.json")
+    ap.add_argument("--save", action="store_true", help="write results/part1/e2_stream.json")
     args = ap.parse_args(argv)
     if not 1 <= args.threads <= (os.cpu_count() or 1):
         ap.error(f"--threads must be from 1 to {os.cpu_count()} (this machine's CPUs), got {args.threads}")

@@ -7,7 +7,7 @@
   the kernel keeps as readily as the index's pages (MemAvailable counts it, the index cannot use it). Below that
   the page cache gives the index's pages away and every read of an evicted page waits for the disk.
   ``hot_cache_bytes`` is a property of the host — what else it keeps cached — read from the saved E3 runs of the
-  same host (``results/e3_*.json``: MemAvailable at the p99 knee − index bytes, the largest over the runs; a run in
+  same host (``results/part1/e3_*.json``: MemAvailable at the p99 knee − index bytes, the largest over the runs; a run in
   a memory cgroup is a host of the group's size), or given (the original study's desktop host: 1.67 GB). With no
   run of this host, the largest of all runs is used and ``hot_cache_warning`` names where it was measured.
 
@@ -25,9 +25,9 @@ from pathlib import Path
 
 from part0_foundations.l05_rag import index as l05
 from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.base.saved_runs import RESULTS  # results/part1/: generated, outside the code tree
 
 KINDS = ("flat", "ivf", "hnsw")
-RESULTS = Path(__file__).resolve().parents[2] / "results"
 DEFAULT_HNSW_M = 32  # FAISS's IndexHNSWFlat(d, M) examples and most deployments use M = 32
 
 
@@ -45,7 +45,7 @@ def index_bytes(kind: str, vectors: int, dim: int, nlist: int | None = None, hns
 @dataclass(frozen=True)
 class Host:
     """Which machine a hot cache belongs to: its node name and the memory its processes see (a memory cgroup's
-    limit inside one: ``course.memstat.meminfo``), bytes. The hot cache is what else runs there, so it is only
+    limit inside one: ``course.machine.memstat.meminfo``), bytes. The hot cache is what else runs there, so it is only
     reused on the same node with the same memory (within 1 %)."""
 
     node: str
@@ -59,10 +59,10 @@ class Host:
 
 
 def this_host() -> Host:
-    """The host this process runs on (node name; memory as ``course.memstat.meminfo`` sees it)."""
+    """The host this process runs on (node name; memory as ``course.machine.memstat.meminfo`` sees it)."""
     import platform
 
-    from course import memstat
+    from course.machine import memstat
 
     return Host(platform.node(), memstat.meminfo().total)
 

@@ -5,7 +5,7 @@ ggml's CPU backend answers ``ggml_cpu_has_<feature>()`` with what it was compile
 llama-bench and matmul-bench link and asking it tells which dot-product kernels the ladder ran: with AVX512-VNNI or
 AVX-VNNI off, the integer dot products take the AVX2 sequence whatever the CPU offers. Beside it, the CPU's own
 flags (``/proc/cpuinfo``). ``python -m part1_capacity.experiments.engine.build_features --save`` writes
-``results/e2_build.json``; the engine-checks page reads it.
+``results/part1/e2_build.json``; the engine-checks page reads it.
 """
 from __future__ import annotations
 
@@ -35,11 +35,11 @@ def build_features(lib_path=LIB) -> dict[str, int]:
 
 
 def main(argv=None) -> int:
-    from course.host import cpu_flags
-    from course.records import run_record
+    from course.machine.host import cpu_flags
+    from course.machine.records import run_record
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--save", action="store_true", help="write part1_capacity/results/e2_build.json")
+    ap.add_argument("--save", action="store_true", help="write results/part1/e2_build.json")
     args = ap.parse_args(argv)
     if not LIB.is_file():
         print(f"no llama.cpp build at {LIB}: run `make llama`", file=sys.stderr)

@@ -8,12 +8,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from course import records
+from course.machine import records
 from part1_capacity.experiments.engine.gguf_model import GGUFShape
 from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.base.saved_runs import RESULTS  # results/part1/: generated, outside the code tree
 
 REPO = Path(__file__).resolve().parents[3]
-RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 # llama.cpp's names for storage types → the calculator's dtype names (part1_capacity/calculator/base/dtypes.py).
 CALCULATOR_DTYPE = {"f32": "fp32", "f16": "fp16", "q8_0": "q8_0", "q5_0": "q5_0", "q4_k_m": "q4_k_m"}
@@ -53,7 +53,7 @@ def scratch_dir(prefix: str):
 
 
 def run_record(argv=None) -> dict:
-    """The shared run record (``course.records``) plus the engine's version."""
+    """The shared run record (``course.machine.records``) plus the engine's version."""
     import llama_cpp
 
     return records.run_record(argv, llama_cpp_python=llama_cpp.__version__)

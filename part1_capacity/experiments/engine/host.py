@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from course.host import usable_cpus
+from course.machine.host import usable_cpus
 
 ENGINE_ISA_ENV = {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 BANDWIDTH_BUFFER_BYTES = 512 << 20
@@ -135,7 +135,7 @@ def host_accelerator(measured: dict, desc: dict, kernel_constants: dict | None =
         entry["kernels"] = {"threads": measured["threads"], "op_overhead_s": kernel_constants["op_overhead_s"],
                             "types": kernel_constants["types"],
                             "source": "llama.cpp's matmul kernels timed by matmul-bench (engine/kernels.py, "
-                                      "results/e2_kernels.json)"}
+                                      "results/part1/e2_kernels.json)"}
     return entry
 
 

@@ -65,7 +65,7 @@ def engine_pages(repacked: bool) -> str:
     F32 model's mapping on this host: ``bench_pages``). Only the types ``ggml/src/ggml-cpu/repack.cpp`` repacks
     (Q4_K here) are copied into an aligned ``malloc`` buffer, which a host whose transparent huge pages are on
     ``madvise`` backs with 4 KB pages. On a virtual machine a TLB miss walks two page tables, so the page size moves
-    a pure stream by a fifth or more here (``results/e2_pages.json``)."""
+    a pure stream by a fifth or more here (``results/part1/e2_pages.json``)."""
     return "4K" if repacked else "2M"
 
 
@@ -181,19 +181,19 @@ def compact(runs: list[dict]) -> list[dict]:
 
 
 def load_constants() -> dict | None:
-    """The saved constants (``results/e2_kernels.json``), or None."""
+    """The saved constants (``results/part1/e2_kernels.json``), or None."""
     r = load_result(RESULT)
     return r["constants"] if r else None
 
 
 def main(argv=None):
-    from course.records import run_record
+    from course.machine.records import run_record
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     ap.add_argument("--reps", type=int, default=15, help="timed runs per measurement (default 15)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of every measurement (default 5)")
-    ap.add_argument("--save", action="store_true", help=f"save part1_capacity/results/{RESULT}.json")
+    ap.add_argument("--save", action="store_true", help=f"save results/part1/{RESULT}.json")
     args = ap.parse_args(argv)
     try:
         threads = tuple(int(x) for x in args.threads.split(","))
@@ -206,7 +206,7 @@ def main(argv=None):
             ap.error(f"{name} must be from 1 to {hi}, got {v}")
     record = run_record(program="python -m part1_capacity.experiments.engine.kernels")
     runs = measure(threads, reps=args.reps, rounds=args.rounds, progress=lambda s: print("measuring", s, flush=True))
-    from course.records import load_average
+    from course.machine.records import load_average
 
     # a measurement at some thread counts replaces those and keeps the saved ones at other counts
     kept = [r for r in ((load_result(RESULT) or {}).get("runs") or []) if r["threads"] not in threads]
@@ -223,11 +223,11 @@ def main(argv=None):
 
 
 def refresh_host_profile(constants: dict):
-    """Give the saved host profile (``results/host_accelerator.json``, written by ``capacity e2 --save``) these
+    """Give the saved host profile (``results/part1/host_accelerator.json``, written by ``capacity e2 --save``) these
     kernel constants at its thread count, when it was measured on this machine's CPU: the profile carries the
     constants ``capacity plan`` times this host with, and constants of one CPU with another's bandwidth would
     mix two machines. Returns the path saved, or None (no profile, another CPU, or no constants at its count)."""
-    from course.records import host_description
+    from course.machine.records import host_description
     from part1_capacity.experiments.engine.host import host_accelerator
 
     prof = load_result("host_accelerator")

@@ -2,7 +2,7 @@
 (pp512) and decode (tg128) measured separately for each, at one or more thread counts, next to two predictions:
 
 - ``predicted_pp512_tps`` / ``predicted_tg128_tps``: the per-weight-type speed model (``part1_capacity/calculator/plan/speed.py``)
-  with this host's kernel constants (``results/e2_kernels.json``, measured by ``engine/kernels.py`` on llama.cpp's
+  with this host's kernel constants (``results/part1/e2_kernels.json``, measured by ``engine/kernels.py`` on llama.cpp's
   own matmul kernels — never fitted to this ladder), applied to the weight types each file actually holds (read
   from the GGUF: Q4_K_M is Q4_K plus Q6_K); ``prediction_error`` = predicted ÷ measured − 1 for each;
 - ``roofline_pp512_tps`` / ``roofline_tg128_tps``: the plain roofline (``plan.make_plan`` on this host's measured
@@ -24,7 +24,7 @@ import os
 from dataclasses import asdict
 import statistics
 
-from course import records
+from course.machine import records
 from part1_capacity.calculator.hardware.accelerators import Kernels, kernels_from_dict
 from part1_capacity.calculator.plan import speed
 # bench and llama load llama_cpp: imported where the ladder runs, so reading a saved ladder (the site build,
@@ -111,12 +111,12 @@ def measure_level(path, level, profile, accelerator, method, repeats, threads, k
 
 
 def kernels_for(threads: int) -> Kernels | None:
-    """The saved kernel constants at ``threads`` threads (``results/e2_kernels.json``), or None."""
+    """The saved kernel constants at ``threads`` threads (``results/part1/e2_kernels.json``), or None."""
     c = kernels.load_constants() or {}
     th = c.get(str(threads))
     if not th:
         return None
-    return kernels_from_dict({"threads": threads, **th, "source": "results/e2_kernels.json"})
+    return kernels_from_dict({"threads": threads, **th, "source": "results/part1/e2_kernels.json"})
 
 
 SESSION_ROUNDS = (3, 2)   # kernel rounds measured before and after the ladder with ``calibrate``
@@ -265,7 +265,7 @@ def repredict(result: dict, constants: dict | None = None, source: str = "the gi
               beside=("before", "after"), pages: str = "engine") -> dict:
     """The speed model's predictions for a saved run, from ``constants`` if given, else the kernels measured around
     the run itself (``session_kernels``, with ``calibrate``), else the saved kernel constants
-    (``results/e2_kernels.json``, so a later kernel measurement updates every such ladder alike): what the
+    (``results/part1/e2_kernels.json``, so a later kernel measurement updates every such ladder alike): what the
     benchmark script and the site show. Without ``constants``, a level whose streamed decode was measured beside it
     (``beside_kernels``) takes its decode costs from those runs (``beside``: the runs before it, after it, or both;
     ``pages``: in the pages the engine reads each type from, or all in 4 KB or 2 MB pages).
@@ -275,7 +275,7 @@ def repredict(result: dict, constants: dict | None = None, source: str = "the gi
     if not result.get("host_profile") or "gguf_shape" not in result["model"]:
         return result          # measured for a named accelerator, or saved before the speed model
     session = (result.get("session_kernels") or {}).get("constants")
-    where = source if constants else "kernels measured around this run" if session else "results/e2_kernels.json"
+    where = source if constants else "kernels measured around this run" if session else "results/part1/e2_kernels.json"
     use_beside = not constants
     constants = constants or session or kernels.load_constants() or {}
     profile = calculator_profile(GGUFShape(**result["model"]["gguf_shape"]))
@@ -307,7 +307,7 @@ STUDY = {"size": 0.15, "prefill_gain": 0.60, "decode_gain": 1.48, "theory": 6.5,
 
 
 def saved_ladders(constants: dict | None = None, source: str = "the given kernel constants") -> dict[str, dict]:
-    """Every saved ladder run (``results/e2.json`` and ``results/e2_*.json`` except the kernel constants), with
+    """Every saved ladder run (``results/part1/e2.json`` and ``results/part1/e2_*.json`` except the kernel constants), with
     the speed model's predictions recomputed (``repredict``: from ``constants`` if given, else each run's own
     kernel rounds, else the saved kernel constants)."""
     from part1_capacity.experiments.engine.common import RESULTS, load_result

@@ -1,13 +1,14 @@
-"""Tables, charts and findings for site/part1/engine_checks.md, from the saved runs in part1_capacity/results/
+"""Tables, charts and findings for site/part1/engine_checks.md, from the saved runs in results/part1/
 (e1.json, e1_structures.json, e2.json, host_accelerator.json). Nothing is measured here: the site builds in seconds.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from course import i18n, records, tables
+from course.machine import records
+from course.shared import i18n, tables
 from part1_capacity.experiments.engine.common import load_result
-from course.units import MIB
+from course.shared.units import MIB
 
 NAME = "engine"
 EN = i18n.translator("en")
@@ -471,7 +472,7 @@ FMA_INSTRUCTIONS_F32 = 4
 
 def e2_differences(ladders: dict, kern: dict | None, tr=EN) -> str:
     """Why this host's ratios differ from the original study's, in this host's own numbers."""
-    from course.host import cpu_flags
+    from course.machine.host import cpu_flags
     from part1_capacity.experiments.engine import quant_ladder as ql
 
     out = []
@@ -824,7 +825,7 @@ def study_claims(ladders: dict, kern: dict | None, build: dict | None, tr=EN) ->
         b, cpu = build["build"], build["cpu"]
         off = [k for k in ("avx512", "avx512_vnni", "avx_vnni") if cpu.get(k) and not b.get(k)]
         out.append(tr("- **The instruction-set explanation, tested.** The build's own report "
-                      "(`ggml_cpu_has_*` of the `libggml-cpu` llama-bench links; `results/e2_build.json`): {on} on, "
+                      "(`ggml_cpu_has_*` of the `libggml-cpu` llama-bench links; `results/part1/e2_build.json`): {on} on, "
                       "{off} off — while this CPU has {cpu}. So every integer dot product of the ladder ran the AVX2 "
                       "sequence, never VNNI: the prefill ladder above is the AVX2 build's, as the explanation says, "
                       "and a native build on this CPU would take the VNNI path.",

@@ -5,5 +5,5 @@
 - ``hog``        a separate process that grows anonymous memory in steps, with a floor and a cap of its own
 - ``knee``       finds where a latency series leaves its baseline (pure function)
 - ``experiment`` runs the cycles, enforces the safety rules and cleans up on every exit path
-- ``sitegen``    figures and tables for site/part1/e3_page_cache.md from the saved runs in part1_capacity/results/
+- ``sitegen``    figures and tables for site/part1/e3_page_cache.md from the saved runs in results/part1/
 """

@@ -1,4 +1,4 @@
-"""Figures and tables for site/part1/e3_page_cache.md, from the saved runs in part1_capacity/results/e3_*.json.
+"""Figures and tables for site/part1/e3_page_cache.md, from the saved runs in results/part1/e3_*.json.
 
 Nothing is measured here (the site builds in seconds): every number on the page comes from a saved run, from the
 original study's figures in study_reference.json, or from the calculator (``part1_capacity.calculator.sizing.index_memory``, the law
@@ -11,16 +11,17 @@ import math
 import statistics
 from pathlib import Path
 
-from course import tables
-from course import i18n, records
+from course.shared import tables
+from course.machine import records
+from course.shared import i18n
 from part1_capacity.calculator.sizing import index_memory
 from part1_capacity.experiments.page_cache import experiment
 from part1_capacity.experiments.page_cache.knee import trailing_baseline
+from part1_capacity.calculator.base.saved_runs import RESULTS  # results/part1/: generated, outside the code tree
 
 NAME = "e3"
 EN = i18n.translator("en")
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE.parents[1] / "results"
 STUDY = HERE / "study_reference.json"
 
 
@@ -153,7 +154,7 @@ def knee_threshold(run) -> list[float | None] | None:
 
 
 def _node(run) -> str:
-    """The host's name: the run record's (``course.records``), or ``host.hostname`` in a run saved before it."""
+    """The host's name: the run record's (``course.machine.records``), or ``host.hostname`` in a run saved before it."""
     return run["host"].get("hostname") or records.read_record(run)["host"]["node"]
 
 
@@ -184,7 +185,7 @@ def _run_facts(run, tr=EN) -> str:
     reason = tr(STOP_REASONS[run["stop_reason"]]) if run["stop_reason"] in STOP_REASONS else run["stop_reason"]
     return tr("Run of {date} UTC on host `{node}` ({cpus} × {cpu}, {ram} RAM, {swap}, {system}, index on {disk}; "
               "mapping advice {advice}); {load}. Command: `{command}`. Stopped because {reason} after {cycles} cycles "
-              "of {reads} page reads. Saved in `part1_capacity/results/{file}`.",
+              "of {reads} page reads. Saved in `results/part1/{file}`.",
               date=run["started_at"].replace("T", " ")[:16], node=_node(run), cpus=rec["host"]["cpus"],
               cpu=rec["host"]["cpu"], ram=_gb(run["host_mem_bytes"]), swap=swap, system=system, disk=disk,
               advice=advice, load=load, command=run["command"], reason=reason, cycles=len(run["cycles"]),
@@ -203,7 +204,7 @@ def runs_md(runs, plotted, tr=EN) -> str:
     if not runs:
         return ("!!! warning \"" + tr("No saved run") + "\"\n    " + tr(
             "No E3 result is saved yet: run `capacity e3 --index-gb 5 --step-mb 256 --json` (it saves to "
-            "`part1_capacity/results/`) and rebuild the site.") + "\n")
+            "`results/part1/`) and rebuild the site.") + "\n")
     parts = []
     for r in plotted:
         parts.append("### " + tr("{index} index on a {host} host", index=_gb(r["index_bytes"]),
