@@ -28,13 +28,14 @@ import subprocess
 import sys
 import tempfile
 import threading
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.grading.notebook_spec import REPO, SKIPPED, all_specs, nbgrader_cmd
 from course.shared.text import printable
-from course.grading import autograde
+from course.grading import autograde as engine
 from course.grading.grade_worker import NotebookError, build_view, read_cells, view_spec
 
 
@@ -170,11 +171,12 @@ def _warm(assignment: str) -> None:
     """Load once, in this process, what every student's ``nbgrader autograde`` loads: nbgrader and nbconvert (about a
     second of CPU, most of it jsonschema building a grammar), the lesson's checks and torch (over a second more). Each
     student's process is then a fork of this one (``_autograde_forked``)."""
-    from nbgrader.apps import nbgraderapp  # noqa: F401 - every app nbgrader can run, and their converters
-    from nbgrader import preprocessors  # noqa: F401
-    from nbconvert import preprocessors as _  # noqa: F401
+    # nbgrader and nbconvert: loaded here on purpose, once, before the students' forks
+    from nbgrader.apps import nbgraderapp  # noqa: F401 - nbgrader: every app it can run, and their converters
+    from nbgrader import preprocessors  # noqa: F401 - nbgrader
+    from nbconvert import preprocessors as _  # noqa: F401 - nbconvert
 
-    module = autograde._lesson_for(assignment)  # the lesson's checks, and torch with them
+    module = engine._lesson_for(assignment)  # the lesson's checks, and torch with them
     if module:  # the sandbox's view of the course, reduced once (sandbox.stub_checks, stub_module: by content)
         with tempfile.TemporaryDirectory(prefix="warm-view-") as tmp:
             build_view(view_spec(module), str(REPO), tmp)
@@ -253,7 +255,7 @@ def _fork_nbgrader(root: Path, argv: list[str], env: dict, log: str) -> int:
         if torch is not None:
             torch.set_num_threads(1)  # a fork has none of its parent's OpenMP threads
         sys.argv = list(argv)
-        from nbgrader.apps.nbgraderapp import main as nbgrader_main
+        from nbgrader.apps.nbgraderapp import main as nbgrader_main  # nbgrader (loaded already by _warm)
 
         try:
             nbgrader_main()
@@ -261,8 +263,6 @@ def _fork_nbgrader(root: Path, argv: list[str], env: dict, log: str) -> int:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - said in the log, read by the parent as this student's failure
-        import traceback
-
         traceback.print_exc()
     finally:
         try:
