@@ -822,6 +822,82 @@ def test_minimax_m3_counts_as_transformers_builds_its_text_model():
     assert load_model(path("minimax-m3")).params_total == pytest.approx(428e9, rel=0.01)
 
 
+def test_deepseek_v4_caches_window_compressed_entries_and_index_keys_by_hand(capsys):
+    """deepseek-ai/DeepSeek-V4-Flash: 43 layers (compress_ratios' 44th entry is the MTP layer's, not built), each
+    caching one K=V vector of head_dim 512 per token for its last 128 tokens (sliding_window); 21 layers of ratio 4
+    add an entry of 512 per 4 tokens with the indexer's key of 128 beside it, 20 of ratio 128 an entry of 512 per
+    128 tokens; each compressor keeps a float32 state (DeepSeek's inference/model.py Compressor: kv_state and
+    score_state, 2·4 × 2·512 on CSA layers, 2·4 × 2·128 for their indexer's, 128 × 512 on HCA layers)."""
+    m = load_model(path("deepseek-v4-flash"))
+    assert (m.structure, m.n_window_layers, m.window, m.n_kv_heads, m.head_dim) == (
+        "compressed_sparse_attention", 43, 128, 1, 512)
+    assert m.compressed == ((4, 21, 128), (128, 20, 0))
+    state = 21 * (2 * 8 * 1024 + 2 * 8 * 256) * 4 + 20 * (2 * 128 * 512) * 4      # 1,720,320 + 10,485,760
+    assert state == 12_206_080
+    # at its longest context, 1,048,576 tokens, bf16: windows 43 × 128 × 512 × 2 = 5,636,096; CSA 21 × 262,144
+    # entries × (512 + 128) × 2 = 7,046,430,720; HCA 20 × 8,192 × 512 × 2 = 167,772,160
+    T = 1_048_576
+    assert m.attention_cache_bytes(T, 2) == 5_636_096 + 7_046_430_720 + 167_772_160 + state == 7_232_045_056
+    # 1,000 tokens: windows full (43 × 128 × 512 × 2), 250 CSA entries, 7 HCA ones (⌊1000 / 128⌋)
+    by_hand = 43 * 128 * 1024 + 21 * 250 * 640 * 2 + 20 * 7 * 512 * 2 + state
+    assert m.attention_cache_bytes(1000, 2) == by_hand == 24_705_536
+    # the slope once the windows are full: 21 × 640 × 2 / 4 + 20 × 512 × 2 / 128 = 6,720 + 160 B per token
+    assert m.kv_bytes_per_token(2) == 6_880
+    # one K=V head: whole on each of 8 tensor ranks (replicated), as the MLA latent is
+    from part1_capacity.calculator.sizing import sharding
+    attn, st = sharding.cache_parts_per_rank(m, 1000, 2, 2, 8)
+    assert (attn, st) == (24_705_536, 0)
+    # each engine refuses in one line naming the structure and itself
+    for engine, name in (("vllm", "vLLM"), ("llama.cpp", "llama.cpp")):
+        code = main(["plan", "--model", path("deepseek-v4-flash"), "--accelerator", "h100", "--context", "4096",
+                     "--engine", engine])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and f"{name}: compressed sparse attention (DeepSeek-V4" in err
+
+
+def test_deepseek_v4_counts_as_transformers_builds_it():
+    """DeepSeek-V4-Flash counted from its fields equals transformers' DeepseekV4ForCausalLM meta build, 284.33B:
+    the card's "284B". By hand per layer: attention q 4,096 × 1,024 + 1,024 + 32,768 × 1,024, K=V 512 × 4,096 + 512,
+    output 8,192 × 4,096 + 4,096 × 8,192, 64 sinks = 106,956,352; MoE 256 × 3 × 2,048 × 4,096 + router 256 × 4,096
+    + shared 3 × 2,048 × 4,096 = 6,468,665,344; two hyper-connections 2 × (24 × 16,384 + 24 + 3) = 786,486; two norms
+    8,192. CSA compressor 2 × 1,024 × 4,096 + 4 × 1,024 + 512 = 8,393,216 and its indexer 2 × 256 × 4,096 + 4 × 256
+    + 128 + 8,192 × 1,024 + 64 × 4,096 = 10,749,056; HCA compressor 2 × 512 × 4,096 + 128 × 512 + 512 = 4,260,352.
+    Embeddings and head 2 × 129,280 × 4,096; final norm 4,096; the head's hyper-connection 4 × 16,384 + 4 + 1."""
+    per_layer = 106_956_352 + 6_468_665_344 + 786_486 + 8_192
+    by_hand = (43 * per_layer + 21 * (8_393_216 + 10_749_056) + 20 * 4_260_352
+               + 2 * 129_280 * 4_096 + 4_096 + 65_541)
+    assert by_hand == 284_332_230_231
+    pure = param_count.count_model_parameters(cfg("deepseek-v4-flash"), configs.stored_defaults()["model_types"][
+        "deepseek_v4"])
+    assert total(pure) == by_hand == total(meta("deepseek-v4-flash"))
+    m = load_model(path("deepseek-v4-flash"))
+    assert m.params_total == pytest.approx(284e9, rel=0.01)
+    # active: the 6 of 256 routed experts, 13.8B (the card: "13B")
+    routed = 43 * 256 * 3 * 2_048 * 4_096
+    assert m.params_active == by_hand - routed * (1 - 6 / 256) == 13_799_622_231
+
+
+def test_deepseek_v4_routed_experts_are_stored_in_fp4(tmp_path, capsys):
+    """The file's expert_dtype fp4 beside its fp8 quantization_config: the routed experts, 43 × 256 × 3 × 2,048 ×
+    4,096, in 4-bit floats with an E8M0 scale per 32 (mxfp4's 4.25 bits); the other matrices fp8; embeddings, head,
+    norms, routers, sinks, biases and hyper-connections bf16."""
+    m = load_model(path("deepseek-v4-flash"))
+    groups = {g.dtype: g.params for g in m.weight_groups}
+    assert groups["mxfp4"] == 43 * 256 * 3 * 2_048 * 4_096 == 277_025_390_592
+    # fp8: per layer q 4,096 × 1,024 + 32,768 × 1,024, K=V 512 × 4,096, output 2 × 8,192 × 4,096, shared expert
+    # 3 × 2,048 × 4,096; on CSA layers the indexer's q 8,192 × 1,024. Kept in bf16 as DeepSeek's inference code
+    # stores them: the compressors' K/V and gate projections and the indexer's weights_proj
+    per_layer = 4_096 * 1_024 + 32_768 * 1_024 + 512 * 4_096 + 2 * 8_192 * 4_096 + 3 * 2_048 * 4_096
+    assert groups["fp8"] == 43 * per_layer + 21 * 8_192 * 1_024
+    assert groups["bf16"] == m.params_total - groups["mxfp4"] - groups["fp8"]
+    d = {**cfg("deepseek-v4-flash"), "expert_dtype": "int4"}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    code = main(["plan", "--model", str(p), "--accelerator", "h100", "--context", "4096"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "expert_dtype: 'int4' is not a storage type" in err
+
+
 @pytest.mark.parametrize("name, change, fragment", [
     ("gemma-4-26b-a4b", {"global_head_dim": "x"}, "field 'global_head_dim': must be an integer"),
     ("gemma-4-26b-a4b", {"attention_k_eq_v": "true"}, "field 'attention_k_eq_v': must be true or false"),
