@@ -384,7 +384,11 @@ def structure_summary(p: ModelProfile) -> str:
     if p.n_window_layers:
         kind = "chunked (chunk" if p.window_kind == "chunked" else "sliding-window (window"
         parts.append(f"{p.n_window_layers} of {p.n_layers} layers {kind} {p.window:,})")
-    if p.is_mla:
+    if p.compressed:                    # DeepSeek-V4: one K=V head, compressed entries beside the windows
+        parts.append(f"one K=V head for {p.n_heads}")
+        parts += [f"K/V compressed {ratio}× on {layers} layers" + (" with indexer keys" if index else "")
+                  for ratio, layers, index in p.compressed]
+    elif p.is_mla:
         parts[-1 if p.ssm is None and not p.n_window_layers else len(parts)] = (
             "MLA latent" + (" + indexer keys" if p.index_head_dim else ""))
     elif p.index_head_dim:

@@ -832,6 +832,9 @@ def test_deepseek_v4_caches_window_compressed_entries_and_index_keys_by_hand(cap
     assert (m.structure, m.n_window_layers, m.window, m.n_kv_heads, m.head_dim) == (
         "compressed_sparse_attention", 43, 128, 1, 512)
     assert m.compressed == ((4, 21, 128), (128, 20, 0))
+    assert configs.structure_summary(m) == (
+        "compressed sparse attention, 43 of 43 layers sliding-window (window 128), one K=V head for 64, K/V "
+        "compressed 4× on 21 layers with indexer keys, K/V compressed 128× on 20 layers, MoE")
     state = 21 * (2 * 8 * 1024 + 2 * 8 * 256) * 4 + 20 * (2 * 128 * 512) * 4      # 1,720,320 + 10,485,760
     assert state == 12_206_080
     # at its longest context, 1,048,576 tokens, bf16: windows 43 × 128 × 512 × 2 = 5,636,096; CSA 21 × 262,144
