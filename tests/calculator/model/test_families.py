@@ -880,6 +880,40 @@ def test_deepseek_v4_counts_as_transformers_builds_it():
     assert m.params_active == by_hand - routed * (1 - 6 / 256) == 13_799_622_231
 
 
+def test_deepseek_v4_read_from_transformers_layer_types_caches_the_same():
+    """A DeepSeek-V4 file as transformers saves it (layer_types naming each layer's attention, compress_rates; no
+    compress_ratios) reads as the published one: the same compressed layers and cache."""
+    d = cfg("deepseek-v4-flash")
+    names = {0: "sliding_attention", 4: "compressed_sparse_attention", 128: "heavily_compressed_attention"}
+    saved = {k: v for k, v in d.items() if k != "compress_ratios"}
+    saved.update(layer_types=[names[r] for r in d["compress_ratios"][:43]],
+                 compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 128})
+    table = configs.stored_defaults()["model_types"]["deepseek_v4"]
+    a, b = (configs.profile_from_fields(x, table, parameters=[("p", (1,))]) for x in (d, saved))
+    assert a.compressed == b.compressed == ((4, 21, 128), (128, 20, 0))
+    assert a.cache_bytes(100_000, 2) == b.cache_bytes(100_000, 2)
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"compressed": [[4, 21]]}, "field 'compressed' must be a list of [ratio, layers, index_head_dim]"),
+    ({"compressed": [[0, 21, 128]]}, "field 'ratio' must be a positive integer"),
+    ({"compressed": [[4, 50, 128]]}, "compressed layers (50) exceed n_layers (43)"),
+    ({"compressed": [[4, 21, 128]], "n_kv_heads": 2}, "compressed layers need every layer a sliding window of one"),
+    ({"compressed": [[4, 21, 128]], "n_window_layers": 40}, "compressed layers need every layer a sliding window"),
+])
+def test_compressed_layers_of_a_profile_are_checked_by_name(change, fragment):
+    from part1_capacity.calculator.model.profiles import profile_from_dict
+    row = {"id": "x", "n_layers": 43, "n_heads": 64, "n_kv_heads": 1, "head_dim": 512, "hidden_size": 4096,
+           "params_total": 284e9, "max_context": 1048576, "n_full_layers": 0, "n_window_layers": 43, "window": 128,
+           **change}
+    with pytest.raises(InputError, match=fragment.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        profile_from_dict(row)
+    # the same row with the published compressed layers builds, and caches as the config does
+    ok = profile_from_dict({**row, "n_kv_heads": 1, "n_window_layers": 43,
+                            "compressed": [[4, 21, 128], [128, 20, 0]]})
+    assert ok.cache_bytes(1000, 2) == load_model(path("deepseek-v4-flash")).cache_bytes(1000, 2)
+
+
 def test_deepseek_v4_routed_experts_are_stored_in_fp4(tmp_path, capsys):
     """The file's expert_dtype fp4 beside its fp8 quantization_config: the routed experts, 43 × 256 × 3 × 2,048 ×
     4,096, in 4-bit floats with an E8M0 scale per 32 (mxfp4's 4.25 bits); the other matrices fp8; embeddings, head,
