@@ -880,6 +880,39 @@ def test_deepseek_v4_counts_as_transformers_builds_it():
     assert m.params_active == by_hand - routed * (1 - 6 / 256) == 13_799_622_231
 
 
+def test_compressed_law_against_transformers_deepseek_v4_cache():
+    """A tiny DeepSeek-V4 run through transformers (models/deepseek_v4: DeepseekV4CSACache, DeepseekV4HCACache) for
+    300 tokens then 5 decoded one at a time: each compressed layer holds ⌊T / r⌋ entries of head_dim (CSA: the
+    indexer's keys of index_head_dim beside them), what the law counts; the window holds min(T, W) − 1 between steps
+    (the token being decoded completes the W the law reserves, as DeepSeek's ring of window_size slots does)."""
+    import torch
+    from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
+
+    ratios, W, hd, ihd = [0, 4, 128, 4], 8, 32, 16
+    c = DeepseekV4Config(vocab_size=64, hidden_size=64, moe_intermediate_size=32, num_hidden_layers=4,
+                         num_attention_heads=4, head_dim=hd, q_lora_rank=16, o_groups=2, o_lora_rank=8,
+                         n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1, index_n_heads=2,
+                         index_head_dim=ihd, index_topk=4, sliding_window=W, hc_mult=2, num_hash_layers=0,
+                         compress_ratios=ratios, qk_rope_head_dim=8, max_position_embeddings=4096)
+    torch.manual_seed(0)
+    model = DeepseekV4ForCausalLM(c).eval()
+    with torch.no_grad():
+        cache = model(torch.randint(0, 64, (1, 300)), use_cache=True).past_key_values
+        for _ in range(5):
+            cache = model(torch.randint(0, 64, (1, 1)), cache=cache, use_cache=True).past_key_values
+    T, compressed = 305, ((4, 2, ihd), (128, 1, 0))
+    held = 0
+    for ratio, layer in zip(ratios, cache.layers):
+        assert tuple(layer.keys.shape) == (1, 1, min(T, W) - 1, hd)          # one K=V head
+        for name, entries in (getattr(layer, "compressed_kv", None) or {}).items():
+            width = ihd if name == "indexer" else hd
+            assert tuple(entries.shape) == (1, laws.compressed_entries(T, ratio), width)   # 76 or 2 entries
+            held += entries.numel()
+    # the law's growing part beyond the windows: 2 CSA layers × 76 × (32 + 16) + 1 HCA layer × 2 × 32 = 7,360
+    law = laws.compressed_attention_bytes(T, 4, W, hd, 1, compressed, state_bytes_per_element=0)
+    assert held == law - 4 * min(T, W) * hd == 2 * 76 * 48 + 2 * 32 == 7_360
+
+
 def test_deepseek_v4_read_from_transformers_layer_types_caches_the_same():
     """A DeepSeek-V4 file as transformers saves it (layer_types naming each layer's attention, compress_rates; no
     compress_ratios) reads as the published one: the same compressed layers and cache."""
