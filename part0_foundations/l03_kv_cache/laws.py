@@ -20,6 +20,10 @@ Per sequence:
   ``index_head_dim`` wide, beside the latent; GQA with one (MiniMax-M3's block-sparse layers) caches it beside K/V.
 - SSM hybrid: attention layers grow with ``T``; each state-space layer holds a constant state (a gated short
   convolution's, LFM2's, is its convolution window alone).
+- Compressed sparse attention (DeepSeek-V4): one K=V vector ``head_dim`` wide per token (no factor 2), every layer
+  keeping the last ``W`` tokens whole; a compressed layer also keeps one entry per closed group of ``r`` tokens,
+  ``⌊T / r⌋`` of them (the CSA layers' r = 4 with the indexer's key beside each entry, the HCA layers' r = 128
+  without), and its compressors' running state, a constant in float32.
 """
 from __future__ import annotations
 
@@ -125,6 +129,55 @@ def chunked_attention_bytes(T, n_full_layers, n_chunked_layers, chunk, n_kv_head
     ``chunk_tokens(T, C)``, fewer than a window's ``min(T, W)``."""
     per_layer_token = kv_bytes_per_token(1, n_kv_heads, head_dim, bytes_per_element)
     return per_layer_token * (n_full_layers * T + n_chunked_layers * chunk_room_tokens(T, chunk))
+
+
+# --- compressed sparse attention (DeepSeek-V4) ------------------------------------------------------------------
+# Read in DeepSeek's reference inference code (deepseek-ai/DeepSeek-V4-Flash, inference/model.py: Attention's
+# kv_cache of window_size + max_seq_len // compress_ratio entries of head_dim, the Indexer's kv_cache of
+# max_seq_len // compress_ratio keys of index_head_dim, the Compressor's float32 kv_state and score_state) and in
+# transformers' port (models/deepseek_v4/modeling_deepseek_v4.py: DeepseekV4CSACache, DeepseekV4HCACache).
+COMPRESSOR_STATE_BYTES = 4     # the compressors' running state is float32, whatever the cache's dtype
+
+
+def compressed_entries(T, ratio):
+    """Entries a layer compressing each ``ratio`` tokens into one holds after ``T`` tokens: ``⌊T / ratio⌋`` (a group
+    is compressed once its last token arrives; the open group's tokens wait in the compressor's state)."""
+    return T // ratio
+
+
+def compressor_state_elements(ratio, head_dim, overlap):
+    """A compressor's running state for one sequence, in elements: ``kv_state`` and ``score_state``, each
+    ``c·ratio × c·head_dim`` with ``c`` = 2 when its windows overlap (a CSA layer's and its indexer's: the previous
+    group's half is kept beside the current one), else 1 (HCA): ``2 × c·ratio × c·head_dim``."""
+    c = 2 if overlap else 1
+    return 2 * (c * ratio) * (c * head_dim)
+
+
+def compressed_attention_bytes(T, n_layers, window, head_dim, bytes_per_element, compressed,
+                               state_bytes_per_element=COMPRESSOR_STATE_BYTES):
+    """Bytes one sequence of ``T`` tokens caches in compressed sparse attention (DeepSeek-V4).
+
+    Each of ``n_layers`` keeps the last ``window`` tokens' K=V vector (one head, ``head_dim`` wide; key and value are
+    the same vector): ``n_layers × min(T, W) × head_dim``. ``compressed`` lists (``ratio``, layers,
+    ``index_head_dim``) per kind of compressed layer: each such layer adds ``⌊T / ratio⌋`` entries of ``head_dim``
+    and, with an indexer (``index_head_dim`` > 0: the CSA layers), its key of ``index_head_dim`` per entry — all in
+    ``bytes_per_element`` — and its compressors' constant state (the indexer's own compressor too) in
+    ``state_bytes_per_element``. A layer of ratio 0 keeps its window alone and is not listed."""
+    total = n_layers * window_tokens(T, window) * head_dim * bytes_per_element
+    for ratio, layers, index_head_dim in compressed:
+        total = total + layers * compressed_entries(T, ratio) * (head_dim + index_head_dim) * bytes_per_element
+        state = compressor_state_elements(ratio, head_dim, overlap=index_head_dim > 0)
+        if index_head_dim:
+            state += compressor_state_elements(ratio, index_head_dim, overlap=True)
+        total = total + layers * state * state_bytes_per_element
+    return total
+
+
+def compressed_growth_bytes_per_token(head_dim, bytes_per_element, compressed):
+    """Bytes one more token adds on average once the windows are full: each compressed layer gains an entry (and its
+    index key) every ``ratio`` tokens, ``Σ layers × (head_dim + index_head_dim) × bytes / ratio``."""
+    return sum(layers * (head_dim + index_head_dim) * bytes_per_element / ratio
+               for ratio, layers, index_head_dim in compressed)
 
 
 # --- state-space (SSM / linear-attention) hybrids ---------------------------------------------------------------

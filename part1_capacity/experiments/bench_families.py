@@ -84,6 +84,8 @@ def main(argv=None) -> int:
                  ("config.json (K/V per layer type, FP8 MoE: MiMo-V2-Flash)",
                   str(CONFIGS / "mimo-v2-flash" / "config.json")),
                  ("config.json (indexer keys, own code: MiniMax-M3)", str(CONFIGS / "minimax-m3" / "config.json")),
+                 ("config.json (compressed sparse attention: DeepSeek-V4)",
+                  str(CONFIGS / "deepseek-v4-flash" / "config.json")),
                  ("local-Hub id (headers by range)", "org/tiny-llama"),
                  ("config.json (type without a pure count: meta device)", _uncounted(Path(cache)))]
         if a.all:

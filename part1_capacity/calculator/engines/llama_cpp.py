@@ -84,6 +84,10 @@ def recurrent_cells(n_seq: int, n_rs_seq: int = 0) -> int:
 def kv_components(profile, tokens_full, tokens_window, kv_bytes) -> dict:
     """K/V bytes of every full layer holding ``tokens_full`` cells and every window layer ``tokens_window``
     (cells summed over streams), by the lesson-03 laws. Keys: K, V (and K_swa, V_swa with window layers)."""
+    if getattr(profile, "compressed", ()):
+        raise InputError("llama.cpp: compressed sparse attention (DeepSeek-V4) keeps its compressed entries and "
+                         "indexer keys in caches of their own beside the sliding-window cache, not modelled; plan it "
+                         "with --engine law")
     if profile.index_head_dim and not profile.is_mla:
         raise InputError("llama.cpp: block-sparse attention's indexer keys beside K/V (MiniMax-M3): how llama.cpp "
                          "caches them is not modelled; plan it with --engine law")

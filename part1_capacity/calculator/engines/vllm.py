@@ -122,6 +122,11 @@ def reservation(profile, max_model_len: int, tp: int = 1, kv_bytes: float = 2, c
                 ssm_bytes: float = 4, batched_tokens: int = 8192, hybrid_manager: bool = True,
                 block_size: int = BLOCK_SIZE) -> Reservation:
     """What vLLM reserves per request on one of ``tp`` ranks (see the module docstring for each rule)."""
+    if getattr(profile, "compressed", ()):
+        raise InputError("vLLM: compressed sparse attention (DeepSeek-V4: a window, compressed entries and indexer "
+                         "keys per layer) sits in caches of its own (vllm/models/deepseek_v4/attention.py "
+                         "DeepseekV4SWACache, DeepseekV4IndexerCache, CompressorStateCache) whose pages are not "
+                         "modelled; plan it with --engine law")
     if profile.index_head_dim and not profile.is_mla:
         raise InputError("vLLM: block-sparse attention's indexer keys beside K/V (MiniMax-M3) sit in a side cache of "
                          "their own (vllm/models/minimax_m3/common/indexer.py MiniMaxM3IndexerCache) whose pages are "

@@ -114,14 +114,13 @@ KINDS = {"full_attention": "full", "attention": "full", "global": "full", "full"
          "indexed_attention": "full", "sliding_attention": "window", "sliding": "window", "local": "window",
          "local_attention": "window", "chunked_attention": "chunked", "linear_attention": "linear",
          "mamba": "linear", "mamba2": "linear", "ssm": "linear", "conv": "linear", "hybrid": "both", "mlp": "none", "moe": "none",
-         "-": "none", "E": "none", "M": "linear", "*": "full"}
+         "-": "none", "E": "none", "M": "linear", "*": "full",
+         # DeepSeek-V4: each keeps a sliding window, the compressed entries beside it (config_fields.compressed_layers)
+         "compressed_sparse_attention": "window", "heavily_compressed_attention": "window"}
 # fields that mean the cache holds something the calculator does not model, and what that is
 NOT_MODELLED = {
     "cross_attention_layers": "cross-attention layers cache the image encoder's K/V beside the text's",
     "is_encoder_decoder": "an encoder-decoder's cross-attention caches the encoder output per sequence",
-    # DeepSeek-V4: per layer a 128-token window plus K/V compressed 4× (with the indexer's keys) or 128×
-    "compress_ratios": "compressed sparse attention: K/V compressed per layer (4× with indexer keys, 128×) beside "
-                       "a sliding window (DeepSeek-V4), sized neither by the law nor for vLLM or llama.cpp",
     "kv_lora_rank_per_layer": "per-layer MLA latent widths",
     "use_cla": "cross-layer attention: adjacent layers share one K/V (Hunyuan's CLA)",
     # Kimi-K3 (a kimi_linear text model of its own code): routed experts in a latent width with their own
@@ -433,6 +432,61 @@ def kv_widths_by_type(f: Fields, heads: int, n_kv: int, head_dim: int) -> tuple[
     elif f.raw("v_head_dim") is not None:
         full = window = (n_kv, head_dim, f.int("v_head_dim", lo=1, hi=4096))
     return full, window                 # heads divisible by each: checked with the profile (profiles.py)
+
+
+# DeepSeek-V4's layer types as transformers' DeepseekV4Config names them, and the per-layer compress_ratios of the
+# published files (_COMPRESS_RATIO_TO_LAYER_TYPE): 0 a layer with its sliding window alone, 4 compressed sparse
+# attention (an indexer, overlapping groups), 128 heavily compressed attention (neither). Every such layer also keeps
+# its sliding window, so layer_kinds reads each as a window layer.
+V4_LAYER_TYPES = {"sliding_attention": 0, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+COMPRESS_RATIOS = {r: t for t, r in V4_LAYER_TYPES.items()}
+INDEXED_TYPE = "compressed_sparse_attention"
+
+
+def compress_schedule(f: Fields, n: int) -> list[tuple[str, int]] | None:
+    """DeepSeek-V4's (layer type, compression ratio) per layer, or None for another model: from the file's
+    ``compress_ratios`` (one per layer; entries past the ``n`` layers are the multi-token-prediction module's, which
+    transformers does not build), else from ``layer_types`` naming the compressed types with ``compress_rates``
+    (transformers' own format), as transformers' DeepseekV4Config reads both."""
+    ratios = f.raw("compress_ratios")
+    if ratios is not None:
+        where = f"{f.where}: field 'compress_ratios'"
+        allowed = ", ".join(str(r) for r in COMPRESS_RATIOS)
+        if not isinstance(ratios, list) or len(ratios) < n:
+            raise InputError(f"{where} must list one ratio per layer ({n}), each one of {allowed}; got "
+                             f"{validate.show(ratios)}")
+        bad = [r for r in ratios[:n] if isinstance(r, bool) or r not in COMPRESS_RATIOS]
+        if bad:
+            raise InputError(f"{where}: ratio {validate.show(bad[0])} not modelled; allowed: {allowed}")
+        return [(COMPRESS_RATIOS[r], r) for r in ratios[:n]]
+    types = f.raw("layer_types")
+    if not isinstance(types, list) or not any(t in V4_LAYER_TYPES and V4_LAYER_TYPES[t] for t in types):
+        return None
+    rates = {**{t: r for t, r in V4_LAYER_TYPES.items() if r}, **(f.raw("compress_rates") or {})}
+    out = []
+    for t in types[:n]:
+        if t not in V4_LAYER_TYPES:
+            raise InputError(f"{f.where}: layer type {validate.show(t)} beside compressed layers: not modelled")
+        out.append((t, validate.number(rates.get(t, 0), f"{f.where}: field 'compress_rates'.{t}", lo=0, hi=1 << 20,
+                                       integer=True)))
+    return out
+
+
+def compressed_layers(f: Fields, n: int) -> tuple | None:
+    """DeepSeek-V4's compressed layers (``compress_schedule``): a tuple of (ratio, layers, index_head_dim) per kind
+    of compressed layer in use — the compressed sparse attention layers with the indexer's key of
+    ``index_head_dim`` beside each entry, the heavily compressed ones without — or None for another model."""
+    schedule = compress_schedule(f, n)
+    if schedule is None:
+        return None
+    out = []
+    for t in ("compressed_sparse_attention", "heavily_compressed_attention"):
+        layers = [r for kind, r in schedule if kind == t]
+        if layers:
+            if not layers[0]:
+                raise InputError(f"{f.where}: field 'compress_rates'.{t} must be a positive integer, got 0")
+            out.append((layers[0], len(layers), f.int("index_head_dim", lo=1, hi=4096) if t == INDEXED_TYPE else 0))
+    return tuple(out)
 
 
 def sparse_index(f: Fields, n: int) -> tuple[int, int] | None:

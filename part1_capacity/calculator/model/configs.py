@@ -33,8 +33,8 @@ from pathlib import Path
 from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.model.config_fields import (ALIASES, BOOLEAN_FIELDS, NOT_MODELLED, SHAPE_FIELDS,
                                                            Fields, attention_free, boolean, experts, head_dim_of,
-                                                           kv_heads, kv_widths_by_type, layer_kinds, named_kinds,
-                                                           sparse_index, ssm_fields)
+                                                           compressed_layers, kv_heads, kv_widths_by_type,
+                                                           layer_kinds, named_kinds, sparse_index, ssm_fields)
 from part1_capacity.calculator.base.dtypes import config_dtype
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.model.param_count import (MULTIMODAL, TOWERS, count_model_parameters, count_parameters,
@@ -81,6 +81,8 @@ FAMILIES = {
     "kimi_linear": ("Kimi Delta Attention hybrid, MLA, MoE", "moonshotai/Kimi-Linear-48B-A3B-Instruct"),
     "nemotron-nas": ("GQA on the blocks that keep attention, an FFN width per block (its own code)",
                      "nvidia/Llama-3_3-Nemotron-Super-49B-v1"),
+    "deepseek_v4": ("compressed sparse attention: a 128-token window on every layer, K/V compressed 4× with the "
+                    "indexer's keys or 128×, MoE, FP8", "deepseek-ai/DeepSeek-V4-Flash"),
     "minimax_m3": ("GQA with the lightning indexer's keys on its block-sparse layers, MoE (its own code)",
                    "MiniMaxAI/MiniMax-M3"),
     "gemma4": ("sliding window, 5 local : 1 global, K/V heads and head dims per layer type, MoE beside a dense MLP "
@@ -303,6 +305,13 @@ def structure_fields(config: dict, defaults: dict | None = None, where: str = "c
             raise InputError(f"{f.where}: block-sparse indexer keys beside MLA, window, recurrent or shared-K/V "
                              "layers: not modelled")
         prof["n_index_layers"], prof["index_head_dim"] = index
+    compressed = compressed_layers(f, len(kinds))
+    if compressed is not None:            # DeepSeek-V4: a window on every layer, compressed entries beside
+        if f.raw("kv_lora_rank") or n_lin or shared or index is not None or n_kv != 1 or set(own) - {"full", "window"}:
+            raise InputError(f"{f.where}: compressed layers ('compress_ratios') beside MLA, recurrent, shared-K/V, "
+                             "block-sparse or per-type layers, or more than one K/V head: not modelled")
+        prof.update(n_full_layers=0, n_window_layers=len(kinds), window=f.int("sliding_window", lo=1),
+                    compressed=[list(c) for c in compressed])
     if n_lin:
         prof["ssm"] = ssm_fields(f, n_lin)
     e, k = experts(f)
@@ -343,6 +352,10 @@ def profile_from_fields(config: dict, defaults: dict | None = None, where: str =
     # the weights' dtype as the file names it (transformers 5 writes "dtype", older files "torch_dtype"); a file
     # that names none is sized in bf16, the precision checkpoints are published in
     native = f.dtype("dtype", "torch_dtype", default="bf16")
+    if quant and config.get("expert_dtype") is not None and "expert_dtype" not in quant:
+        # DeepSeek-V4 states its experts' precision beside the quantization_config (transformers' DeepseekV4Config
+        # moves it inside, as V4.1 publishes it)
+        quant = {**quant, "expert_dtype": config["expert_dtype"]}
     groups = weight_groups(parameters, native, quant, f"{where}: quantization_config")
     prof["native_dtype"] = groups[0].dtype
     prof["model_dtype"] = native
@@ -371,7 +384,11 @@ def structure_summary(p: ModelProfile) -> str:
     if p.n_window_layers:
         kind = "chunked (chunk" if p.window_kind == "chunked" else "sliding-window (window"
         parts.append(f"{p.n_window_layers} of {p.n_layers} layers {kind} {p.window:,})")
-    if p.is_mla:
+    if p.compressed:                    # DeepSeek-V4: one K=V head, compressed entries beside the windows
+        parts.append(f"one K=V head for {p.n_heads}")
+        parts += [f"K/V compressed {ratio}× on {layers} layers" + (" with indexer keys" if index else "")
+                  for ratio, layers, index in p.compressed]
+    elif p.is_mla:
         parts[-1 if p.ssm is None and not p.n_window_layers else len(parts)] = (
             "MLA latent" + (" + indexer keys" if p.index_head_dim else ""))
     elif p.index_head_dim:
@@ -554,6 +571,12 @@ def _compiles(pattern: str) -> bool:
     return True
 
 
+def _v4_kept(name: str, leaf: str) -> bool:
+    """DeepSeek-V4's matrices its checkpoint keeps in bf16 beside fp8 ones (its inference code, model.py: the
+    Compressor's wkv and wgate "stored in bf16", the Indexer's weights_proj built in bfloat16)."""
+    return leaf == "weights_proj" or (".compressor." in name and leaf in ("kv_proj", "gate_proj"))
+
+
 def weight_groups(params, native: str, quant: dict, where: str = "quantization_config") -> tuple[WeightGroup, ...]:
     """Parameters by storage precision. Unquantized: everything at the native dtype. A quantized checkpoint
     stores only its matrices quantized — ``mxfp4`` (gpt-oss) the routed-expert matrices, every other method every
@@ -564,12 +587,21 @@ def weight_groups(params, native: str, quant: dict, where: str = "quantization_c
     if q is None:
         return (WeightGroup("all parameters", float(sum(numel(s) for _, s in params)), native),)
     method = q["method"]
-    quantized = kept = scales = 0
+    quantized = kept = scales = experts4 = 0
+    expert_dtype = quant.get("expert_dtype")
+    if expert_dtype not in (None, "fp8", "fp4"):
+        raise InputError(f"{where}.expert_dtype: {validate.show(expert_dtype)} is not a storage type the calculator "
+                         "sizes; allowed: fp4, fp8")
     for name, shape in params:
+        if expert_dtype == "fp4" and is_routed_expert(name) and not name.endswith("bias"):
+            # DeepSeek-V4's routed experts: 4-bit floats (E2M1) with one E8M0 scale per 32 weights (its inference
+            # code's fp4_block_size 32, scale_fmt ue8m0): MXFP4's layout, the scale inside its 4.25 bits
+            experts4 += numel(shape)
+            continue
         leaf = name.rsplit(".", 2)[-2] if name.count(".") >= 1 else name
         matrix = (is_routed_expert(name) and not name.endswith("bias")) if method == "mxfp4" else (
             (len(shape) == 2 and name.endswith(".weight") and "embed" not in name and "lm_head" not in name
-             and leaf not in ("gate", "router", "shared_expert_gate"))
+             and leaf not in ("gate", "router", "shared_expert_gate") and not _v4_kept(name, leaf))
             or (is_routed_expert(name) and not name.endswith("bias")))
         if matrix and not _not_converted(name, q["skip"]):
             quantized += numel(shape)
@@ -580,6 +612,9 @@ def weight_groups(params, native: str, quant: dict, where: str = "quantization_c
         else:
             kept += numel(shape)
     groups = [WeightGroup(f"{method} matrices", float(quantized), q["dtype"])]
+    if experts4:
+        groups.insert(0, WeightGroup("routed experts in fp4 (an E8M0 scale per 32 weights: mxfp4)", float(experts4),
+                                     "mxfp4"))
     if scales:
         sdtype = q.get("scale_dtype") or ("fp16" if method in ("awq", "gptq") else native)
         groups.append(WeightGroup(f"{method} group scales ({sdtype}, one per {q['group']} weights of a row)"
@@ -604,7 +639,8 @@ def weight_groups(params, native: str, quant: dict, where: str = "quantization_c
 COUNTED = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl_moe",
            "qwen3_5_moe", "gpt2", "gemma2", "gemma3", "gpt_oss", "olmo2", "phi3", "hunyuan_v1_moe", "llama4",
            "deepseek_v2", "deepseek_v3", "deepseek_v32", "jamba", "nemotron_h", "granitemoehybrid", "falcon_h1",
-           "glm4_moe", "mistral3", "mpt", "exaone4", "mamba", "lfm2", "kimi_linear", "gemma4", "mimo_v2_flash")
+           "glm4_moe", "mistral3", "mpt", "exaone4", "mamba", "lfm2", "kimi_linear", "gemma4", "mimo_v2_flash",
+           "deepseek_v4")
 STORED_DEFAULTS = Path(__file__).resolve().parents[1] / "data" / "config_defaults.json"
 
 

@@ -128,6 +128,8 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
         return _gpt2(f)
     if nas_blocks(f) is not None:
         return _nas(f, defaults)
+    if mt == "deepseek_v4":
+        return _deepseek_v4(f, defaults)
     if attention_free(f):
         return _mamba_stack(f)
     kinds = layer_kinds(f)
@@ -331,6 +333,65 @@ def _m3_indexer(f: Fields, p: str, D: int):
     a = f"{p}.self_attn.indexer"
     return [(f"{a}.q_proj.weight", (heads * dim, D)), (f"{a}.k_proj.weight", (dim, D)),
             (f"{a}.q_norm.weight", (dim,)), (f"{a}.k_norm.weight", (dim,))]
+
+
+def _deepseek_v4(f: Fields, defaults: dict | None):
+    """DeepSeek-V4 (transformers' models/deepseek_v4/modeling_deepseek_v4.py): per layer a shared-K/V attention
+    (q through a ``q_lora_rank`` bottleneck, one K=V head, a sink logit per head, the output through ``o_groups``
+    grouped projections of ``o_lora_rank``), a compressor on its compressed layers (``compress_ratios``; on ratio-4
+    layers two overlapping series, so twice as wide, and the lightning indexer with a compressor of its own), the
+    MoE (a router, routed experts, ``n_shared_experts`` shared ones) and the hyper-connections that mix
+    ``hc_mult`` copies of the residual stream around each half; one more on the head."""
+    from part1_capacity.calculator.model.config_fields import INDEXED_TYPE, compress_schedule
+
+    D, V = f.int("hidden_size", lo=1), f.int("vocab_size", lo=1)
+    H, hd = f.int("num_attention_heads", lo=1), f.int("head_dim", lo=1)
+    L = f.int("num_hidden_layers", lo=1, hi=512)
+    q_rank, o_groups, o_rank = f.int("q_lora_rank", lo=1), f.int("o_groups", lo=1), f.int("o_lora_rank", lo=1)
+    if (H * hd) % o_groups:
+        raise InputError(f"{f.where}: field 'o_groups' ({o_groups}) must divide num_attention_heads × head_dim "
+                         f"({H * hd})")
+    e, _ = experts(f)
+    moe_I = f.int("moe_intermediate_size", lo=1)
+    shared_I = moe_I * f.int("n_shared_experts", 0, hi=64)
+    hc = f.int("hc_mult", lo=1, hi=64)
+    schedule = compress_schedule(f, L) or [("sliding_attention", 0)] * L
+    out = [("model.embed_tokens.weight", (V, D))]
+    if not _tied(f, defaults):
+        out.append(("lm_head.weight", (V, D)))
+    for i, (kind, ratio) in enumerate(schedule):
+        p, a = f"model.layers.{i}", f"model.layers.{i}.self_attn"
+        out += [(f"{a}.sinks", (H,)), (f"{a}.q_a_proj.weight", (q_rank, D)), (f"{a}.q_a_norm.weight", (q_rank,)),
+                (f"{a}.q_b_proj.weight", (H * hd, q_rank)), (f"{a}.kv_proj.weight", (hd, D)),
+                (f"{a}.kv_norm.weight", (hd,)), (f"{a}.o_a_proj.weight", (o_groups * o_rank, H * hd // o_groups)),
+                (f"{a}.o_b_proj.weight", (D, o_groups * o_rank))]
+        if ratio:
+            out += _v4_compressor(f"{a}.compressor", D, ratio, hd, overlap=kind == INDEXED_TYPE)
+        if kind == INDEXED_TYPE:
+            ihd, ih = f.int("index_head_dim", lo=1), f.int("index_n_heads", lo=1)
+            c = f"{a}.compressor.indexer"
+            out += _v4_compressor(c, D, ratio, ihd, overlap=True)
+            out += [(f"{c}.q_b_proj.weight", (ih * ihd, q_rank)), (f"{c}.scorer.weights_proj.weight", (ih, D))]
+        out += [(f"{p}.mlp.gate.weight", (e, D)), (f"{p}.mlp.experts.gate_up_proj", (e, 2 * moe_I, D)),
+                (f"{p}.mlp.experts.down_proj", (e, D, moe_I))]
+        if shared_I:
+            out += [(f"{p}.mlp.shared_experts.gate_proj.weight", (shared_I, D)),
+                    (f"{p}.mlp.shared_experts.up_proj.weight", (shared_I, D)),
+                    (f"{p}.mlp.shared_experts.down_proj.weight", (D, shared_I))]
+        out += [(f"{p}.input_layernorm.weight", (D,)), (f"{p}.post_attention_layernorm.weight", (D,))]
+        for h in ("attn_hc", "ffn_hc"):      # pre (hc), post (hc) and residual (hc × hc) mixes from hc × D inputs
+            out += [(f"{p}.{h}.fn", ((2 + hc) * hc, hc * D)), (f"{p}.{h}.base", ((2 + hc) * hc,)),
+                    (f"{p}.{h}.scale", (3,))]
+    return out + [("model.norm.weight", (D,)), ("model.hc_head.hc_fn", (hc, hc * D)), ("model.hc_head.hc_base", (hc,)),
+                  ("model.hc_head.hc_scale", (1,))]
+
+
+def _v4_compressor(c: str, D: int, ratio: int, d: int, overlap: bool):
+    """A DeepSeek-V4 compressor of entries ``d`` wide: K/V and gate projections (twice as wide with overlapping
+    groups), a position bias per token of the group, a norm."""
+    w = 2 * d if overlap else d
+    return [(f"{c}.position_bias", (ratio, w)), (f"{c}.kv_proj.weight", (w, D)), (f"{c}.gate_proj.weight", (w, D)),
+            (f"{c}.kv_norm.weight", (d,))]
 
 
 def _gemma4_block(f: Fields, p: str, D: int, L: int, e: int, moe_I: int, I: int):

@@ -61,6 +61,10 @@ class ModelProfile:
     index_head_dim: int = 0    # a sparse-attention indexer's key cached per token (DeepSeek-V3.2, MiniMax-M3)
     n_index_layers: int = 0    # the layers with an indexer (0: every attention layer, DeepSeek-V3.2's MLA)
     n_kv_shared_layers: int = 0   # layers that reuse an earlier layer's K/V and cache nothing (Gemma 3n)
+    # compressed sparse attention (DeepSeek-V4): every layer a window of one K=V head (n_window_layers, window,
+    # head_dim), and per kind of compressed layer (ratio, layers, index_head_dim): an entry per ratio tokens, with
+    # the indexer's key beside it when index_head_dim > 0 (CSA) or alone (HCA). Empty: not this structure.
+    compressed: tuple = ()
     # K/V widths per layer type (not MLA): n_kv_heads and head_dim are the full layers'; a value head of another
     # width than the key (MiMo-V2-Flash: 128 beside 192) and window layers with heads and widths of their own
     # (Gemma 4: 8 × 256 on sliding layers, 2 × 512 on global ones). 0: as the full layers (window_head_dim_v: as
@@ -142,6 +146,8 @@ class ModelProfile:
         """One of STRUCTURES: the attention structure that decides how the cache grows."""
         if self.ssm is not None:
             return "ssm_hybrid"
+        if self.compressed:
+            return "compressed_sparse_attention"
         if self.n_window_layers and self.window_kind == "chunked":
             return "chunked_attention"
         if self.n_window_layers:
@@ -155,6 +161,8 @@ class ModelProfile:
     # --- cache sizes, from the lesson-03 laws -------------------------------------------------------------
     def kv_bytes_per_token(self, kv_bytes_per_element: float) -> float:
         """Bytes one more token adds to one sequence's cache once windows are full (the growing slope)."""
+        if self.compressed:
+            return laws.compressed_growth_bytes_per_token(self.head_dim, kv_bytes_per_element, self.compressed)
         if self.is_mla:
             return laws.mla_bytes_per_token(self.n_full_layers, self.kv_lora_rank, self.qk_rope_head_dim,
                                             kv_bytes_per_element, self.index_head_dim)
@@ -166,6 +174,9 @@ class ModelProfile:
 
     def kv_bytes_ignoring_windows_per_token(self, kv_bytes_per_element: float) -> float:
         """Slope if every window layer cached the whole context (what an engine without window support does)."""
+        if self.compressed:      # one K=V vector per token and layer, beside the compressed entries
+            return (self.n_window_layers * self.head_dim * kv_bytes_per_element
+                    + laws.compressed_growth_bytes_per_token(self.head_dim, kv_bytes_per_element, self.compressed))
         kv, k, v = self.window_kv
         return (laws.kv_bytes_per_token(self.n_full_layers, self.n_kv_heads, self.head_dim, kv_bytes_per_element,
                                         self.kv_v_dim)
@@ -173,6 +184,9 @@ class ModelProfile:
 
     def attention_cache_bytes(self, T, kv_bytes_per_element: float):
         """K/V (or MLA latent) bytes of one sequence holding ``T`` tokens; windows capped at their size."""
+        if self.compressed:
+            return laws.compressed_attention_bytes(T, self.n_window_layers, self.window, self.head_dim,
+                                                   kv_bytes_per_element, self.compressed)
         if self.is_mla:
             return laws.mla_bytes(T, self.n_full_layers, self.kv_lora_rank, self.qk_rope_head_dim,
                                   kv_bytes_per_element, self.index_head_dim)
@@ -339,6 +353,7 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
                          "beside an index_head_dim")
     if index_dim and not kv_lora and (n_win or ssm is not None):
         raise InputError(f"{w}: indexer keys beside K/V with window or recurrent layers: not modelled")
+    compressed = _compressed(d, w, n_layers, n_win, n_attn, n_kv, kv_lora, ssm)
     max_ctx = _positive_int(d, "max_context", w)
     from part1_capacity.calculator.base.dtypes import get_dtype  # noqa: WPS433 (validate the native dtype name)
 
@@ -348,7 +363,7 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
         head_dim=head_dim, hidden_size=hidden, params_total=total, params_active=active, max_context=max_ctx,
         n_full_layers=n_attn, n_window_layers=n_win, window=window, kv_lora_rank=kv_lora, qk_rope_head_dim=rope,
         v_head_dim=v_dim, window_kind=_choice(d, "window_kind", ("sliding", "chunked"), w),
-        index_head_dim=index_dim, n_index_layers=n_index,
+        index_head_dim=index_dim, n_index_layers=n_index, compressed=compressed,
         n_kv_shared_layers=(_positive_int(d, "n_kv_shared_layers", w, allow_zero=True)
                             if "n_kv_shared_layers" in d else 0),
         **widths,
@@ -360,6 +375,28 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
         weight_groups=groups_from_list(d.get("weight_groups"), w),
         extra={k: v for k, v in d.items() if k.startswith("_")},
     )
+
+
+def _compressed(d: dict, w: str, n_layers: int, n_win: int, n_attn: int, n_kv: int, kv_lora: int, ssm) -> tuple:
+    """A profile's compressed layers (DeepSeek-V4): a list of [ratio, layers, index_head_dim], validated; they
+    need every layer a window of one K=V head, no full-attention, MLA or recurrent layer."""
+    rows = d.get("compressed") or []
+    if not rows:
+        return ()
+    if not isinstance(rows, (list, tuple)) or any(not isinstance(r, (list, tuple)) or len(r) != 3 for r in rows):
+        raise InputError(f"{w}: field 'compressed' must be a list of [ratio, layers, index_head_dim], got {rows!r}")
+    out = []
+    for i, r in enumerate(rows):
+        row = dict(zip(("ratio", "layers", "index_head_dim"), r))
+        out.append((_positive_int(row, "ratio", f"{w}.compressed[{i}]"),
+                    _positive_int(row, "layers", f"{w}.compressed[{i}]"),
+                    _positive_int(row, "index_head_dim", f"{w}.compressed[{i}]", allow_zero=True)))
+    if n_win != n_layers or n_attn or n_kv != 1 or kv_lora or ssm is not None or d.get("window_kind") == "chunked":
+        raise InputError(f"{w}: compressed layers need every layer a sliding window of one K=V head (n_window_layers "
+                         "= n_layers, n_kv_heads 1), no full-attention, MLA or recurrent layer")
+    if sum(layers for _, layers, _ in out) > n_layers:
+        raise InputError(f"{w}: compressed layers ({sum(x[1] for x in out)}) exceed n_layers ({n_layers})")
+    return tuple(out)
 
 
 @lru_cache(maxsize=1)

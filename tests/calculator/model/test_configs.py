@@ -76,6 +76,9 @@ PUBLISHED = {
     # MiniMax-M3: "428 billion" total at its release (its vision tower included; this text file counts 426.17B,
     # equal to transformers' MiniMaxM3VLTextConfig build of the same fields: test_families.py)
     "minimax-m3": (None, 428e9),
+    # model card: DeepSeek-V4-Flash "284B" total, 13B active (the MTP layer its checkpoint adds not built; the count,
+    # 284,332,230,231, equals transformers' DeepseekV4ForCausalLM meta build: test_families.py)
+    "deepseek-v4-flash": (None, 284e9),
 }
 
 
@@ -130,6 +133,8 @@ def _hand_attention_layers(c):
         return len(t["full_attn_idxs"]), 0
     if "block_configs" in t:                             # Nemotron-NAS: the blocks that keep their attention
         return sum(not b["attention"]["no_op"] for b in t["block_configs"]), 0
+    if "compress_ratios" in t:                           # DeepSeek-V4: every layer keeps its window
+        return 0, L
     if "linear_attn_config" in t:                        # Kimi Linear: MLA at the listed layers, KDA elsewhere
         return len(t["linear_attn_config"]["full_attn_layers"]), 0
     return L, 0
@@ -145,6 +150,10 @@ def test_kv_bytes_per_token_from_the_config_fields(name):
         index = t["index_head_dim"] if "index_topk" in t else 0    # V3.2: the indexer's key too
         layers = full if "linear_attn_config" in t else t["num_hidden_layers"]     # Kimi Linear: its MLA layers
         expected = layers * (t["kv_lora_rank"] + t["qk_rope_head_dim"] + index) * 2
+    elif "compress_ratios" in t:                         # DeepSeek-V4: once its windows are full, an entry (and on
+        # ratio-4 layers the indexer's key) per r tokens on each compressed layer, the MTP layer's ratio not counted
+        ratios = t["compress_ratios"][:t["num_hidden_layers"]]
+        expected = sum((t["head_dim"] + (t["index_head_dim"] if r == 4 else 0)) * 2 / r for r in ratios if r)
     elif not full and not window:                        # no attention layer: nothing cached per token
         expected = 0
     else:
@@ -666,17 +675,21 @@ def test_moe_layer_freq_per_layer_plans(capsys, name):
     assert code == 0, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name, fragment", [
-    ("deepseek-v4-flash", "compressed sparse attention: K/V compressed per layer (4× with indexer keys, 128×) beside "
-                          "a sliding window (DeepSeek-V4), sized neither by the law nor for vLLM or llama.cpp "
-                          "('compress_ratios'): not modelled"),
+@pytest.mark.parametrize("change, fragment", [
+    # DeepSeek-V4.1's ratios 1 and 2 (another compressor's groups) are not the published V4's
+    ({"compress_ratios": [2] * 44}, "field 'compress_ratios': ratio 2 not modelled; allowed: 0, 4, 128"),
+    ({"compress_ratios": [0, 4]}, "field 'compress_ratios' must list one ratio per layer (43), each one of 0, 4, 128"),
+    ({"num_key_value_heads": 2}, "compressed layers ('compress_ratios') beside MLA, recurrent, shared-K/V, "
+                                 "block-sparse or per-type layers, or more than one K/V head: not modelled"),
 ])
 @pytest.mark.parametrize("engine", ["law", "vllm", "llama.cpp"])
-def test_a_structure_left_unmodelled_is_refused_in_one_line_for_every_engine(capsys, name, fragment, engine):
-    """The published files the calculator still refuses: one line naming the structure and the engines, before any
-    model is built (no transformers needed), under each engine."""
-    path = CONFIGS / "refused" / name / "config.json"
-    code = main(["plan", "--model", str(path), "--accelerator", "h100", "--context", "4096", "--engine", engine])
+def test_compressed_layers_not_modelled_are_refused_in_one_line(tmp_path, capsys, change, fragment, engine):
+    """A DeepSeek-V4 file whose compressed layers are not the published structure: one line naming the field and
+    the allowed values, before any model is built, under each engine."""
+    d = {**cfg("deepseek-v4-flash"), **change}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    code = main(["plan", "--model", str(p), "--accelerator", "h100", "--context", "4096", "--engine", engine])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and fragment in err and "Traceback" not in err
 

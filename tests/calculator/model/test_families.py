@@ -822,6 +822,152 @@ def test_minimax_m3_counts_as_transformers_builds_its_text_model():
     assert load_model(path("minimax-m3")).params_total == pytest.approx(428e9, rel=0.01)
 
 
+def test_deepseek_v4_caches_window_compressed_entries_and_index_keys_by_hand(capsys):
+    """deepseek-ai/DeepSeek-V4-Flash: 43 layers (compress_ratios' 44th entry is the MTP layer's, not built), each
+    caching one K=V vector of head_dim 512 per token for its last 128 tokens (sliding_window); 21 layers of ratio 4
+    add an entry of 512 per 4 tokens with the indexer's key of 128 beside it, 20 of ratio 128 an entry of 512 per
+    128 tokens; each compressor keeps a float32 state (DeepSeek's inference/model.py Compressor: kv_state and
+    score_state, 2·4 × 2·512 on CSA layers, 2·4 × 2·128 for their indexer's, 128 × 512 on HCA layers)."""
+    m = load_model(path("deepseek-v4-flash"))
+    assert (m.structure, m.n_window_layers, m.window, m.n_kv_heads, m.head_dim) == (
+        "compressed_sparse_attention", 43, 128, 1, 512)
+    assert m.compressed == ((4, 21, 128), (128, 20, 0))
+    assert configs.structure_summary(m) == (
+        "compressed sparse attention, 43 of 43 layers sliding-window (window 128), one K=V head for 64, K/V "
+        "compressed 4× on 21 layers with indexer keys, K/V compressed 128× on 20 layers, MoE")
+    state = 21 * (2 * 8 * 1024 + 2 * 8 * 256) * 4 + 20 * (2 * 128 * 512) * 4      # 1,720,320 + 10,485,760
+    assert state == 12_206_080
+    # at its longest context, 1,048,576 tokens, bf16: windows 43 × 128 × 512 × 2 = 5,636,096; CSA 21 × 262,144
+    # entries × (512 + 128) × 2 = 7,046,430,720; HCA 20 × 8,192 × 512 × 2 = 167,772,160
+    T = 1_048_576
+    assert m.attention_cache_bytes(T, 2) == 5_636_096 + 7_046_430_720 + 167_772_160 + state == 7_232_045_056
+    # 1,000 tokens: windows full (43 × 128 × 512 × 2), 250 CSA entries, 7 HCA ones (⌊1000 / 128⌋)
+    by_hand = 43 * 128 * 1024 + 21 * 250 * 640 * 2 + 20 * 7 * 512 * 2 + state
+    assert m.attention_cache_bytes(1000, 2) == by_hand == 24_705_536
+    # the slope once the windows are full: 21 × 640 × 2 / 4 + 20 × 512 × 2 / 128 = 6,720 + 160 B per token
+    assert m.kv_bytes_per_token(2) == 6_880
+    # one K=V head: whole on each of 8 tensor ranks (replicated), as the MLA latent is
+    from part1_capacity.calculator.sizing import sharding
+    attn, st = sharding.cache_parts_per_rank(m, 1000, 2, 2, 8)
+    assert (attn, st) == (24_705_536, 0)
+    # each engine refuses in one line naming the structure and itself
+    for engine, name in (("vllm", "vLLM"), ("llama.cpp", "llama.cpp")):
+        code = main(["plan", "--model", path("deepseek-v4-flash"), "--accelerator", "h100", "--context", "4096",
+                     "--engine", engine])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and f"{name}: compressed sparse attention (DeepSeek-V4" in err
+
+
+def test_deepseek_v4_counts_as_transformers_builds_it():
+    """DeepSeek-V4-Flash counted from its fields equals transformers' DeepseekV4ForCausalLM meta build, 284.33B:
+    the card's "284B". By hand per layer: attention q 4,096 × 1,024 + 1,024 + 32,768 × 1,024, K=V 512 × 4,096 + 512,
+    output 8,192 × 4,096 + 4,096 × 8,192, 64 sinks = 106,956,352; MoE 256 × 3 × 2,048 × 4,096 + router 256 × 4,096
+    + shared 3 × 2,048 × 4,096 = 6,468,665,344; two hyper-connections 2 × (24 × 16,384 + 24 + 3) = 786,486; two norms
+    8,192. CSA compressor 2 × 1,024 × 4,096 + 4 × 1,024 + 512 = 8,393,216 and its indexer 2 × 256 × 4,096 + 4 × 256
+    + 128 + 8,192 × 1,024 + 64 × 4,096 = 10,749,056; HCA compressor 2 × 512 × 4,096 + 128 × 512 + 512 = 4,260,352.
+    Embeddings and head 2 × 129,280 × 4,096; final norm 4,096; the head's hyper-connection 4 × 16,384 + 4 + 1."""
+    per_layer = 106_956_352 + 6_468_665_344 + 786_486 + 8_192
+    by_hand = (43 * per_layer + 21 * (8_393_216 + 10_749_056) + 20 * 4_260_352
+               + 2 * 129_280 * 4_096 + 4_096 + 65_541)
+    assert by_hand == 284_332_230_231
+    pure = param_count.count_model_parameters(cfg("deepseek-v4-flash"), configs.stored_defaults()["model_types"][
+        "deepseek_v4"])
+    assert total(pure) == by_hand == total(meta("deepseek-v4-flash"))
+    m = load_model(path("deepseek-v4-flash"))
+    assert m.params_total == pytest.approx(284e9, rel=0.01)
+    # active: the 6 of 256 routed experts, 13.8B (the card: "13B")
+    routed = 43 * 256 * 3 * 2_048 * 4_096
+    assert m.params_active == by_hand - routed * (1 - 6 / 256) == 13_799_622_231
+
+
+def test_compressed_law_against_transformers_deepseek_v4_cache():
+    """A tiny DeepSeek-V4 run through transformers (models/deepseek_v4: DeepseekV4CSACache, DeepseekV4HCACache) for
+    300 tokens then 5 decoded one at a time: each compressed layer holds ⌊T / r⌋ entries of head_dim (CSA: the
+    indexer's keys of index_head_dim beside them), what the law counts; the window holds min(T, W) − 1 between steps
+    (the token being decoded completes the W the law reserves, as DeepSeek's ring of window_size slots does)."""
+    import torch
+    from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
+
+    ratios, W, hd, ihd = [0, 4, 128, 4], 8, 32, 16
+    c = DeepseekV4Config(vocab_size=64, hidden_size=64, moe_intermediate_size=32, num_hidden_layers=4,
+                         num_attention_heads=4, head_dim=hd, q_lora_rank=16, o_groups=2, o_lora_rank=8,
+                         n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1, index_n_heads=2,
+                         index_head_dim=ihd, index_topk=4, sliding_window=W, hc_mult=2, num_hash_layers=0,
+                         compress_ratios=ratios, qk_rope_head_dim=8, max_position_embeddings=4096)
+    torch.manual_seed(0)
+    model = DeepseekV4ForCausalLM(c).eval()
+    with torch.no_grad():
+        cache = model(torch.randint(0, 64, (1, 300)), use_cache=True).past_key_values
+        for _ in range(5):
+            cache = model(torch.randint(0, 64, (1, 1)), cache=cache, use_cache=True).past_key_values
+    T, compressed = 305, ((4, 2, ihd), (128, 1, 0))
+    held = 0
+    for ratio, layer in zip(ratios, cache.layers):
+        assert tuple(layer.keys.shape) == (1, 1, min(T, W) - 1, hd)          # one K=V head
+        for name, entries in (getattr(layer, "compressed_kv", None) or {}).items():
+            width = ihd if name == "indexer" else hd
+            assert tuple(entries.shape) == (1, laws.compressed_entries(T, ratio), width)   # 76 or 2 entries
+            held += entries.numel()
+    # the law's growing part beyond the windows: 2 CSA layers × 76 × (32 + 16) + 1 HCA layer × 2 × 32 = 7,360
+    law = laws.compressed_attention_bytes(T, 4, W, hd, 1, compressed, state_bytes_per_element=0)
+    assert held == law - 4 * min(T, W) * hd == 2 * 76 * 48 + 2 * 32 == 7_360
+
+
+def test_deepseek_v4_read_from_transformers_layer_types_caches_the_same():
+    """A DeepSeek-V4 file as transformers saves it (layer_types naming each layer's attention, compress_rates; no
+    compress_ratios) reads as the published one: the same compressed layers and cache."""
+    d = cfg("deepseek-v4-flash")
+    names = {0: "sliding_attention", 4: "compressed_sparse_attention", 128: "heavily_compressed_attention"}
+    saved = {k: v for k, v in d.items() if k != "compress_ratios"}
+    saved.update(layer_types=[names[r] for r in d["compress_ratios"][:43]],
+                 compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 128})
+    table = configs.stored_defaults()["model_types"]["deepseek_v4"]
+    a, b = (configs.profile_from_fields(x, table, parameters=[("p", (1,))]) for x in (d, saved))
+    assert a.compressed == b.compressed == ((4, 21, 128), (128, 20, 0))
+    assert a.cache_bytes(100_000, 2) == b.cache_bytes(100_000, 2)
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"compressed": [[4, 21]]}, "field 'compressed' must be a list of [ratio, layers, index_head_dim]"),
+    ({"compressed": [[0, 21, 128]]}, "field 'ratio' must be a positive integer"),
+    ({"compressed": [[4, 50, 128]]}, "compressed layers (50) exceed n_layers (43)"),
+    ({"compressed": [[4, 21, 128]], "n_kv_heads": 2}, "compressed layers need every layer a sliding window of one"),
+    ({"compressed": [[4, 21, 128]], "n_window_layers": 40}, "compressed layers need every layer a sliding window"),
+])
+def test_compressed_layers_of_a_profile_are_checked_by_name(change, fragment):
+    from part1_capacity.calculator.model.profiles import profile_from_dict
+    row = {"id": "x", "n_layers": 43, "n_heads": 64, "n_kv_heads": 1, "head_dim": 512, "hidden_size": 4096,
+           "params_total": 284e9, "max_context": 1048576, "n_full_layers": 0, "n_window_layers": 43, "window": 128,
+           **change}
+    with pytest.raises(InputError, match=fragment.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        profile_from_dict(row)
+    # the same row with the published compressed layers builds, and caches as the config does
+    ok = profile_from_dict({**row, "n_kv_heads": 1, "n_window_layers": 43,
+                            "compressed": [[4, 21, 128], [128, 20, 0]]})
+    assert ok.cache_bytes(1000, 2) == load_model(path("deepseek-v4-flash")).cache_bytes(1000, 2)
+
+
+def test_deepseek_v4_routed_experts_are_stored_in_fp4(tmp_path, capsys):
+    """The file's expert_dtype fp4 beside its fp8 quantization_config: the routed experts, 43 × 256 × 3 × 2,048 ×
+    4,096, in 4-bit floats with an E8M0 scale per 32 (mxfp4's 4.25 bits); the other matrices fp8; embeddings, head,
+    norms, routers, sinks, biases and hyper-connections bf16."""
+    m = load_model(path("deepseek-v4-flash"))
+    groups = {g.dtype: g.params for g in m.weight_groups}
+    assert groups["mxfp4"] == 43 * 256 * 3 * 2_048 * 4_096 == 277_025_390_592
+    # fp8: per layer q 4,096 × 1,024 + 32,768 × 1,024, K=V 512 × 4,096, output 2 × 8,192 × 4,096, shared expert
+    # 3 × 2,048 × 4,096; on CSA layers the indexer's q 8,192 × 1,024. Kept in bf16 as DeepSeek's inference code
+    # stores them: the compressors' K/V and gate projections and the indexer's weights_proj
+    per_layer = 4_096 * 1_024 + 32_768 * 1_024 + 512 * 4_096 + 2 * 8_192 * 4_096 + 3 * 2_048 * 4_096
+    assert groups["fp8"] == 43 * per_layer + 21 * 8_192 * 1_024
+    assert groups["bf16"] == m.params_total - groups["mxfp4"] - groups["fp8"]
+    d = {**cfg("deepseek-v4-flash"), "expert_dtype": "int4"}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    code = main(["plan", "--model", str(p), "--accelerator", "h100", "--context", "4096"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "expert_dtype: 'int4' is not a storage type" in err
+
+
 @pytest.mark.parametrize("name, change, fragment", [
     ("gemma-4-26b-a4b", {"global_head_dim": "x"}, "field 'global_head_dim': must be an integer"),
     ("gemma-4-26b-a4b", {"attention_k_eq_v": "true"}, "field 'attention_k_eq_v': must be true or false"),

@@ -57,3 +57,24 @@ def test_chunked_attention_laws():
 def test_lightning_attention_state():
     # 3 heads of a 5 × 5 matrix Σ kᵀv each
     assert laws.lightning_state_elements(3, 5) == 75
+
+
+def test_compressed_sparse_attention_laws():
+    # one entry per closed group: ⌊T / r⌋
+    assert [laws.compressed_entries(t, 4) for t in (3, 4, 11, 12)] == [0, 1, 2, 3]
+    assert laws.compressed_entries(np.array([3, 13]), 4).tolist() == [0, 3]
+    # compressor state: kv and score, each c·r × c·d; overlapping (c = 2) r 4, d 5: 2 × 8 × 10 = 160; not: 2 × 4 × 5
+    assert laws.compressor_state_elements(4, 5, True) == 160 and laws.compressor_state_elements(4, 5, False) == 40
+    # 7 layers, window 3, K=V width 5, 2 B; 2 layers of ratio 4 with an index key of 11, 3 layers of ratio 13 without.
+    # At T = 30: windows 7 × 3 × 5 × 2 = 210; ratio 4: 2 × 7 entries × (5 + 11) × 2 = 448; ratio 13: 3 × 2 × 5 × 2 = 60;
+    # states in 4 B: 2 × (2 × 8 × 10 + 2 × 8 × 22) × 4 = 4,096 and 3 × (2 × 13 × 5) × 4 = 1,560
+    compressed = ((4, 2, 11), (13, 3, 0))
+    assert laws.compressed_attention_bytes(30, 7, 3, 5, 2, compressed) == 210 + 448 + 60 + 4096 + 1560
+    # T = 2: two window tokens, no entry yet, the states already there: 7 × 2 × 5 × 2 = 140
+    assert laws.compressed_attention_bytes(2, 7, 3, 5, 2, compressed) == 140 + 4096 + 1560
+    assert laws.compressed_attention_bytes(np.array([2, 30]), 7, 3, 5, 2, compressed).tolist() == [
+        140 + 5656, 718 + 5656]
+    # the states in another dtype: 2 B each, half
+    assert laws.compressed_attention_bytes(2, 7, 3, 5, 2, compressed, 2) == 140 + 2828
+    # slope: 2 × 16 × 2 / 4 + 3 × 5 × 2 / 13 = 16 + 30/13 B per token
+    assert laws.compressed_growth_bytes_per_token(5, 2, compressed) == 16 + 30 / 13
