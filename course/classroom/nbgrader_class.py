@@ -35,7 +35,7 @@ from pathlib import Path
 
 from course.grading.notebook_spec import REPO, SKIPPED, all_specs, nbgrader_cmd
 from course.shared.text import printable
-from course.grading import autograde as engine
+from course.grading import autograde as engine, fork
 from course.grading.grade_worker import NotebookError, build_view, read_cells, view_spec
 
 
@@ -243,17 +243,7 @@ def _fork_nbgrader(root: Path, argv: list[str], env: dict, log: str) -> int:
         os.dup2(out, 1)
         os.dup2(out, 2)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        os.chdir(root)
-        os.environ.clear()
-        os.environ.update(env)
-        tempfile.tempdir = None
-        sys.stdin = open(0, closefd=False)
-        sys.stdout = open(1, "w", buffering=1, closefd=False)
-        sys.stderr = open(2, "w", buffering=1, closefd=False)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        torch = sys.modules.get("torch")
-        if torch is not None:
-            torch.set_num_threads(1)  # a fork has none of its parent's OpenMP threads
+        fork.settle(str(root), env)
         sys.argv = list(argv)
         from nbgrader.apps.nbgraderapp import main as nbgrader_main  # nbgrader (loaded already by _warm)
 

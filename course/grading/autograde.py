@@ -31,7 +31,7 @@ from pathlib import Path
 
 from course.shared.i18n import failure_message, notebook_lang
 from course.shared.text import printable
-from course.grading import grade_worker
+from course.grading import fork, grade_worker
 from course.grading.contract import CheckFailed
 from course.grading.grade_worker import NotebookError, STARTUP_S, read_cells, view_spec
 from course.grading.notebook_spec import all_specs
@@ -244,17 +244,7 @@ def _start_worker(job: dict, w: int, out_w: int, workdir: str, env: dict):
         keep = sorted({0, 1, 2, w})
         for lo, hi in zip(keep, keep[1:] + [os.sysconf("SC_OPEN_MAX")]):
             os.closerange(lo + 1, hi)
-        os.chdir(workdir)
-        os.environ.clear()
-        os.environ.update(env)
-        tempfile.tempdir = None  # found again from TMPDIR (the worker's folder, where its Landlock lets it write)
-        sys.stdin = open(0, closefd=False)
-        sys.stdout = open(1, "w", buffering=1, closefd=False)
-        sys.stderr = open(2, "w", buffering=1, closefd=False)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        torch = sys.modules.get("torch")
-        if torch is not None:
-            torch.set_num_threads(1)  # a fork has none of its parent's OpenMP threads
+        fork.settle(workdir, env)  # TMPDIR: the worker's folder, where its Landlock lets it write
 
         grade_worker.run(job)
     except BaseException:  # noqa: BLE001 - the parent reads the missing answers as the grader's failure
