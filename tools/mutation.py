@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "mutation"
 SCRATCH = ROOT / "_build" / "mutation"
 PACKAGES = ("course", "part0_foundations", "part1_capacity")
+SAVED = ("results/part1", "results/course")   # saved runs the code reads, outside the packages
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,16 @@ TARGETS = (
     Target("plan", CALC + "plan/plan.py",
            ("tests/test_plan.py", "tests/test_deploy.py", "tests/test_resolve.py", "tests/test_calculator.py",
             "tests/test_calculator_cli.py")),
+    Target("profiles", CALC + "model/profiles.py",
+           ("tests/test_profiles.py", "tests/test_calculator.py", "tests/test_engine_structures.py",
+            "tests/test_hostile_input.py")),
+    Target("config_fields", CALC + "model/config_fields.py",
+           ("tests/test_calculator_configs.py", "tests/test_families.py", "tests/test_hostile_input_round4.py")),
+    Target("param_count", CALC + "model/param_count.py",
+           ("tests/test_families.py", "tests/test_calculator_configs.py")),
+    Target("configs", CALC + "model/configs.py",
+           ("tests/test_calculator_configs.py", "tests/test_families.py", "tests/test_quant_ignore.py",
+            "tests/test_hostile_input_round4.py")),
     Target("kv_from_config_checks", "part1_capacity/exercises/kv_from_config/checks.py",
            ("tests/test_part1_exercises.py", "tests/test_part1_exercises_rules.py", "tests/test_lesson_checks.py"),
            "forkserver"),
@@ -103,6 +114,9 @@ def _pyproject(t: Target) -> str:
     lines += ["timeout = 300", "", "[tool.mutmut]",
               f"source_paths = {json.dumps(list(PACKAGES))}",
               f"only_mutate = {json.dumps([t.source])}",
+              # the saved runs the code reads (a host's E3 knee, the course's records) sit at the root, outside
+              # the packages mutmut copies: copied beside the mutated copy so its root finds them
+              f"also_copy = {json.dumps(list(SAVED))}",
               f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
               '"pytest_add_cli_args" = ["-q", "-p", "no:cacheprovider", "-x"]',
               f'process_isolation = "{t.isolation}"',
@@ -114,7 +128,7 @@ def _scratch(t: Target) -> Path:
     d = SCRATCH / t.name
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
-    for name in PACKAGES + ("tests",):
+    for name in PACKAGES + ("tests", "results"):
         (d / name).symlink_to(ROOT / name)
     (d / "pyproject.toml").write_text(_pyproject(t))
     return d
