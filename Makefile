@@ -103,7 +103,7 @@ test-long: setup
 
 # What is installed and what is not, and which commands need which (seconds; needs no .venv).
 doctor:
-	@$(or $(wildcard $(BIN)/python),$(PYTHON)) -m course.doctor
+	@$(or $(wildcard $(BIN)/python),$(PYTHON)) -m course.machine.doctor
 
 # Regenerate solutions/ from the package source and exercises/ with real nbgrader.
 notebooks: $(CORE)
@@ -223,7 +223,7 @@ $(PYODIDE_DIR)/.done-$(PYODIDE_PKG):
 	rm $(PYODIDE_DIR)/*.tgz
 	touch $@
 
-# The stamp above, as course/doctor.py finds it (tests/test_doctor.py checks they agree).
+# The stamp above, as course/machine/doctor.py finds it (tests/house/test_doctor.py checks they agree).
 .PHONY: print-pyodide-stamp
 print-pyodide-stamp:
 	@echo $(PYODIDE_DIR)/.done-$(PYODIDE_PKG)
@@ -275,7 +275,7 @@ classroom: $(CORE) classroom-deps
 	$(BIN)/python -m jupyterhub -f classroom/jupyterhub_config.py
 
 classroom-round: $(CORE) classroom-deps system-packages
-	$(BIN)/python -m pytest -q -m hub_round tests/test_classroom_round.py
+	$(BIN)/python -m pytest -q -m hub_round tests/course/classroom/test_class_round.py
 
 # mutation: mutation testing (mutmut, pinned in requirements-mutation.txt) of the modules whose numbers users act on
 # and of every lesson's and exercise's checks — one module at a time, with the tests that cover it, each in its own

@@ -18,27 +18,27 @@ c.ExecutePreprocessor.timeout = 300
 c.Execute.timeout = 300
 
 # Autograding runs the learner's notebook in a separate, limited process and the checks from each lesson's contract
-# (course/autograde.py), not the test cells in a kernel beside the learner's code: a notebook cannot patch the
+# (course/grading/autograde.py), not the test cells in a kernel beside the learner's code: a notebook cannot patch the
 # checks, the references or torch, write to the course, or stop the grader. Per-check limit in seconds:
 # `nbgrader autograde ... --IsolatedExecute.check_timeout=60`.
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
     AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades)
 
-from course.autograde import nbgrader_preprocessor  # noqa: E402
+from course.grading.autograde import nbgrader_preprocessor  # noqa: E402
 
 c.Autograde.autograde_preprocessors = [
     nbgrader_preprocessor(), IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
     AssignLatePenalties, CheckCellMetadata,
 ]
 
-# A class (course/nbgrader_ext.py): no checksum warning for a hidden check's cell as released; feedback HTML with
+# A class (course/classroom/nbgrader_ext.py): no checksum warning for a hidden check's cell as released; feedback HTML with
 # MathJax inside the page (reads offline) and hidden checks shown as their rule and result only.
 from nbgrader.preprocessors import ClearOutput, DeduplicateIds, OverwriteKernelspec  # noqa: E402
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import GetGrades  # noqa: E402
 
-from course.nbgrader_ext import (HiddenChecksAsRules, LmsCollector, OfflineFeedback, QuietOverwriteCells,  # noqa: E402
+from course.classroom.nbgrader_ext import (HiddenChecksAsRules, LmsCollector, OfflineFeedback, QuietOverwriteCells,  # noqa: E402
                                  TextOnly, register_missing_assignment, sqlite_busy_timeout)
 
 c.Autograde.sanitize_preprocessors = [TextOnly, ClearOutput, DeduplicateIds, OverwriteKernelspec,

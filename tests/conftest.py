@@ -4,7 +4,7 @@ Long runs (``@pytest.mark.long(smoke=...)``): an end-to-end run too long for `ma
 5 minutes on 2 cores) is skipped by default and run by `make test-long` (``pytest --long -m long``); CI runs both.
 A long test is skipped only because two things stand in for it: the fast smoke test its marker names, which always
 runs and goes through the same seam, and its saved run, ``tests/long_run.json`` (outcome, seconds, date and commit
-of its last run, written by every ``--long`` run); tests/test_suite.py checks both for every long test.
+of its last run, written by every ``--long`` run); tests/house/test_suite.py checks both for every long test.
 
 With pytest-xdist (`make test` runs ``-n 2``) a module's tests stay on one worker, so module fixtures are built once;
 files on disk that two modules share are written once per run, under a lock (``built_site``).
@@ -61,9 +61,9 @@ def long_table(items) -> dict:
 
 # The slowest modules (seconds measured alone on the shared 2-core machine), handed out first to pytest-xdist's
 # workers so that no long module starts last while the other worker idles.
-SLOW_FIRST = ("tests/test_site.py", "tests/test_instructors_guide.py", "tests/test_grader_hostile.py",
-              "tests/test_notebooks.py", "tests/test_i18n.py", "tests/test_classroom.py", "tests/test_main_job.py",
-              "tests/test_student_build.py", "tests/test_suite.py")
+SLOW_FIRST = ("tests/site/test_site.py", "tests/course/classroom/test_instructors_guide.py", "tests/course/grading/test_hostile_notebooks.py",
+              "tests/course/classroom/test_notebooks.py", "tests/site/test_i18n.py", "tests/course/classroom/test_classroom.py", "tests/house/test_main_job.py",
+              "tests/course/classroom/test_student_build.py", "tests/house/test_suite.py")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -94,7 +94,7 @@ def pytest_collection_modifyitems(config, items):
     if "hub_round" in (config.option.markexpr or "") or config.getoption("--long"):
         return
     skip = pytest.mark.skip(reason="the class round through JupyterHub runs apart: make classroom-round "
-                                   "(pytest -m hub_round tests/test_classroom_round.py)")
+                                   "(pytest -m hub_round tests/course/classroom/test_class_round.py)")
     for item in items:
         if "hub_round" in item.keywords:
             item.add_marker(skip)
@@ -105,7 +105,7 @@ _STARTED: dict = {}
 
 
 def pytest_sessionstart(session):
-    from course.records import load_average
+    from course.machine.records import load_average
 
     _STARTED["load_average"] = load_average()
 
@@ -129,7 +129,7 @@ def pytest_sessionfinish(session, exitstatus):
     ran = {k: v for k, v in _LONG_RESULTS.items() if v["outcome"] != "skipped"}
     if not ran:
         return
-    from course.records import run_record
+    from course.machine.records import run_record
 
     record = run_record(program="python -m pytest")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
@@ -147,7 +147,7 @@ def pytest_sessionfinish(session, exitstatus):
 def learner(request):
     """An autograder module without a lesson contract: the learner's notebook run in this process (--notebook),
     else its REFERENCE module."""
-    from tests.adapters import Learner
+    from tests.support.adapters import Learner
 
     return Learner.from_option(request.config.getoption("--notebook"), request.module.REFERENCE)
 
@@ -155,21 +155,21 @@ def learner(request):
 @pytest.fixture(scope="module")
 def graded(request):
     """The lesson's checks run on the learner's notebook (--notebook) or on the reference: a report."""
-    from tests.adapters import grade_for
+    from tests.support.adapters import grade_for
 
     return grade_for(request.config, request.module.LESSON)
 
 
 def pytest_terminal_summary(terminalreporter):
     """The score: points per check and the total, as nbgrader records them."""
-    from tests.adapters import REPORTS
+    from tests.support.adapters import REPORTS
 
     for report in REPORTS:
         terminalreporter.write_sep("-", "score")
         for line in report.table().splitlines():
             terminalreporter.write_line(line)
         if report.notebook_errors:
-            from course.text import printable
+            from course.shared.text import printable
 
             terminalreporter.write_line("errors while running the notebook: "
                                         + printable(" | ".join(report.notebook_errors)[:2000]))
@@ -206,7 +206,7 @@ def disk_dir(tmp_path):
     """
     import tempfile
 
-    from course import memstat
+    from course.machine import memstat
 
     if memstat.filesystem_type(tmp_path) not in ("tmpfs", "ramfs"):
         yield tmp_path
@@ -221,8 +221,8 @@ def disk_dir(tmp_path):
 @pytest.fixture(scope="session")
 def built_site(request):
     """The course site, built by the real tool (`tools/build_site.py`: every generator into site/generated/, then
-    `mkdocs build --strict` into _build/site/) once per test run, whichever module asks first: tests/test_site.py
-    checks it, tests/test_i18n.py reads its site/generated/. Under a file lock, so that with pytest-xdist the other
+    `mkdocs build --strict` into _build/site/) once per test run, whichever module asks first: tests/site/test_site.py
+    checks it, tests/site/test_i18n.py reads its site/generated/. Under a file lock, so that with pytest-xdist the other
     worker waits for that one build instead of reading files while they are written (or writing them again)."""
     import fcntl
     import uuid

@@ -32,7 +32,7 @@ class GeneratorFailed(Exception):
 
 
 def _run_one(mod_name: str) -> str:
-    from course.i18n import use_figure_fonts
+    from course.shared.i18n import use_figure_fonts
 
     use_figure_fonts()  # Korean figure labels need a CJK font (fonts-noto-cjk): say so before any figure is drawn
     mod = importlib.import_module(mod_name)
@@ -64,7 +64,7 @@ def run_generators(only=None, jobs: int = 2):
 def choose_languages() -> tuple[str, ...]:
     """Both languages where the Korean figures can be drawn; else the English site alone, said in one line (the
     generators and mkdocs.yml read the choice from the environment, so it reaches every worker)."""
-    from course import i18n
+    from course.shared import i18n
 
     if "ko" in i18n.site_languages() and not i18n.has_figure_fonts():
         os.environ[i18n.SITE_KO_ENV] = "false"

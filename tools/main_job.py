@@ -30,7 +30,7 @@ STEPS = {
 }
 
 # What each reader does after `make run`, every command runnable as written from the clone's folder (the README's
-# first screen shows the same commands; tests/test_main_job.py checks they agree).
+# first screen shows the same commands; tests/house/test_main_job.py checks they agree).
 NEXT = (
     ("learner", ".venv/bin/jupyter lab exercises/01_attention/attention.ipynb",
      "lesson 01's notebook (as root: add --allow-root); fill in the cells marked YOUR CODE HERE, save"),

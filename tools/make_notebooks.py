@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from course.i18n import LANGS  # noqa: E402
-from course.notebook_spec import REPO, all_specs, course_dirs, generate_release, write_source_notebook  # noqa: E402
+from course.shared.i18n import LANGS  # noqa: E402
+from course.grading.notebook_spec import REPO, all_specs, course_dirs, generate_release, write_source_notebook  # noqa: E402
 
 wanted = set(sys.argv[1:])
 for spec in all_specs():

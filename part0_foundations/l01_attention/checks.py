@@ -7,10 +7,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course import method
-from course.grading import (CheckFailed, Check, Lesson, call, expect, expect_close, expect_close_naming, expect_shape,
+from course.grading import method
+from course.grading.contract import (CheckFailed, Check, Lesson, call, expect, expect_close, expect_close_naming, expect_shape,
                             recognise, same)
-from course.proxy import fetch
+from course.grading.proxy import fetch
 
 ATOL = 1e-5
 
@@ -93,7 +93,7 @@ def _recognise(got, right, mistakes: dict, pick=0) -> str | None:
 
 
 def expect_attention(got, want, what, mistakes: dict, atol=ATOL, pick=0):
-    """``got`` equals ``want`` (course.grading.expect_close); otherwise, when it equals one mistake's own result,
+    """``got`` equals ``want`` (course.grading.contract.expect_close); otherwise, when it equals one mistake's own result,
     the failure names that mistake."""
     expect_close_naming(got, want, what, {CAUSES[c]: made[pick] if isinstance(made, tuple) else made
                                           for c, made in mistakes.items()}, atol=atol)

@@ -1,5 +1,5 @@
-"""Spec of the lesson 01 notebook (see course/notebook_spec.py). Run `make notebooks` after editing."""
-from course.notebook_spec import code, given, graded, md, solution
+"""Spec of the lesson 01 notebook (see course/grading/notebook_spec.py). Run `make notebooks` after editing."""
+from course.grading.notebook_spec import code, given, graded, md, solution
 from part0_foundations.l01_attention import checks
 
 ASSIGNMENT = "01_attention"

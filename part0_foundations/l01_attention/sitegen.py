@@ -3,9 +3,9 @@ import math
 
 import torch
 
-from course import tables
-from course import i18n
-from course.exercises import exercise_block
+from course.shared import tables
+from course.shared import i18n
+from course.site.exercises import exercise_block
 
 from part0_foundations.l01_attention.attention import MultiHeadAttention, scaled_dot_product_attention
 

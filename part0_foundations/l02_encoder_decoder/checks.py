@@ -12,8 +12,8 @@ import datetime as dt
 import torch
 from torch import nn
 
-from course import method
-from course.grading import (Check, Lesson, one_torch_thread, call, expect, expect_close, expect_close_naming,
+from course.grading import method
+from course.grading.contract import (Check, Lesson, one_torch_thread, call, expect, expect_close, expect_close_naming,
                             expect_shape)
 from part0_foundations.l01_attention.checks import _copy_from_torch_mha
 from part0_foundations.l02_encoder_decoder import data

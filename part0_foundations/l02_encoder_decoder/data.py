@@ -3,7 +3,7 @@
 An *example* is a calendar date, a surface form (``FORMS``) and a casing, drawn with the same distribution in every
 split. The splits are disjoint by calendar date: a date in the test set never appears in training, in any form.
 
-Conventions that make every string mean exactly one date (``tests/test_encoder_decoder_data.py`` checks it over
+Conventions that make every string mean exactly one date (``tests/part0/l02_encoder_decoder/test_data.py`` checks it over
 the whole range):
 - the supported range is 1950-01-01 … 2049-12-31, so a two-digit year is never ambiguous (50–99 → 19xx,
   00–49 → 20xx);

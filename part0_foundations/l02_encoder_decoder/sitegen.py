@@ -10,10 +10,10 @@ import json
 
 import torch
 
-from course import tables
-from course import records
-from course import i18n
-from course.exercises import exercise_block
+from course.shared import tables
+from course.machine import records
+from course.shared import i18n
+from course.site.exercises import exercise_block
 
 from part0_foundations.l02_encoder_decoder import data
 from part0_foundations.l02_encoder_decoder.model import CHECKPOINT, greedy_decode, load_model
@@ -21,7 +21,7 @@ from part0_foundations.l02_encoder_decoder.train import RESULTS
 
 NAME = "l02"
 
-# The figures draw Hangul with Noto Sans CJK (course.i18n.use_figure_fonts), so a Korean date can be shown too.
+# The figures draw Hangul with Noto Sans CJK (course.shared.i18n.use_figure_fonts), so a Korean date can be shown too.
 HEATMAP_TEXTS = ["the 3rd of March '21", "Wednesday, September 27, 2000", "03/04/21", "le 1er août 1969",
                  "2021년 3월 3일"]
 TRANSLATE_TEXTS = ["3 March 2021", "March 3, 2021", "03/03/21", "Wed, 3 Mar 2021", "2021년 3월 3일",

@@ -28,7 +28,7 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from course import records  # noqa: E402
+from course.machine import records  # noqa: E402
 from part0_foundations.l02_encoder_decoder import data  # noqa: E402
 from part0_foundations.l02_encoder_decoder.model import (  # noqa: E402
     CHECKPOINT, Seq2Seq, Seq2SeqConfig, save_checkpoint)
@@ -117,7 +117,7 @@ def train(model_cfg: Seq2SeqConfig, cfg: TrainConfig, log=print):
 
 
 def machine_note(record: dict) -> dict:
-    """The run record taken when training started (``course.records``) plus what the machine was doing at the end:
+    """The run record taken when training started (``course.machine.records``) plus what the machine was doing at the end:
     a training time means little without it."""
     load5 = round(os.getloadavg()[1], 2) if hasattr(os, "getloadavg") else None
     return {**record, "load_average_at_end": records.load_average(), "load_average_5min_at_end": load5,

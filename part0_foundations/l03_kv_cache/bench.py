@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from course import records
+from course.machine import records
 from part0_foundations.l03_kv_cache.train import load_checkpoint
 
 HERE = Path(__file__).resolve().parent

@@ -10,8 +10,8 @@ import dataclasses
 
 import torch
 
-from course import method
-from course.grading import (Check, Lesson, one_torch_thread, call, expect, expect_close, expect_close_naming,
+from course.grading import method
+from course.grading.contract import (Check, Lesson, one_torch_thread, call, expect, expect_close, expect_close_naming,
                             expect_shape)
 from part0_foundations.l03_kv_cache import gpt as ref
 from part0_foundations.l03_kv_cache import laws

@@ -11,10 +11,13 @@ Per sequence:
 - MLA (DeepSeek): ``L × (kv_lora_rank + qk_rope_head_dim) × bytes`` per token, no factor 2: the latent is shared
   by K and V and rebuilt into both at attention time; the decoupled RoPE key is cached beside it.
 - Sliding-window hybrid: window layers hold ``min(T, W)`` tokens, full layers hold ``T``.
+- K/V widths per layer type (Gemma 4, MiMo-V2-Flash): each kind of layer caches its own K/V heads, each head a key
+  ``head_dim`` wide and a value ``v_head_dim`` wide: ``n_kv_heads × (head_dim + v_head_dim) × bytes`` per layer and
+  token, the factor 2 of MHA/GQA when the two widths are equal.
 - Chunked attention (Llama 4): a local layer attends only within its chunk of ``C`` tokens, so it holds the
   ``((T − 1) mod C) + 1`` tokens of the current chunk and must have room for ``min(T, C)``; global layers hold ``T``.
 - MLA with a sparse-attention indexer (DeepSeek-V3.2): the indexer caches one more key per token per layer,
-  ``index_head_dim`` wide, beside the latent.
+  ``index_head_dim`` wide, beside the latent; GQA with one (MiniMax-M3's block-sparse layers) caches it beside K/V.
 - SSM hybrid: attention layers grow with ``T``; each state-space layer holds a constant state (a gated short
   convolution's, LFM2's, is its convolution window alone).
 """
@@ -37,21 +40,31 @@ def _min(t, w):
 
 
 # --- MHA / GQA / MQA ------------------------------------------------------------------------------------------
-def kv_bytes_per_token(n_layers, n_kv_heads, head_dim, bytes_per_element):
-    """Bytes of K and V cached per token: ``2 × n_layers × n_kv_heads × head_dim × bytes_per_element``."""
-    return 2 * n_layers * n_kv_heads * head_dim * bytes_per_element
+def kv_bytes_per_token(n_layers, n_kv_heads, head_dim, bytes_per_element, v_head_dim=None):
+    """Bytes of K and V cached per token: ``2 × n_layers × n_kv_heads × head_dim × bytes_per_element``; with a value
+    head of another width (``v_head_dim``: MiMo-V2-Flash's 128 beside keys of 192)
+    ``n_layers × n_kv_heads × (head_dim + v_head_dim) × bytes_per_element``."""
+    v = head_dim if v_head_dim is None else v_head_dim
+    return n_layers * n_kv_heads * (head_dim + v) * bytes_per_element
 
 
-def kv_bytes(T, n_layers, n_kv_heads, head_dim, bytes_per_element):
+def kv_bytes(T, n_layers, n_kv_heads, head_dim, bytes_per_element, v_head_dim=None):
     """Bytes of K and V cached for ``T`` tokens of one sequence (MHA/GQA/MQA)."""
-    return T * kv_bytes_per_token(n_layers, n_kv_heads, head_dim, bytes_per_element)
+    return T * kv_bytes_per_token(n_layers, n_kv_heads, head_dim, bytes_per_element, v_head_dim)
 
 
 # --- MLA --------------------------------------------------------------------------------------------------------
 def mla_bytes_per_token(n_layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element, index_head_dim=0):
     """Bytes of the MLA latent cache per token: ``n_layers × (kv_lora_rank + qk_rope_head_dim) × bytes``; with a
     sparse-attention indexer (DeepSeek-V3.2) its key adds ``index_head_dim`` per layer."""
-    return n_layers * (kv_lora_rank + qk_rope_head_dim + index_head_dim) * bytes_per_element
+    return (n_layers * (kv_lora_rank + qk_rope_head_dim) * bytes_per_element
+            + index_key_bytes_per_token(n_layers, index_head_dim, bytes_per_element))
+
+
+def index_key_bytes_per_token(n_layers, index_head_dim, bytes_per_element):
+    """A sparse-attention indexer's key, one head ``index_head_dim`` wide, cached per token in each of ``n_layers``
+    layers beside their attention cache: ``n_layers × index_head_dim × bytes`` (no value: the indexer only scores)."""
+    return n_layers * index_head_dim * bytes_per_element
 
 
 def mla_bytes(T, n_layers, kv_lora_rank, qk_rope_head_dim, bytes_per_element, index_head_dim=0):
@@ -65,18 +78,31 @@ def window_tokens(T, window):
     return _min(T, window)
 
 
-def sliding_window_bytes(T, n_full_layers, n_window_layers, window, n_kv_heads, head_dim, bytes_per_element):
+def sliding_window_bytes(T, n_full_layers, n_window_layers, window, n_kv_heads, head_dim, bytes_per_element,
+                         v_head_dim=None, window_kv_heads=None, window_head_dim=None, window_v_head_dim=None):
     """Bytes cached for ``T`` tokens when ``n_window_layers`` keep only the last ``window`` tokens.
 
-    ``2 × n_kv_heads × head_dim × bytes × (n_full_layers × T + n_window_layers × min(T, W))``.
+    ``2 × n_kv_heads × head_dim × bytes × (n_full_layers × T + n_window_layers × min(T, W))``. When the window
+    layers have K/V heads and widths of their own (``window_kv_heads``, ``window_head_dim``, ``window_v_head_dim``;
+    the full layers' when None), each kind of layer is counted at its own: full layers
+    ``n_kv_heads × (head_dim + v_head_dim) × T``, window layers ``window_kv_heads × (window_head_dim +
+    window_v_head_dim) × min(T, W)``, times the bytes.
     """
-    per_layer_token = kv_bytes_per_token(1, n_kv_heads, head_dim, bytes_per_element)
-    return per_layer_token * (n_full_layers * T + n_window_layers * window_tokens(T, window))
+    wkv = n_kv_heads if window_kv_heads is None else window_kv_heads
+    wk = head_dim if window_head_dim is None else window_head_dim
+    if window_v_head_dim is not None:
+        wv = window_v_head_dim
+    elif window_head_dim is not None:
+        wv = window_head_dim                     # a window width of its own, for keys and values alike
+    else:
+        wv = v_head_dim                          # the full layers' (None: their head_dim)
+    return (kv_bytes_per_token(n_full_layers, n_kv_heads, head_dim, bytes_per_element, v_head_dim) * T
+            + kv_bytes_per_token(n_window_layers, wkv, wk, bytes_per_element, wv) * window_tokens(T, window))
 
 
-def sliding_window_growth_bytes_per_token(n_full_layers, n_kv_heads, head_dim, bytes_per_element):
+def sliding_window_growth_bytes_per_token(n_full_layers, n_kv_heads, head_dim, bytes_per_element, v_head_dim=None):
     """Slope once ``T > W``: only the full layers still grow."""
-    return kv_bytes_per_token(n_full_layers, n_kv_heads, head_dim, bytes_per_element)
+    return kv_bytes_per_token(n_full_layers, n_kv_heads, head_dim, bytes_per_element, v_head_dim)
 
 
 # --- chunked attention ------------------------------------------------------------------------------------------

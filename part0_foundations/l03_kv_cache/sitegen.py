@@ -12,13 +12,14 @@ from pathlib import Path
 
 import torch
 
-from course import i18n, records, tables
-from course.exercises import exercise_block
+from course.machine import records
+from course.shared import i18n, tables
+from course.site.exercises import exercise_block
 from part0_foundations.l03_kv_cache import laws
 from part0_foundations.l03_kv_cache.bench import RESULTS
 from part0_foundations.l03_kv_cache.gpt import GPT, WindowKV
 from part0_foundations.l03_kv_cache.structures import STRUCTURES, law_bytes, law_growth_per_token
-from course.units import GIB as GiB
+from course.shared.units import GIB as GiB
 
 NAME = "l03"
 T_VALUES = (16, 64, 256, 1024)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from course import records
+from course.machine import records
 from part0_foundations.l03_kv_cache.gpt import GPT, GPTConfig
 
 HERE = Path(__file__).resolve().parent

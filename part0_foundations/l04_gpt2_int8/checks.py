@@ -11,8 +11,8 @@ import warnings
 import torch
 from torch import nn
 
-from course import method
-from course.grading import Check, Lesson, call, expect, expect_close, expect_shape
+from course.grading import method
+from course.grading.contract import Check, Lesson, call, expect, expect_close, expect_shape
 
 # w / scale within this distance of a .5 tie may round either way: division and PyTorch's multiply-by-1/scale
 # differ in the last bit there. Everywhere else the integers must be identical.
@@ -287,7 +287,7 @@ def check_minilm_embeddings_match(int8_round_trip):
     """Every encoder layer of MiniLM round-tripped by the learner gives the same sentence embeddings as the reference
     round trip (cosine ≥ 0.9999 on lesson 05's questions)."""
     from part0_foundations.l04_gpt2_int8.minilm import replace_encoder_linears
-    from course.minilm import site_questions
+    from course.shared.minilm import site_questions
 
     def yours(name, lin):
         new = call(int8_round_trip, lin, what=f"int8_round_trip({name})")

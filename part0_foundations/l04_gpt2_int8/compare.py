@@ -25,8 +25,8 @@ from pathlib import Path
 
 import torch
 
-from course import tables
-from course import records
+from course.shared import tables
+from course.machine import records
 from part0_foundations.l04_gpt2_int8 import data
 from part0_foundations.l04_gpt2_int8.int8 import (
     SCHEMES, conv1d_to_linear, dequantize, is_tied, library_weight, linear_names, quantize_by_hand,
@@ -213,7 +213,7 @@ def _english(message: str, **values) -> str:
 
 
 def variants_table(results: dict, tr=_english) -> str:
-    """The comparison table; ``tr`` translates its words (a ``course.i18n.Translator`` on the site)."""
+    """The comparison table; ``tr`` translates its words (a ``course.shared.i18n.Translator`` on the site)."""
     rows = tables.head(tr("| variant | lm_head tied to wte | state bytes | vs FP32 | max \\|Δlogit\\| | mean \\|Δlogit\\| "
                "| top-1 agree | perplexity | latency ms (median / best) |"), "llrrrrrrr")
     for v in results["variants"]:

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from course.minilm import load_embedder
+from course.shared.minilm import load_embedder
 from part0_foundations.l04_gpt2_int8.int8 import (QMAX, QMIN, dequantize, quantize_by_hand, quantize_per_channel,
                                                  quantize_per_tensor, weight_error)
 

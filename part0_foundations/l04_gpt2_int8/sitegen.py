@@ -3,10 +3,10 @@
 import json
 import math
 
-from course import tables
-from course import records
-from course import i18n
-from course.exercises import exercise_block
+from course.shared import tables
+from course.machine import records
+from course.shared import i18n
+from course.site.exercises import exercise_block
 
 from part0_foundations.l04_gpt2_int8 import data
 from part0_foundations.l04_gpt2_int8.compare import HIST_BINS, layers_table, variants_table

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from course import records
+from course.machine import records
 from part0_foundations.l04_gpt2_int8.data import HELDOUT_PATH, SHIPPED_MODEL_DIR, corpus_split, perplexity, sha256, token_windows
 
 EOT = "<|endoftext|>"

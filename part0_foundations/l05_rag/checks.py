@@ -14,7 +14,7 @@ import tempfile
 
 import numpy as np
 
-from course.grading import Check, Lesson, call, expect, expect_close, expect_shape
+from course.grading.contract import Check, Lesson, call, expect, expect_close, expect_shape
 from part0_foundations.l05_rag.rag import Chunk, Hit, count_words, format_prompt, format_source
 
 TEXT = (

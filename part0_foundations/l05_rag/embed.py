@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from course.minilm import DIM, MODEL_NAME, load_embedder  # noqa: F401  (the model, shared with lesson 04)
+from course.shared.minilm import DIM, MODEL_NAME, load_embedder  # noqa: F401  (the model, shared with lesson 04)
 
 DEFAULT_CACHE = Path(__file__).resolve().parents[2] / "_build" / "cache" / "l05_embeddings.npz"
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from course import tables
-from course.minilm import site_questions
+from course.shared import tables
+from course.shared.minilm import site_questions
 from part0_foundations.l05_rag import index as ix
 from part0_foundations.l05_rag.embed import Embedder
 from part0_foundations.l05_rag.pipeline import OVERLAP, SIZE

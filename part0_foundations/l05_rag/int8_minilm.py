@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course.records import run_record
+from course.machine.records import run_record
 from part0_foundations.l04_gpt2_int8.minilm import (FIGURE_LAYER, RESULTS, VARIANTS, ModelEmbedder, activation_spread,
                                                    encoder_linears, layer_rows, load_minilm, variant)
 from part0_foundations.l05_rag import evalset

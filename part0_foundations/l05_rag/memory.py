@@ -3,7 +3,7 @@
 Run it in a fresh process (``python -m part0_foundations.l05_rag.memory --n 100000``) so the RSS is this
 experiment's alone (no torch, no model). It writes an index of ``n`` random unit vectors of ``d`` floats to a
 temporary folder on disk, then walks through the ways of opening it and reads, after each step, the kernel's own
-counters (``course.memstat``): RssAnon and RssFile of this process (``/proc/self/status``) and how much
+counters (``course.machine.memstat``): RssAnon and RssFile of this process (``/proc/self/status``) and how much
 of the file sits in the page cache (``mincore``). The folder is removed at the end.
 
 Safety floor: it refuses to run unless MemAvailable is at least 4× the index size (it holds the vectors and one
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from course import memstat
+from course.machine import memstat
 from part0_foundations.l05_rag import index as ix
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,7 +123,7 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if a.save:
-        from course import records
+        from course.machine import records
 
         saved = {**records.run_record(["--n", str(a.n), "--d", str(a.d), "--save"],
                                       program="python -m part0_foundations.l05_rag.memory"), **r}

@@ -1,5 +1,5 @@
-"""Spec of the lesson 05 notebook (see course/notebook_spec.py). Run `make notebooks` after editing."""
-from course.notebook_spec import code, extract_definitions, given, graded, md, solution
+"""Spec of the lesson 05 notebook (see course/grading/notebook_spec.py). Run `make notebooks` after editing."""
+from course.grading.notebook_spec import code, extract_definitions, given, graded, md, solution
 from part0_foundations.l05_rag import checks
 
 ASSIGNMENT = "05_rag"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from course.i18n import DEFAULT, LANGS
+from course.shared.i18n import DEFAULT, LANGS
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ def _check_prompt_inputs(question, budget, count_tokens):
 
 
 def is_translation(path: Path) -> bool:
-    """``x.ko.md``: a page's translation (course/i18n.py's suffix layout), not a page of its own."""
+    """``x.ko.md``: a page's translation (course/shared/i18n.py's suffix layout), not a page of its own."""
     return any(path.name.endswith(f".{lang}{path.suffix}") for lang in LANGS if lang != DEFAULT)
 
 

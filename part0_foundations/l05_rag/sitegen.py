@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from course import tables
-from course import records
-from course import i18n
-from course.exercises import exercise_block
+from course.shared import tables
+from course.machine import records
+from course.shared import i18n
+from course.site.exercises import exercise_block
 from part0_foundations.l05_rag import evalset
 from part0_foundations.l05_rag import index as ix
 from part0_foundations.l05_rag.embed import Embedder, count_tokens

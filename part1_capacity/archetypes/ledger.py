@@ -66,7 +66,7 @@ def format_number(v) -> str:
 
 def format_value(value, unit: str, tr=None) -> str:
     """A claim's value with its unit, as every output writes it; a range is written ``low–high``. ``tr`` (a
-    ``course.i18n.Translator``) writes the unit in another language: the site's Korean edition."""
+    ``course.shared.i18n.Translator``) writes the unit in another language: the site's Korean edition."""
     if isinstance(value, tuple):
         v = f"{format_number(value[0])}–{format_number(value[1])}"
     else:

@@ -6,7 +6,7 @@ conclusions really differ and fails the build if the data stop saying so.
 """
 from __future__ import annotations
 
-from course import i18n, tables
+from course.shared import i18n, tables
 from part1_capacity.archetypes.catalog import load_archetypes
 from part1_capacity.archetypes.ledger import STUDY_QUARANTINED, load_ledger, parse_ledger
 from part1_capacity.archetypes.propose import propose

@@ -5,7 +5,8 @@ import argparse
 
 from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.base.errors import InputError
-from course.units import GIB
+from course.shared.units import GIB
+from part1_capacity.calculator.engines import vllm_memory
 from part1_capacity.calculator.plan.plan import DEFAULT_OVERHEAD_BYTES, DEFAULT_USABLE_FRACTION, Workload
 
 MAX_INT = 2 ** 53         # every count stays exact as a float (the search is vectorized in float64)
@@ -162,7 +163,9 @@ def add_vllm_startup_flags(p: argparse.ArgumentParser):
                    help="vLLM's --kv-cache-memory-bytes: the KV memory per worker (12.22GiB, 13e9, bytes); "
                         "nothing is estimated")
     g.add_argument("--gpu-memory-utilization", type=fraction, default=None, metavar="F",
-                   help="vLLM's share of the device memory (default 0.9, vLLM v0.19's)")
+                   help="vLLM's share of the device memory (default: the release's, "
+                        f"{vllm_memory.RELEASES[vllm_memory.DEFAULT_RELEASE].default_utilization:g} in "
+                        f"v{vllm_memory.DEFAULT_RELEASE}; 0.9 up to v0.19)")
     g.add_argument("--max-num-seqs", type=positive_int, default=None, metavar="N",
                    help="vLLM's scheduler limit (default: 1024 on GPUs of >= 70 GiB other than the A100, else 256)")
     g.add_argument("--max-num-batched-tokens", type=positive_int, default=None, metavar="N",
@@ -170,8 +173,10 @@ def add_vllm_startup_flags(p: argparse.ArgumentParser):
     g.add_argument("--block-size", type=lambda t: positive_int(t, 2 ** 16), default=None, metavar="N",
                    help="tokens per KV block (default: vLLM's — 16; MLA 64 on Hopper, 128 on Blackwell)")
     g.add_argument("--vllm-version", default=None, metavar="X.Y[.Z]",
-                   help="the vLLM release whose start-up rules apply (default 0.19): non-torch memory per rank, "
-                        "the default gpu_memory_utilization, V0's scheduler defaults before 0.8 "
+                   help=f"the vLLM release whose start-up rules apply (default {vllm_memory.DEFAULT_RELEASE}, the newest "
+                        "modelled): non-torch memory per rank, "
+                        "the default gpu_memory_utilization, V0's scheduler defaults before 0.8, the CUDA-graph "
+                        "estimate inside the budget from 0.21 "
                         "(part1_capacity/calculator/engines/vllm_memory.py RELEASES)")
 
 

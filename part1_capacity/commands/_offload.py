@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from course.units import GB, GIB
+from course.shared.units import GB, GIB
 from part1_capacity.calculator.plan import offload
 from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.engines import llama_cpp as rules

@@ -124,7 +124,8 @@ def render_startup(s, max_model_len: int) -> str:
             ["  − weights (this rank)", gib(b["weights_bytes"])],
             ["  − profile-run activation peak", gib(b["activation_bytes"])],
             ["  − non-torch memory", gib(b["non_torch_bytes"])],
-            ["  − CUDA graphs (captured after the cache)", gib(b["cuda_graph_bytes"])]]
+            ["  − CUDA graphs (estimated inside the budget)" if b["cuda_graph_bytes"] else
+             "  − CUDA graphs (captured after the cache)", gib(b["cuda_graph_bytes"])]]
     layout = f"tensor {s.flags.get('tensor_parallel_size', 1)} × pipeline {s.flags.get('pipeline_parallel_size', 1)}"
     head = (f"what vLLM will log at start-up (per worker of {layout}; --kv-cache-memory given)"
             if s.flags["kv_cache_memory_bytes"] is not None else

@@ -88,7 +88,7 @@ def main(args) -> int:
                         accelerator=args.accelerator, threads=args.threads, progress=bar,
                         calibrate=args.calibrate)
     bar.close()
-    from course.records import load_average
+    from course.machine.records import load_average
 
     result = {**result, **record, "load_average_at_end": load_average(), "note": args.note}
     if args.save:

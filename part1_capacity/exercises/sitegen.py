@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from course import i18n
-from course.exercises import exercise_block
+from course.shared import i18n
+from course.site.exercises import exercise_block
 from part1_capacity.exercises.kv_from_config import notebook as kv_from_config
 from part1_capacity.exercises.one_more_accelerator import notebook as one_more_accelerator
 

@@ -8,7 +8,7 @@ folder and runs both methods back to back on it, one thread (two threads meet at
 a neighbour's load on a shared machine shows as large random slow-downs), ``--repeats`` runs each summarised by the
 median, and passes when, for each of pp and tg, one attempt of ``--attempts`` agrees within ±10 %. A method
 systematically off by more than 10 % fails every attempt. Exit 0 when they agree, 1 when not. A timing: it lives
-here, not in the tests (tests/test_engine.py checks that both methods run the same tests on the same file).
+here, not in the tests (tests/part1/experiments/engine/test_engine_checks.py checks that both methods run the same tests on the same file).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Each case runs ``capacity plan ... --json`` in a fresh process: one warm-up run (file caches
 warm), then ``--repeat`` timed runs; the median wall time is reported with its ratio to the bundled id. The Hub id
-is served by a small Hub on 127.0.0.1 (tests/local_hub.py) holding a checkpoint written here (config.json and two
+is served by a small Hub on 127.0.0.1 (tests/support/local_hub.py) holding a checkpoint written here (config.json and two
 safetensors shards); nothing leaves the machine.
 
     python -m part1_capacity.experiments.bench_families [--repeat 3] [--all]
@@ -25,7 +25,7 @@ CONFIGS = REPO / "tests" / "data" / "configs"
 
 def _tiny_hub_repo():
     """A 2-layer llama checkpoint with two safetensors shards (the tests' tiny model)."""
-    from tests.test_hub import sharded_repo
+    from tests.calculator.readers.test_hub import sharded_repo
 
     return sharded_repo()
 
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="also every published config in tests/data/configs")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(REPO))
-    from tests.local_hub import Hub
+    from tests.support.local_hub import Hub
 
     hub = Hub().start()
     hub.repos["org/tiny-llama"] = _tiny_hub_repo()
@@ -79,6 +79,11 @@ def main(argv=None) -> int:
                  ("config.json (multimodal, vision tower counted)", str(CONFIGS / "gemma-3-27b-it" / "config.json")),
                  ("config.json (Mamba-2 hybrid, counted)", str(CONFIGS / "nemotron-h-8b" / "config.json")),
                  ("config.json (no transformers class: MiniMax-M1)", str(CONFIGS / "minimax-m1" / "config.json")),
+                 ("config.json (K/V per layer type, MoE, vision: Gemma 4)",
+                  str(CONFIGS / "gemma-4-26b-a4b" / "config.json")),
+                 ("config.json (K/V per layer type, FP8 MoE: MiMo-V2-Flash)",
+                  str(CONFIGS / "mimo-v2-flash" / "config.json")),
+                 ("config.json (indexer keys, own code: MiniMax-M3)", str(CONFIGS / "minimax-m3" / "config.json")),
                  ("local-Hub id (headers by range)", "org/tiny-llama"),
                  ("config.json (type without a pure count: meta device)", _uncounted(Path(cache)))]
         if a.all:

@@ -67,7 +67,7 @@ def watch(cmd, name=None, env=None) -> tuple[str, dict]:
 
 def stream(binary, type_name: str, threads: int, huge: bool, reps: int = 15) -> dict:
     """matmul-bench's streamed product (as ``engine/kernels.py`` runs it), in 4 KB or 2 MB pages."""
-    from course.records import load_average
+    from course.machine.records import load_average
     from part1_capacity.experiments.engine import kernels
 
     km = kernels.STREAM_KM
@@ -127,7 +127,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from course.records import load_average, run_record
+    from course.machine.records import load_average, run_record
     from part1_capacity.experiments.engine import kernels
     from part1_capacity.experiments.engine.bench import find_llama_bench
     from part1_capacity.experiments.engine.common import save_result, scratch_dir

@@ -59,7 +59,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from course.records import run_record
+    from course.machine.records import run_record
     from part1_capacity.experiments.engine import kernels
     from part1_capacity.experiments.engine.bench import find_llama_bench
     from part1_capacity.experiments.engine.common import save_result, scratch_dir

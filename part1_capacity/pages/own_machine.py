@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from course import i18n, tables
-from course.units import GB, GIB
+from course.shared import i18n, tables
+from course.shared.units import GB, GIB
 from part1_capacity.calculator.uses import emit
 from part1_capacity.calculator.plan import offload
 from part1_capacity.calculator.uses.fit import fit

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from course import tables
-from course import i18n
+from course.shared import tables
+from course.shared import i18n
 
 from part1_capacity.calculator.base.fmt import fmt_bytes, fmt_count, fmt_time
 from part1_capacity.calculator.uses.compare import DEFAULT_ACCELERATOR, DEFAULT_BATCH, DEFAULT_CONTEXT, DEFAULT_MODELS
@@ -30,7 +30,7 @@ from part1_capacity.calculator.model.profiles import bundled_models
 from part1_capacity.calculator.uses.sweep import heatmaps, pow2_grid, sweep
 from part1_capacity.calculator.hardware.tiers import tier_table
 from part1_capacity.pages import own_machine
-from course.units import GIB
+from course.shared.units import GIB
 
 NAME = "calc"
 REPO = Path(__file__).resolve().parents[2]

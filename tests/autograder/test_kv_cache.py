@@ -3,7 +3,7 @@ without --notebook it grades the reference solution. Each check is its own test;
 import pytest
 
 from part0_foundations.l03_kv_cache import checks
-from tests.adapters import run_check
+from tests.support.adapters import run_check
 
 LESSON = checks.LESSON
 

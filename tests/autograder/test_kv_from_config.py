@@ -5,7 +5,7 @@ the reference solution. Each check is its own test; the score is printed at the 
 import pytest
 
 from part1_capacity.exercises.kv_from_config import checks
-from tests.adapters import run_check
+from tests.support.adapters import run_check
 
 LESSON = checks.LESSON
 

@@ -3,7 +3,7 @@
 import pytest
 
 from part0_foundations.l05_rag import checks
-from tests.adapters import run_check
+from tests.support.adapters import run_check
 
 LESSON = checks.LESSON
 

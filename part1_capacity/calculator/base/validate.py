@@ -26,7 +26,7 @@ import stat
 from pathlib import Path
 
 from part1_capacity.calculator.base.errors import InputError
-from course.units import MIB
+from course.shared.units import MIB
 
 MAX_FILE_BYTES = 16 * MIB     # a config.json is a few KB, an accelerator file less; a safetensors index a few MB
 MAX_INT_DIGITS = 30           # no count, size or length in a model or accelerator file comes near 10^30

@@ -18,8 +18,8 @@ from part1_capacity.calculator.base.dtypes import get_dtype
 from part1_capacity.calculator.engines import llama_cpp, vllm
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.hardware.accelerators import SERVING_ENGINES, runtime_memory
-from part1_capacity.calculator.sizing.sharding import cache_parts_per_rank, kv_fraction_per_rank
-from course.units import GIB
+from part1_capacity.calculator.sizing.sharding import cache_parts_per_rank, model_on_rank
+from course.shared.units import GIB
 
 ENGINES = ("law", *sorted(SERVING_ENGINES))   # who sizes a cache: the textbook law or a serving engine (by name)
 LLAMA_CPP_KV = ("fp32", "fp16", "bf16", "q8_0")       # ggml cache types the calculator has a dtype for
@@ -82,7 +82,7 @@ def _allocate(profile, workload, tensor_parallel, engine, accelerator, hybrid_ma
     sb = get_dtype(workload.state_dtype).bytes
     if engine == "law":
         attn, state = (float(x) for x in cache_parts_per_rank(profile, T, kvb, sb, tp))
-        per_tok = float(profile.kv_bytes_per_token(kvb)) * kv_fraction_per_rank(profile, tp)
+        per_tok = float(model_on_rank(profile, tp).kv_bytes_per_token(kvb))
         state_total = B * state * tp
         total = B * attn * tp + state_total
         notes = ["the textbook law (lesson 03): every token of every sequence, windows at min(T, W), "

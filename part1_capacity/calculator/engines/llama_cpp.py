@@ -26,7 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from part0_foundations.l03_kv_cache import laws
-from course.units import round_up
+from part1_capacity.calculator.base.errors import InputError
+from course.shared.units import round_up
 
 CELL_PAD = 256            # llama-context.cpp: GGML_PAD(n_ctx, 256), GGML_PAD(n_ctx_seq, 256)
 SWA_PAD = 256             # llama-kv-cache-iswa.cpp: GGML_PAD(min(size_base, n_swa + n_ubatch), 256)
@@ -83,18 +84,30 @@ def recurrent_cells(n_seq: int, n_rs_seq: int = 0) -> int:
 def kv_components(profile, tokens_full, tokens_window, kv_bytes) -> dict:
     """K/V bytes of every full layer holding ``tokens_full`` cells and every window layer ``tokens_window``
     (cells summed over streams), by the lesson-03 laws. Keys: K, V (and K_swa, V_swa with window layers)."""
+    if profile.index_head_dim and not profile.is_mla:
+        raise InputError("llama.cpp: block-sparse attention's indexer keys beside K/V (MiniMax-M3): how llama.cpp "
+                         "caches them is not modelled; plan it with --engine law")
     out = {}
     if profile.is_mla:
         out["K"] = laws.mla_bytes(tokens_full, profile.n_full_layers, profile.kv_lora_rank,
                                   profile.qk_rope_head_dim, kv_bytes)
         out["V"] = 0
     else:
-        kv = laws.kv_bytes(tokens_full, profile.n_full_layers, profile.n_kv_heads, profile.head_dim, kv_bytes)
-        out["K"] = out["V"] = kv / 2
+        out["K"], out["V"] = _k_and_v(tokens_full, profile.n_full_layers, profile.n_kv_heads, profile.head_dim,
+                                      profile.kv_v_dim, kv_bytes)
     if profile.n_window_layers:
-        kv = laws.kv_bytes(tokens_window, profile.n_window_layers, profile.n_kv_heads, profile.head_dim, kv_bytes)
-        out["K_swa"] = out["V_swa"] = kv / 2
+        heads, k, v = profile.window_kv
+        out["K_swa"], out["V_swa"] = _k_and_v(tokens_window, profile.n_window_layers, heads, k, v, kv_bytes)
     return out
+
+
+def _k_and_v(tokens, n_layers, heads, k_dim, v_dim, kv_bytes):
+    """The K and the V tensors of ``n_layers`` layers holding ``tokens`` cells, each at its own width
+    (llama-kv-cache.cpp: ``n_embd_k_gqa(il)`` and ``n_embd_v_gqa(il)`` per layer — llama-hparams.cpp takes a window
+    layer's head count from ``n_head_kv_arr`` and its widths from ``n_embd_head_k_swa`` / ``n_embd_head_v_swa``):
+    the law with values as wide as the keys, once for each."""
+    return (laws.kv_bytes(tokens, n_layers, heads, k_dim, kv_bytes) / 2,
+            laws.kv_bytes(tokens, n_layers, heads, v_dim, kv_bytes) / 2)
 
 
 def state_components(profile, rows, state_bytes) -> dict:
@@ -237,7 +250,7 @@ def compute_buffer_bytes(shape: GraphShape, n_kv: int, n_kv_swa: int = 0, n_ubat
 # --- where each tensor and buffer lives: -ngl, --n-cpu-moe, --no-kv-offload ----------------------------------------
 # Read in the vendored llama.cpp (``SOURCE``): src/llama-model.cpp ``load_tensors``, src/llama-kv-cache.cpp,
 # common/arg.cpp (``--n-cpu-moe``), common/common.h (``LLM_FFN_EXPS_REGEX``); held against published logs of older
-# builds too (tests/test_llama_cpp_offload.py), which differ only in the order of the output layer (``gpu_layers``).
+# builds too (tests/calculator/engines/test_llama_cpp_offload.py), which differ only in the order of the output layer (``gpu_layers``).
 ALL_LAYERS = 999          # ``-ngl 999``: every repeating layer and the output layer (anything above n_layer)
 
 

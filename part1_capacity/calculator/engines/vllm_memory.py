@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from course.units import GB, GIB, KB, KIB, MB, MIB, ceil_div
+from course.shared.units import GB, GIB, KB, KIB, MB, MIB, ceil_div
 from part1_capacity.calculator.engines import vllm
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.hardware.accelerators import runtime_memory
@@ -59,6 +59,21 @@ FUSED_MOE_CHUNK = 32768                  # vllm/envs.py VLLM_FUSED_MOE_CHUNK_SIZ
 # NVLink buffers (custom_all_reduce.py: custom all-reduce is off for more than two PCIe-only GPUs): 0.21 GiB on
 # 8 L40S with vLLM 0.10.2 (see RELEASES).
 NON_TORCH = {"single": 0.25 * GiB, "tensor": 2.1 * GiB, "pipeline": 0.07 * GiB, "tensor_pcie": 0.21 * GiB}
+# CUDA-graph memory inside the budget, from vLLM v0.21.0 on: gpu_worker.py determine_available_memory subtracts the
+# estimate of gpu_model_runner.py profile_cudagraph_memory (a dummy capture of the first two graphs of each mode on a
+# small profiling KV cache, the second's size extrapolated to every capture size) when
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is set, and vllm/envs.py defaults it to 1 since v0.21.0 (the worker logs
+# "CUDA graph memory profiling is enabled (default since v0.21.0)"; before, "In v0.19, CUDA graph memory profiling
+# will be enabled by default" and nothing is subtracted). The estimate is a measurement of the capture, not a closed
+# form of the model: modelled here as the median of the "Estimated CUDA graph memory" that seven public single-GPU
+# logs print with the default capture sizes (51 piecewise + 35 or 51 full graphs): 0.24 GiB (Qwen3.5-4B, L4,
+# v0.29.0), 0.53 GiB (Qwen2.5-7B AWQ, L4, v0.28.0), 0.64 GiB (Qwen3.5-4B at 8,192 batched tokens, v0.22.0), 0.78 GiB
+# (a v0.18 server), 1.02 and 1.05 GiB (Gemma-3-12B and 27B, H100, v0.19.0: llm-d-planner's logs, e.g. "146.00 MiB
+# first-capture + (51-1) × 10.00 MiB per-graph" piecewise), 2.35 GiB (Qwen3-8B, A100 40GB, v0.19.1; 2.44 GiB when
+# captured) — the last four estimated but not yet subtracted. The same model logs 0.24 and 0.64 GiB on two servers:
+# the spread is the capture's as much as the model's, so the figure is a typical one, within a factor of about 3.
+# The logged "peak activation" then includes it.
+CUDA_GRAPH_ESTIMATE = 0.78 * GiB
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,7 @@ class Release:
     v0_scheduler: bool
     source: str
     sampler_bytes_per_logit: float = SAMPLER_BYTES_PER_LOGIT    # the dummy sampler pass, per row x vocabulary
+    cuda_graph_bytes: float = 0.0     # CUDA-graph estimate subtracted inside the budget (0: captured outside it)
 
 
 RELEASES = {
@@ -107,8 +123,16 @@ RELEASES = {
                     "vLLM after v0.19: CacheConfig.gpu_memory_utilization 0.92 (vllm-project/vllm PR #38284; a "
                     "v0.29.0 server on an L4 logs 'Desired GPU memory utilization is (0.92, 20.27 GiB)' with no "
                     "flag); the other terms as v0.19"),
+    "0.21": Release("0.21", 0.92, dict(NON_TORCH), False,
+                    "vLLM v0.21 and later: the CUDA-graph estimate is subtracted inside the budget "
+                    "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 since v0.21.0, vllm/envs.py; "
+                    "vllm/v1/worker/gpu_worker.py determine_available_memory: requested − non-KV memory − "
+                    "cudagraph_memory_estimate_applied), modelled as 0.78 GiB per worker (CUDA_GRAPH_ESTIMATE: the "
+                    "median of seven public logs' estimates, 0.24–2.35 GiB); gpu_memory_utilization 0.92; the other "
+                    "terms as v0.19",
+                    cuda_graph_bytes=CUDA_GRAPH_ESTIMATE),
 }
-DEFAULT_RELEASE = "0.19"
+DEFAULT_RELEASE = max(RELEASES, key=lambda k: tuple(map(int, k.split("."))))  # the newest modelled
 
 
 def release(version: str | None = None) -> tuple[Release, list]:
@@ -189,8 +213,85 @@ def shapes(profile) -> tuple[dict, list]:
     return s, [f"activation term approximate: {' and '.join(missing)} not in the profile"]
 
 
+# --- the multimodal encoder's share of the profile run -----------------------------------------------------------
+# vllm/v1/worker/gpu_model_runner.py profile_run: for a model with multimodal inputs it first runs the encoder on a
+# dummy batch of the modality with the most tokens per item (_get_mm_dummy_batch: that many copies of one item "of
+# the maximum feature size"), keeps the encoder outputs in the encoder cache while the text model's dummy pass and
+# the sampler run, and clears them after. How many items (vllm/v1/worker/utils.py MultiModalBudget, get_max_items;
+# vllm/multimodal/utils compute_encoder_budget): the encoder budget is max(max_num_batched_tokens, one item's
+# tokens); items = max(1, min(budget // item tokens, max_num_seqs × per-prompt items)), per-prompt items being
+# max(1, max_model_len // item tokens) under the default limit. It logs "Encoder cache will be initialized with a
+# budget of B tokens, and profiled with N image items of the maximum feature size".
+PIXEL_BYTES = 4          # the HF image processor's float32 pixels, moved to the GPU as they are (_get_mm_dummy_batch)
+# Qwen-VL image processors' default max_pixels: 16,384 merged tokens per image (transformers Qwen2VLImageProcessor,
+# max_pixels = 16384 × (patch × merge)²); vLLM logs "a budget of 16384 tokens, and profiled with 1 image items"
+QWEN_VL_MAX_IMAGE_TOKENS = 16384
+QWEN_VL_TYPES = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
+
+
+@dataclass(frozen=True)
+class VisionTower:
+    """The vision encoder's widths as its config.json states them, and one dummy item's size: ``patches`` run
+    through the tower and ``tokens`` handed to the text model (after pooling or merging)."""
+    kind: str
+    hidden: int
+    intermediate: int
+    patches: int
+    tokens: int
+    pixels_per_patch: int
+    rotary: bool            # rotary position embeddings on the patches (Qwen-VL): q and k copied once more
+
+
+def vision_tower(profile) -> tuple[VisionTower | None, list]:
+    """The vision tower vLLM profiles, read from the profile's ``vision_config`` (configs.py keeps it), and a note
+    when the checkpoint has one whose profile is not modelled. SigLIP (Gemma 3: one image = (image_size /
+    patch_size)² patches pooled to ``mm_tokens_per_image`` tokens, vllm/model_executor/models/siglip.py,
+    gemma3_mm.py) and the Qwen3-VL / Qwen3.5 tower (vllm/model_executor/models/qwen3_vl.py: a 2 × 2 merge of
+    16-pixel patches over 2 frames)."""
+    vc = (profile.extra or {}).get("_vision_config")
+    if not isinstance(vc, dict):
+        return None, []
+    kind = str(vc.get("model_type") or "")
+    try:
+        if kind == "siglip_vision_model" and profile.extra.get("_mm_tokens_per_image"):
+            side = int(vc["image_size"]) // int(vc["patch_size"])
+            return VisionTower(kind, int(vc["hidden_size"]), int(vc["intermediate_size"]), side * side,
+                               int(profile.extra["_mm_tokens_per_image"]),
+                               int(vc.get("num_channels") or 3) * int(vc["patch_size"]) ** 2, False), []
+        if kind in QWEN_VL_TYPES:
+            merge = int(vc.get("spatial_merge_size") or 2)
+            pix = int(vc.get("in_channels") or 3) * int(vc.get("temporal_patch_size") or 2) * int(vc["patch_size"]) ** 2
+            return VisionTower(kind, int(vc["hidden_size"]), int(vc["intermediate_size"]),
+                               QWEN_VL_MAX_IMAGE_TOKENS * merge * merge, QWEN_VL_MAX_IMAGE_TOKENS, pix, True), []
+    except (KeyError, TypeError, ValueError):
+        pass
+    return None, [f"vision encoder ({kind or 'unnamed'}): vLLM profiles it inside the budget; its share is not "
+                  "modelled here"]
+
+
+def encoder_items(tower: VisionTower, batched: int, seqs: int, max_model_len: int) -> int:
+    """Dummy items vLLM runs the encoder on (MultiModalBudget.get_max_items, default per-prompt limit)."""
+    budget = max(batched, tower.tokens)
+    per_prompt = max(1, max_model_len // tower.tokens)
+    return max(1, min(budget // tower.tokens, seqs * per_prompt))
+
+
+def encoder_bytes(tower: VisionTower, items: int, text_hidden: int, tp: int) -> tuple[float, float]:
+    """(the encoder pass's peak, the outputs it leaves in the encoder cache) on one rank, in bytes. One layer's
+    transient at a time over every patch of every item, the larger of its two halves: attention — layer input,
+    normed input, q/k/v (3 × hidden / tp), rotated q and k (2 × hidden / tp, Qwen-VL), attention output
+    (hidden / tp); MLP — layer input, normed input, fc1 output and its activation (2 × intermediate / tp); beside
+    them the dummy pixels (PIXEL_BYTES each). The outputs: items × tokens × the text model's hidden width."""
+    h, i = tower.hidden, tower.intermediate
+    attn = 2 * h + (3 * h + (2 * h if tower.rotary else 0) + h) / tp
+    mlp = 2 * h + 2 * i / tp
+    patches = items * tower.patches
+    peak = patches * max(attn, mlp) * ACTIVATION_BYTES + patches * tower.pixels_per_patch * PIXEL_BYTES
+    return float(peak), float(items * tower.tokens * text_hidden * ACTIVATION_BYTES)
+
+
 def activation_bytes(profile, batched: int, seqs: int, tp: int, last_stage: bool = True,
-                     sampler_bytes: float = SAMPLER_BYTES_PER_LOGIT) -> float:
+                     sampler_bytes: float = SAMPLER_BYTES_PER_LOGIT, encoder: tuple = (0.0, 0.0)) -> float:
     """The torch peak increase of ``profile_run`` (gpu_model_runner.py) on one rank: the larger of
     - the dummy forward pass over ``batched`` tokens, one layer's transient at a time: hidden state, residual and
       layer input (3 × hidden) + the MLP's gate/up output and its activation (3 × intermediate / tp), or for MoE the
@@ -198,7 +299,9 @@ def activation_bytes(profile, batched: int, seqs: int, tp: int, last_stage: bool
       top_k × (3 × moe_intermediate / tp + hidden)), chunked at ``FUSED_MOE_CHUNK`` tokens;
     - the sampler pass on ``min(seqs, batched)`` rows of the (tensor-parallel gathered) vocabulary
       (``SAMPLER_BYTES_PER_LOGIT``) while the forward pass's hidden states are still held — on the last
-      pipeline stage only (``profile_run`` samples where ``get_pp_group().is_last_rank``)."""
+      pipeline stage only (``profile_run`` samples where ``get_pp_group().is_last_rank``);
+    - for a multimodal model, ``encoder`` = (the encoder pass's peak, its cached outputs): the encoder runs first,
+      and its outputs stay cached through the text pass and the sampler (``encoder_bytes``)."""
     s, _ = shapes(profile)
     h = profile.hidden_size
     mlp = 3 * s["intermediate"] / tp
@@ -206,11 +309,12 @@ def activation_bytes(profile, batched: int, seqs: int, tp: int, last_stage: bool
     if "moe_intermediate" in s:
         routed = min(batched, FUSED_MOE_CHUNK) * s["top_k"] * (3 * s["moe_intermediate"] / tp + h)
         forward = max(forward, (batched * 3 * h + routed) * ACTIVATION_BYTES)
+    enc_peak, enc_cached = encoder
     if not last_stage:
-        return float(forward)
+        return float(max(forward + enc_cached, enc_peak))
     rows = min(seqs, batched)
     sampler = rows * s["vocab"] * sampler_bytes + batched * h * ACTIVATION_BYTES
-    return float(max(forward, sampler))
+    return float(max(max(forward, sampler) + enc_cached, enc_peak))
 
 
 def fast_link(acc) -> bool:
@@ -303,15 +407,16 @@ def _not_enough(max_model_len: int, need: float, available: float, fit: int) -> 
 def _stages(profile, layers, r, per_block_all, budget, given, stage_weights, act, max_model_len, fit):
     """Every worker holds its pipeline stage's layers; the fewest blocks over the workers decide
     (kv_cache_utils.py ``get_kv_cache_configs``) and each worker checks that one request of its layers fits
-    (``check_enough_kv_cache_memory``). ``stage_weights``: all layers' weights on one rank; ``act(last)``: the
-    profile run's peak on a stage (the sampler runs on the last). Updates ``budget`` with the deciding stage's
-    terms; returns (blocks, that stage's KV memory, vLLM's error or None)."""
+    (``check_enough_kv_cache_memory``). ``stage_weights``: all layers' weights on one rank; ``act(last, first)``:
+    the profile run's peak on a stage (the sampler runs on the last, the vision encoder on the first). Updates
+    ``budget`` with the deciding stage's terms; returns (blocks, that stage's KV memory, vLLM's error or None)."""
     blocks, stage_avail, error = None, 0.0, None
     requested = budget["total_bytes"] * budget["utilization"]
     for i, n in enumerate(layers):
         share = n / profile.n_layers
-        act_i = act(i == len(layers) - 1)
-        avail = given if given is not None else requested - stage_weights * share - act_i - budget["non_torch_bytes"]
+        act_i = act(i == len(layers) - 1, i == 0)
+        avail = given if given is not None else (requested - stage_weights * share - act_i - budget["non_torch_bytes"]
+                                                 - budget["cuda_graph_bytes"])
         b = int(max(avail, 0.0) // (per_block_all * share))
         if blocks is None or b < blocks:
             blocks, stage_avail = b, avail
@@ -357,15 +462,30 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
     if weights_per_rank is not None:
         weights_bytes = weights_per_rank * tp * pp      # the stages' shares below are then this rank's
     weights_rank = sharding.weights_per_rank(weights_bytes, tp, pp)
-    act = activation_bytes(profile, batched, seqs, tp, sampler_bytes=rel.sampler_bytes_per_logit)
+    tower, tower_notes = vision_tower(profile)
+    encoder = (0.0, 0.0)
+    if tower is not None:
+        items = encoder_items(tower, batched, seqs, max_model_len)
+        encoder = encoder_bytes(tower, items, profile.hidden_size, tp)
+        notes.append(f"vision encoder profiled inside the budget: {items} dummy image(s) of {tower.tokens:,} tokens "
+                     f"({tower.patches:,} patches each; encoder budget {max(batched, tower.tokens):,} tokens), peak "
+                     f"{encoder[0] / GiB:.2f} GiB, {encoder[1] / GiB:.2f} GiB of outputs cached through the text "
+                     "pass (gpu_model_runner.py profile_run)")
+    notes += tower_notes
+    act = activation_bytes(profile, batched, seqs, tp, sampler_bytes=rel.sampler_bytes_per_logit, encoder=encoder)
     notes += shapes(profile)[1]
     given_kv = None if f.kv_cache_memory_bytes is None else float(f.kv_cache_memory_bytes)
     nt = non_torch_bytes(tp, pp, acc, rel)
     budget = {"total_bytes": total, "utilization": util, "weights_bytes": weights_rank, "activation_bytes": act,
-              "non_torch_bytes": nt, "cuda_graph_bytes": 0.0}
+              "non_torch_bytes": nt, "cuda_graph_bytes": rel.cuda_graph_bytes}
     if f.kv_cache_memory_bytes is not None:
         notes.append("--kv-cache-memory given: vLLM skips the memory profiling and uses it as is "
                      "(gpu_worker.py determine_available_memory)")
+    elif rel.cuda_graph_bytes:
+        notes.append(f"CUDA graphs: their estimate is taken inside this budget (vLLM v{rel.name}: "
+                     "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default, vllm/envs.py), modelled at "
+                     f"{rel.cuda_graph_bytes / GiB:.2f} GiB per worker: vLLM measures it on a dummy capture, "
+                     "0.24 to 2.35 GiB in public logs; vLLM logs it inside 'peak activation'")
     else:
         notes.append("CUDA graphs: captured after the cache is allocated, outside this budget "
                      "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0, the default, vllm/envs.py); they take memory "
@@ -374,8 +494,10 @@ def startup(profile, acc, max_model_len: int, weights_bytes: float, tp: int = 1,
         return estimate_max_model_len(profile, available, tp, kv_bytes, conv_bytes, ssm_bytes, batched,
                                       hybrid_manager, block, max_model_len)
 
-    def stage_act(last):
-        return activation_bytes(profile, batched, seqs, tp, last, rel.sampler_bytes_per_logit)
+    def stage_act(last, first=True):
+        # the vision tower sits on the first pipeline stage: its dummy pass and cached outputs are that stage's
+        return activation_bytes(profile, batched, seqs, tp, last, rel.sampler_bytes_per_logit,
+                                encoder if first else (0.0, 0.0))
 
     blocks, stage_avail, error = _stages(profile, layers, r, per_block_all, budget, given_kv,
                                          sharding.weights_per_rank(weights_bytes, tp), stage_act, max_model_len, fit)

@@ -24,7 +24,7 @@ from pathlib import Path
 from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.base.dtypes import closest, get_dtype
 from part1_capacity.calculator.base.errors import InputError
-from course.units import GB, GIB
+from course.shared.units import GB, GIB
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 # The serving engines the calculator models, defined once: an accelerator lists those it runs, ``--emit`` writes

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from course.units import GIB, MIB
+from course.shared.units import GIB, MIB
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.hardware.accelerators import Accelerator, bundled_accelerators
 

@@ -103,7 +103,8 @@ def boolean(v, field: str) -> bool:
 BOOLEAN_FIELDS = ("tie_word_embeddings", "mlp_bias", "attention_bias", "qkv_bias", "use_qk_norm", "mamba_conv_bias",
                   "use_conv_bias", "mamba_proj_bias", "use_bias", "projectors_bias", "multi_query_attention",
                   "new_decoder_architecture", "multi_query", "use_sliding_window", "is_encoder_decoder", "use_cla",
-                  "conv_bias", "block_auto_adjust_ff_dim", "attention_out_bias", "mla_use_output_gate", "tie_embedding")
+                  "conv_bias", "block_auto_adjust_ff_dim", "attention_out_bias", "mla_use_output_gate", "tie_embedding",
+                  "attention_k_eq_v")
 
 
 # layer_types names → the calculator's layer kinds. "full": K/V of every token; "window": the last W tokens;
@@ -118,13 +119,9 @@ KINDS = {"full_attention": "full", "attention": "full", "global": "full", "full"
 NOT_MODELLED = {
     "cross_attention_layers": "cross-attention layers cache the image encoder's K/V beside the text's",
     "is_encoder_decoder": "an encoder-decoder's cross-attention caches the encoder output per sequence",
-    "global_head_dim": "K/V head dims that differ by layer type",
-    "num_global_key_value_heads": "K/V head counts that differ by layer type",
-    # MiMo-V2-Flash: its sliding-window layers' own K/V heads and head dims beside the full layers'
-    "swa_num_key_value_heads": "K/V head counts that differ by layer type",
-    "swa_head_dim": "K/V head dims that differ by layer type",
-    # MiniMax-M3: block-sparse layers whose indexer caches keys of its own beside the K/V
-    "sparse_attention_config": "block-sparse attention with its own index keys per token",
+    # DeepSeek-V4: per layer a 128-token window plus K/V compressed 4× (with the indexer's keys) or 128×
+    "compress_ratios": "compressed sparse attention: K/V compressed per layer (4× with indexer keys, 128×) beside "
+                       "a sliding window (DeepSeek-V4), sized neither by the law nor for vLLM or llama.cpp",
     "kv_lora_rank_per_layer": "per-layer MLA latent widths",
     "use_cla": "cross-layer attention: adjacent layers share one K/V (Hunyuan's CLA)",
     # Kimi-K3 (a kimi_linear text model of its own code): routed experts in a latent width with their own
@@ -264,6 +261,13 @@ def _stated_kinds(f: Fields, src: dict, n: int) -> list[str] | None:
             raise InputError(f"{f.where}: hybrid_override_pattern has {len(pattern)} entries for "
                              f"num_hidden_layers={n}")
         return [KINDS[c] for c in pattern]
+    hybrid = src.get("hybrid_layer_pattern")               # MiMo-V2-Flash: 1 a sliding-window layer, 0 a full one
+    if hybrid is not None:                                 # (before its attention_chunk_size, which no layer uses)
+        if not isinstance(hybrid, list) or len(hybrid) != n or any(
+                isinstance(x, bool) or x not in (0, 1) for x in hybrid):
+            raise InputError(f"{f.where}: field 'hybrid_layer_pattern' must be {n} values of 0 (full attention) or "
+                             f"1 (sliding window), got {validate.show(hybrid)}")
+        return ["window" if x else "full" for x in hybrid]
     attn_types = src.get("attn_type_list")                 # MiniMax: 1 softmax attention, 0 lightning attention
     if attn_types is not None:
         if not isinstance(attn_types, list) or len(attn_types) != n or set(attn_types) - {0, 1}:
@@ -398,6 +402,66 @@ def kv_heads(f: Fields, heads: int) -> int:
     return 1 if f.flag("multi_query") or f.flag("multi_query_attention") else heads
 
 
+def kv_widths_by_type(f: Fields, heads: int, n_kv: int, head_dim: int) -> tuple[tuple, tuple]:
+    """((K/V heads, key width, value width) of a full-attention layer, the same of a sliding-window layer), by the
+    fields that give a layer type its own:
+
+    - Gemma 4 (``Gemma4TextConfig.__post_init__``, vllm/model_executor/models/gemma4.py): the global (full) layers'
+      heads are ``global_head_dim`` wide, and they have ``num_global_key_value_heads`` K/V heads when
+      ``attention_k_eq_v`` (the value is the key's projection, cached beside it all the same); the sliding layers
+      keep ``num_key_value_heads`` × ``head_dim``;
+    - MiMo-V2-Flash (vllm/model_executor/models/mimo_v2_flash.py): its sliding layers' ``swa_num_key_value_heads``,
+      ``swa_head_dim`` and ``swa_v_head_dim``, the full layers' values ``v_head_dim`` wide beside keys of
+      ``head_dim`` (its sliding layers' query heads, ``swa_num_attention_heads``, must equal the full layers').
+
+    Without these fields both are ``(n_kv, head_dim, head_dim)``."""
+    full = window = (n_kv, head_dim, head_dim)
+    if any(f.raw(k) is not None for k in ("swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim")):
+        if f.raw("swa_num_attention_heads") is not None and \
+                f.int("swa_num_attention_heads", lo=1, hi=1024) != heads:
+            raise InputError(f"{f.where}: swa_num_attention_heads ({f.raw('swa_num_attention_heads')}) differs from "
+                             f"num_attention_heads ({heads}): query heads that differ by layer type are not modelled")
+        k = f.int("swa_head_dim", head_dim, lo=1, hi=4096)
+        window = (f.int("swa_num_key_value_heads", n_kv, lo=1, hi=1024), k, f.int("swa_v_head_dim", k, lo=1, hi=4096))
+        full = (n_kv, head_dim, f.int("v_head_dim", head_dim, lo=1, hi=4096))
+    elif f.raw("global_head_dim") is not None or f.raw("num_global_key_value_heads") is not None:
+        g = f.int("global_head_dim", head_dim, lo=1, hi=4096)
+        g_kv = n_kv
+        if f.raw("num_global_key_value_heads") is not None and f.flag("attention_k_eq_v", True):
+            g_kv = f.int("num_global_key_value_heads", lo=1, hi=1024)
+        full = (g_kv, g, g)
+    elif f.raw("v_head_dim") is not None:
+        full = window = (n_kv, head_dim, f.int("v_head_dim", lo=1, hi=4096))
+    return full, window                 # heads divisible by each: checked with the profile (profiles.py)
+
+
+def sparse_index(f: Fields, n: int) -> tuple[int, int] | None:
+    """MiniMax-M3's block-sparse attention (``sparse_attention_config``, read as transformers'
+    ``MiniMaxM3VLTextConfig`` reads it): (the layers whose lightning indexer caches a key per token — those
+    ``sparse_attention_freq`` marks 1 — and the key's width ``sparse_index_dim``), or None without one. The indexer
+    caches one key head per token and no value (``sparse_disable_index_value`` on every sparse layer); an index value
+    cached beside it is refused by name."""
+    cfg = f.raw("sparse_attention_config")
+    if cfg is None or cfg is False:
+        return None
+    where = f"{f.where}: field 'sparse_attention_config'"
+    if not isinstance(cfg, dict):
+        raise InputError(f"{where} must be a JSON object, got {validate.show(cfg)}")
+    if cfg.get("use_sparse_attention") is False:
+        return None
+    freq = cfg.get("sparse_attention_freq")
+    off = cfg.get("sparse_disable_index_value", [])
+    for key, v in (("sparse_attention_freq", freq), ("sparse_disable_index_value", off)):
+        if not isinstance(v, list) or len(v) < n or any(isinstance(x, bool) or x not in (0, 1) for x in v):
+            raise InputError(f"{where}.{key} must be {n} values of 0 or 1, got {validate.show(v)}")
+    sparse = [i for i in range(n) if freq[i]]
+    if any(not off[i] for i in sparse):
+        raise InputError(f"{where}: sparse layers whose indexer caches an index value beside its key "
+                         "(sparse_disable_index_value 0): not modelled")
+    dim = validate.number(cfg.get("sparse_index_dim"), f"{where}.sparse_index_dim", lo=1, hi=4096, integer=True)
+    return (len(sparse), dim) if sparse else None
+
+
 def head_dim_of(f: Fields, heads: int) -> int:
     hd = f.raw("head_dim")
     if hd is not None:
@@ -410,7 +474,8 @@ def experts(f: Fields) -> tuple[int, int]:
     e = f.first("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts") or 0
     if isinstance(e, list) or not e or e == 1:
         return 0, 0
-    k = f.first("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token")
+    k = f.first("num_experts_per_tok", "experts_per_token", "moe_topk", "num_experts_per_token",
+                "top_k_experts")                                        # Gemma 4
     if isinstance(k, list):
         k = k[0] if len(set(k)) == 1 else None
     if k is None:

@@ -33,11 +33,12 @@ from pathlib import Path
 from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.model.config_fields import (ALIASES, BOOLEAN_FIELDS, NOT_MODELLED, SHAPE_FIELDS,
                                                            Fields, attention_free, boolean, experts, head_dim_of,
-                                                           kv_heads, layer_kinds, named_kinds, ssm_fields)
+                                                           kv_heads, kv_widths_by_type, layer_kinds, named_kinds,
+                                                           sparse_index, ssm_fields)
 from part1_capacity.calculator.base.dtypes import config_dtype
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.model.param_count import (MULTIMODAL, TOWERS, count_model_parameters, count_parameters,
-                                                   is_routed_expert, mlp_shapes, numel)
+                                                   counts_in_pure_python, is_routed_expert, mlp_shapes, numel)
 from part1_capacity.calculator.model.profiles import ModelProfile, profile_from_dict
 from part1_capacity.calculator.model.weights import WeightGroup
 
@@ -80,6 +81,12 @@ FAMILIES = {
     "kimi_linear": ("Kimi Delta Attention hybrid, MLA, MoE", "moonshotai/Kimi-Linear-48B-A3B-Instruct"),
     "nemotron-nas": ("GQA on the blocks that keep attention, an FFN width per block (its own code)",
                      "nvidia/Llama-3_3-Nemotron-Super-49B-v1"),
+    "minimax_m3": ("GQA with the lightning indexer's keys on its block-sparse layers, MoE (its own code)",
+                   "MiniMaxAI/MiniMax-M3"),
+    "gemma4": ("sliding window, 5 local : 1 global, K/V heads and head dims per layer type, MoE beside a dense MLP "
+               "(multimodal: text_config)", "google/gemma-4-26B-A4B"),
+    "mimo_v2_flash": ("sliding window on 39 of 48 layers, K/V heads per layer type, values narrower than keys, MoE, "
+                      "FP8", "XiaomiMiMo/MiMo-V2-Flash"),
 }
 
 # The defaults of a file whose repository ships its own config class (a type transformers lacks): what every such
@@ -260,6 +267,20 @@ def structure_fields(config: dict, defaults: dict | None = None, where: str = "c
     repo = config.get("_name_or_path")
     if isinstance(repo, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", repo) and not repo.startswith("."):
         prof["hf_repo"] = repo          # the repository the config was saved from: what `vllm serve` loads
+    if not attention_free(f) and not f.raw("kv_lora_rank"):
+        full, window = kv_widths_by_type(f, n_heads, n_kv, head_dim)
+        has_full = any(k in ("full", "both") for k in own)
+        if not has_full:
+            full = window                    # no full layer: the model's heads are the window layers'
+        elif "window" not in own:
+            window = full
+        prof.update(n_kv_heads=full[0], head_dim=full[1])
+        if full[2] != full[1]:
+            prof["head_dim_v"] = full[2]
+        if window != full:
+            if "chunked" in own:
+                raise InputError(f"{f.where}: chunked layers with K/V widths of their own: not modelled")
+            prof.update(window_n_kv_heads=window[0], window_head_dim=window[1], window_head_dim_v=window[2])
     if "window" in own or "chunked" in own:
         if "window" in own and "chunked" in own:
             raise InputError(f"{f.where}: sliding-window and chunked layers in one model: not modelled")
@@ -267,6 +288,8 @@ def structure_fields(config: dict, defaults: dict | None = None, where: str = "c
         if "chunked" in own:
             prof["window"] = f.int("attention_chunk_size", lo=1)
             prof["window_kind"] = "chunked"
+        elif f.raw("sliding_window_size") is not None:
+            prof["window"] = f.int("sliding_window_size", lo=1)    # MiMo-V2-Flash: the window vLLM reads
         else:
             prof["window"] = f.int("sliding_window", lo=1)
     if f.raw("kv_lora_rank"):
@@ -274,6 +297,12 @@ def structure_fields(config: dict, defaults: dict | None = None, where: str = "c
                     n_kv_heads=n_heads, head_dim=f.int("qk_nope_head_dim", lo=1), v_head_dim=f.int("v_head_dim", lo=1))
         if f.raw("index_head_dim") and (f.raw("index_topk") or "indexed_attention" in (f.raw("layer_types") or [])):
             prof["index_head_dim"] = f.int("index_head_dim", lo=1)   # DeepSeek-V3.2: the indexer's key per token
+    index = sparse_index(f, len(kinds))
+    if index is not None:                 # MiniMax-M3: the lightning indexer's key per token on its sparse layers
+        if f.raw("kv_lora_rank") or n_lin or prof.get("n_window_layers") or index[0] > prof["n_full_layers"]:
+            raise InputError(f"{f.where}: block-sparse indexer keys beside MLA, window, recurrent or shared-K/V "
+                             "layers: not modelled")
+        prof["n_index_layers"], prof["index_head_dim"] = index
     if n_lin:
         prof["ssm"] = ssm_fields(f, n_lin)
     e, k = experts(f)
@@ -318,6 +347,12 @@ def profile_from_fields(config: dict, defaults: dict | None = None, where: str =
     prof["native_dtype"] = groups[0].dtype
     prof["model_dtype"] = native
     prof["weight_groups"] = [{"name": g.name, "params": g.params, "dtype": g.dtype} for g in groups]
+    if isinstance(config.get("vision_config"), dict):
+        # kept as the file states it for the engines' start-up rules (vLLM profiles the vision encoder inside its
+        # budget: engines/vllm_memory.py vision_tower); a profile key starting with "_" lands in ``extra``
+        prof["_vision_config"] = dict(config["vision_config"])
+        if config.get("mm_tokens_per_image") is not None:
+            prof["_mm_tokens_per_image"] = config["mm_tokens_per_image"]
     return profile_from_dict(prof, where)
 
 
@@ -339,6 +374,14 @@ def structure_summary(p: ModelProfile) -> str:
     if p.is_mla:
         parts[-1 if p.ssm is None and not p.n_window_layers else len(parts)] = (
             "MLA latent" + (" + indexer keys" if p.index_head_dim else ""))
+    elif p.index_head_dim:
+        parts.append(f"{p.n_kv_heads} K/V heads for {p.n_heads} + indexer keys on {p.index_layers} layers")
+    elif p.kv_widths_differ:
+        kv, k, v = p.window_kv
+        def width(heads, key, value):
+            return f"{heads} × {key}" + (f"/{value}" if value != key else "")
+        parts.append(f"K/V per layer type: full {width(p.n_kv_heads, p.head_dim, p.kv_v_dim)}"
+                     + (f", window {width(kv, k, v)}" if p.n_window_layers else ""))
     elif p.n_kv_heads < p.n_heads:
         parts.append(f"{p.n_kv_heads} K/V heads for {p.n_heads}")
     if p.n_kv_shared_layers:
@@ -553,7 +596,7 @@ def weight_groups(params, native: str, quant: dict, where: str = "quantization_c
 
 # Model types whose parameters ``param_count`` counts exactly — the text model and, for a multimodal checkpoint, its
 # vision tower: the tests hold each to transformers' meta-device build on a published config
-# (tests/test_families.py). A config of these types plans in pure Python with the class defaults stored in
+# (tests/calculator/model/test_families.py). A config of these types plans in pure Python with the class defaults stored in
 # data/config_defaults.json (no transformers, no torch). Beside them, every decoder type transformers has whose
 # pure count equals transformers' own build at the class's default size (``census``, run when the table is
 # regenerated: ``checked_at_default_size`` in the table) plans the same way; every other type goes through
@@ -561,7 +604,7 @@ def weight_groups(params, native: str, quant: dict, where: str = "quantization_c
 COUNTED = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl_moe",
            "qwen3_5_moe", "gpt2", "gemma2", "gemma3", "gpt_oss", "olmo2", "phi3", "hunyuan_v1_moe", "llama4",
            "deepseek_v2", "deepseek_v3", "deepseek_v32", "jamba", "nemotron_h", "granitemoehybrid", "falcon_h1",
-           "glm4_moe", "mistral3", "mpt", "exaone4", "mamba", "lfm2", "kimi_linear")
+           "glm4_moe", "mistral3", "mpt", "exaone4", "mamba", "lfm2", "kimi_linear", "gemma4", "mimo_v2_flash")
 STORED_DEFAULTS = Path(__file__).resolve().parents[1] / "data" / "config_defaults.json"
 
 
@@ -667,7 +710,8 @@ def _profile(text: str, where: str, model_id: str, params_json) -> ModelProfile:
     check_config(d, where)                          # the file's own checks first: before transformers sees it
     given = [(n, tuple(s)) for n, s in json.loads(params_json)] if params_json else None
     mt = stored_type(d)
-    if mt is not None:                              # pure Python: the stored class defaults, the exact count
+    if mt is not None and (given is not None or counts_in_pure_python(d)):
+        # pure Python: the stored class defaults, the exact count (a tower the count does not know: transformers)
         return profile_from_fields(d, stored_defaults()["model_types"][mt], where, model_id, given)
     if not transformers_has_class(d):
         # a repository that ships its own modelling code for a type transformers lacks (MiniMax-M1): read by

@@ -9,7 +9,7 @@ tower a multimodal checkpoint loads with it (SigLIP for Gemma 3, the Qwen3-VL to
 What the fields do not say — how many norms a layer has, whether a family's q/k/v carry biases whatever its
 ``attention_bias``, whether its experts are gated — is each family's modelling code in ``transformers`` (5.24, the
 pinned version): ``LAYOUTS`` below, one row per family, each checked against ``transformers``' own model built on
-PyTorch's meta device for a published config (tests/test_families.py): the totals are equal to the parameter.
+PyTorch's meta device for a published config (tests/calculator/model/test_families.py): the totals are equal to the parameter.
 Names follow ``transformers``' modules where a rule reads them (``.experts.`` for the routed experts, ``gate`` and
 ``router`` for routers a quantized checkpoint keeps in bf16); a fused matrix may stand for two of theirs.
 """
@@ -19,7 +19,8 @@ import re
 
 from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.model.config_fields import (Fields, attention_free, boolean, experts, head_dim_of,
-                                                           kv_heads, layer_kinds, nas_blocks, ssm_fields)
+                                                           kv_heads, kv_widths_by_type, layer_kinds, nas_blocks,
+                                                           ssm_fields)
 from part1_capacity.calculator.base.errors import InputError
 
 # a parameter of a vision or audio tower (or its projector): loaded by a server, not run for a text token
@@ -96,6 +97,19 @@ LAYOUTS = {
     "qwen3_5_text": {"qk_norm": "head", "gated_query": True}, "arcee": {"plain": True},
     # LFM2-MoE: LFM2's layer with routed experts after its first num_dense_layers dense ones (its MLP width as stated)
     "lfm2_moe": {"norms": ("operator_norm", "ffn_norm"), "qk_norm": "head", "dense_first": "num_dense_layers"},
+    # Gemma 4 (models/gemma4/modeling_gemma4.py): Gemma's four norms, q/k norms of each layer type's head width; no
+    # v_proj on global layers under attention_k_eq_v (the key's projection is the value); with enable_moe_block a
+    # router and routed experts BESIDE the dense MLP, and three more norms; per-layer embeddings (PLE) when
+    # hidden_size_per_layer_input; the last num_kv_shared_layers without k/v projections and norms (their MLP
+    # twice as wide under use_double_wide_mlp)
+    "gemma4_text": {"norms": _GEMMA, "qk_norm": "head", "gemma4": True},
+    # MiMo-V2-Flash: a learned sink logit per head on its sliding-window layers; values v_head_dim wide
+    "mimo_v2_flash": {"window_sinks": True},
+    # MiniMax-M3 (its own code; transformers' MiniMaxM3VLTextConfig reads the same fields): q/k norms per head, its
+    # dense layers dense_intermediate_size wide, a shared expert of shared_intermediate_size, and on each block-sparse
+    # layer the lightning indexer's q (index heads × width) and k (one head) projections and their norms
+    "minimax_m3": {"qk_norm": "head", "dense_width": "dense_intermediate_size", "shared": "shared_intermediate_size",
+                   "indexer": True},
 }
 
 
@@ -143,11 +157,31 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
     one_op_per_block = isinstance(pattern, str) and len(pattern) == len(kinds)
     norms = lay.get("norms", ("input_layernorm", "post_attention_layernorm"))
     kinds_of_norm = ("weight", "bias") if lay.get("norm_bias") else ("weight",)    # LayerNorm's bias, or RMS alone
+    widths = {"full": (KV, hd, hd), "window": (KV, hd, hd)}
+    if not f.raw("kv_lora_rank"):            # K/V heads and widths of each layer type (Gemma 4, MiMo-V2-Flash)
+        widths["full"], widths["window"] = kv_widths_by_type(f, H, KV, hd)
+    gemma4 = lay.get("gemma4")
+    shared_from = len(kinds) - (f.int("num_kv_shared_layers", 0, hi=512) if gemma4 else 0)
+    if gemma4:
+        out += _gemma4_per_layer_embeddings(f, D, len(kinds))
+    indexed = set()
+    if lay.get("indexer") and isinstance(f.raw("sparse_attention_config"), dict):
+        sparse = f.raw("sparse_attention_config")
+        indexed = {i for i, x in enumerate(sparse.get("sparse_attention_freq") or []) if x}
     for i, kind in enumerate(kinds):
         p = f"model.layers.{i}"
         out += [(f"{p}.{n}.{w}", (D,)) for n in norms for w in kinds_of_norm]
         if kind in ("full", "window", "chunked", "both"):
-            out += _attention(f, lay, p, D, H, KV, hd)
+            kv, k_dim, v_dim = widths["window" if kind == "window" else "full"]
+            out += _attention(f, lay, p, D, H, kv, k_dim, v_dim, window=kind == "window",
+                              no_kv=i >= shared_from,
+                              no_v=bool(gemma4) and kind != "window" and f.flag("attention_k_eq_v"))
+        if i in indexed:
+            out += _m3_indexer(f, p, D)
+        if gemma4:
+            out += _gemma4_block(f, p, D, len(kinds), e, moe_I, I * (2 if i >= shared_from and
+                                                                      f.flag("use_double_wide_mlp") else 1))
+            continue
         if kind in ("linear", "both"):
             out += _recurrent(f, lay, p, D, ssm)
         moe = bool(e) and i >= dense_first and i not in mlp_only and (i + 1) % step == 0
@@ -176,6 +210,8 @@ def _widths(f: Fields, lay: dict, D: int) -> tuple[int, int, int, int, int]:
     if lay.get("ff_adjust"):
         I = _adjusted_width(f)
     dense_I = f.int("intermediate_size_mlp", I, lo=1)          # Llama 4: its dense layers are wider than its experts
+    if lay.get("dense_width"):
+        dense_I = f.int(lay["dense_width"], I, lo=1)
     e, k = experts(f)
     if lay.get("always_moe") and not e:
         e = f.int("num_experts", 1, lo=1)
@@ -249,15 +285,21 @@ def _mlp(f: Fields, lay: dict, p: str, D: int, I: int):
     return m
 
 
-def _attention(f: Fields, lay: dict, p: str, D: int, H: int, KV: int, hd: int):
+def _attention(f: Fields, lay: dict, p: str, D: int, H: int, KV: int, hd: int, v_hd: int | None = None,
+               window: bool = False, no_kv: bool = False, no_v: bool = False):
+    """One layer's attention: q of ``H × hd``, k of ``KV × hd``, v of ``KV × v_hd`` (``v_hd``: the value width,
+    ``hd`` unless a layer type gives its own), o from ``H × v_hd``. ``no_v``: the key's projection serves as the
+    value (Gemma 4's global layers); ``no_kv``: a layer that reuses an earlier layer's K/V holds no k/v projection
+    and no k norm (Gemma 4's shared layers); ``window``: a sliding-window layer (MiMo-V2-Flash's sinks)."""
     if f.raw("kv_lora_rank"):
         return _mla(f, p, D, H)
+    v_hd = hd if v_hd is None else v_hd
     q_out = 2 * H * hd if lay.get("gated_query") else H * hd
     a = [(f"{p}.self_attn.q_proj.weight", (q_out, D)), (f"{p}.self_attn.k_proj.weight", (KV * hd, D)),
-         (f"{p}.self_attn.v_proj.weight", (KV * hd, D)), (f"{p}.self_attn.o_proj.weight", (D, H * hd))]
+         (f"{p}.self_attn.v_proj.weight", (KV * v_hd, D)), (f"{p}.self_attn.o_proj.weight", (D, H * v_hd))]
     if lay.get("qkv_bias") or f.flag("attention_bias") or f.flag("qkv_bias"):
         a += [(f"{p}.self_attn.q_proj.bias", (q_out,)), (f"{p}.self_attn.k_proj.bias", (KV * hd,)),
-              (f"{p}.self_attn.v_proj.bias", (KV * hd,))]
+              (f"{p}.self_attn.v_proj.bias", (KV * v_hd,))]
         if f.flag("attention_bias") and lay.get("o_bias", True) and f.raw("attention_out_bias") is None:
             a.append((f"{p}.self_attn.o_proj.bias", (D,)))
     if f.flag("attention_out_bias"):          # Seed-OSS: the output projection's bias has its own field
@@ -270,9 +312,53 @@ def _attention(f: Fields, lay: dict, p: str, D: int, H: int, KV: int, hd: int):
         a += [(f"{p}.self_attn.q_norm.weight", (hd,)), (f"{p}.self_attn.k_norm.weight", (hd,))]
     elif norm == "full":
         a += [(f"{p}.self_attn.q_norm.weight", (H * hd,)), (f"{p}.self_attn.k_norm.weight", (KV * hd,))]
-    if lay.get("sinks"):
+    if lay.get("sinks") or (window and lay.get("window_sinks")):
         a.append((f"{p}.self_attn.sinks", (H,)))
+    if no_kv or no_v:
+        dropped = (".k_proj.", ".v_proj.", ".k_norm.") if no_kv else (".v_proj.",)
+        a = [(n, shape) for n, shape in a if not any(x in n for x in dropped)]
     return a
+
+
+def _m3_indexer(f: Fields, p: str, D: int):
+    """MiniMax-M3's lightning indexer on a block-sparse layer (transformers' MiniMaxM3VLIndexer): q of
+    ``sparse_num_index_heads`` × ``sparse_index_dim``, k of one head, a norm on each."""
+    cfg = f.raw("sparse_attention_config")
+    w = f"{f.where}: field 'sparse_attention_config'"
+    dim = validate.number(cfg.get("sparse_index_dim"), f"{w}.sparse_index_dim", lo=1, hi=4096, integer=True)
+    heads = validate.number(cfg.get("sparse_num_index_heads"), f"{w}.sparse_num_index_heads", lo=1, hi=1024,
+                            integer=True)
+    a = f"{p}.self_attn.indexer"
+    return [(f"{a}.q_proj.weight", (heads * dim, D)), (f"{a}.k_proj.weight", (dim, D)),
+            (f"{a}.q_norm.weight", (dim,)), (f"{a}.k_norm.weight", (dim,))]
+
+
+def _gemma4_block(f: Fields, p: str, D: int, L: int, e: int, moe_I: int, I: int):
+    """Gemma 4's feed-forward part of one layer (models/gemma4/modeling_gemma4.py Gemma4TextDecoderLayer): the dense
+    gated MLP; with enable_moe_block a router (a scale per hidden unit, one per expert, the projection) and the
+    routed experts beside it, with three more norms; with hidden_size_per_layer_input its per-layer-input gate,
+    projection and norm."""
+    out = _mlp(f, {}, f"{p}.mlp", D, I)
+    if f.flag("enable_moe_block"):
+        out += [(f"{p}.router.scale", (D,)), (f"{p}.router.per_expert_scale", (e,)), (f"{p}.router.proj.weight", (e, D)),
+                (f"{p}.experts.gate_up_proj", (e, 2 * moe_I, D)), (f"{p}.experts.down_proj", (e, D, moe_I))]
+        out += [(f"{p}.{n}.weight", (D,)) for n in ("post_feedforward_layernorm_1", "post_feedforward_layernorm_2",
+                                                    "pre_feedforward_layernorm_2")]
+    P = f.int("hidden_size_per_layer_input", 0)
+    if P:
+        out += [(f"{p}.per_layer_input_gate.weight", (P, D)), (f"{p}.per_layer_projection.weight", (D, P)),
+                (f"{p}.post_per_layer_input_norm.weight", (D,))]
+    return out
+
+
+def _gemma4_per_layer_embeddings(f: Fields, D: int, L: int):
+    """Gemma 4's per-layer embeddings (PLE, Gemma4TextModel): a table of ``hidden_size_per_layer_input`` per layer
+    for each of ``vocab_size_per_layer_input`` tokens, its projection from the hidden size and a norm."""
+    P = f.int("hidden_size_per_layer_input", 0)
+    if not P:
+        return []
+    return [("model.embed_tokens_per_layer.weight", (f.int("vocab_size_per_layer_input", lo=1), L * P)),
+            ("model.per_layer_model_projection.weight", (L * P, D)), ("model.per_layer_projection_norm.weight", (P,))]
 
 
 def _mla(f: Fields, p: str, D: int, H: int):
@@ -599,8 +685,43 @@ def _pixtral_vision(config: dict, defaults: dict | None, where: str, text_hidden
                                                                              bias=bias)
 
 
+def _gemma4_vision(config: dict, defaults: dict | None, where: str, text_hidden: int):
+    """Gemma 4's vision tower (models/gemma4/modeling_gemma4.py Gemma4VisionModel): patches projected by one matrix,
+    a two-axis table of learned positions, pre- and post-normed layers of unbiased attention with q/k norms per head
+    and a gated MLP; then one matrix into the text model (``embed_vision``). An audio tower (Gemma 4 E2B / E4B) is
+    not counted here: ``counts_in_pure_python`` leaves such a file to transformers."""
+    v = _Sub(config, defaults, "vision_config", where)
+    h, I, P = v.int("hidden_size", lo=1), v.int("intermediate_size", lo=1), v.int("patch_size", lo=1)
+    H = v.int("num_attention_heads", lo=1)
+    KV, hd = v.int("num_key_value_heads", H, lo=1), v.int("head_dim", h // H, lo=1)
+    p = "model.vision_tower"
+    out = [(f"{p}.patch_embedder.position_embedding_table", (2, v.int("position_embedding_size", lo=1), h)),
+           (f"{p}.patch_embedder.input_proj.weight", (h, 3 * P * P))]
+    for i in range(v.int("num_hidden_layers", lo=1)):
+        q = f"{p}.encoder.layers.{i}"
+        for proj, shape in (("q_proj", (H * hd, h)), ("k_proj", (KV * hd, h)), ("v_proj", (KV * hd, h)),
+                            ("o_proj", (h, H * hd))):
+            out.append((f"{q}.self_attn.{proj}.linear.weight", shape))
+        out += [(f"{q}.self_attn.q_norm.weight", (hd,)), (f"{q}.self_attn.k_norm.weight", (hd,))]
+        out += [(f"{q}.mlp.{m}.linear.weight", (I, h) if m != "down_proj" else (h, I))
+                for m in ("gate_proj", "up_proj", "down_proj")]
+        out += [(f"{q}.{n}.weight", (h,)) for n in _GEMMA]
+    return out + [("model.embed_vision.embedding_projection.weight", (text_hidden, h))]
+
+
+def counts_in_pure_python(config: dict) -> bool:
+    """Whether ``count_model_parameters`` counts everything this file's model loads: False for a tower it does not
+    know (Gemma 4's audio tower, or clipped linears with their bounds) — such a file is counted by transformers."""
+    if config.get("model_type") == "gemma4":
+        vision = config.get("vision_config") if isinstance(config.get("vision_config"), dict) else {}
+        return config.get("audio_config") is None and not vision.get("use_clipped_linears")
+    return True
+
+
+# top-level model_type → the prefix transformers gives its text model's parameters in place of "model."
+LANGUAGE_MODEL_PREFIX = {"gemma4": "model.language_model."}
 # top-level model_type → its vision tower and projector
-TOWERS = {"gemma3": _gemma3_vision, "qwen3_vl_moe": _qwen3_vl_vision, "qwen3_5_moe": _qwen3_vl_vision,
+TOWERS = {"gemma4": _gemma4_vision, "gemma3": _gemma3_vision, "qwen3_vl_moe": _qwen3_vl_vision, "qwen3_5_moe": _qwen3_vl_vision,
           "qwen3_5": _qwen3_vl_vision, "qwen3_vl": _qwen3_vl_vision,
           "llama4": _llama4_vision, "mistral3": _pixtral_vision}
 
@@ -611,6 +732,10 @@ def count_model_parameters(config: dict, defaults: dict | None = None, where: st
     left out: its type is not one the pure path plans (``configs.COUNTED``)."""
     text = count_parameters(config, defaults, where)
     mt = (defaults or {}).get("model_type") or config.get("model_type")
+    if mt in LANGUAGE_MODEL_PREFIX:
+        # the text model's names as transformers gives them (a quantized checkpoint's exclusions name them so:
+        # nvidia/Gemma-4-31B-IT-NVFP4 leaves "model.language_model.layers.0.self_attn*" unconverted)
+        text = [(LANGUAGE_MODEL_PREFIX[mt] + n[len("model."):] if n.startswith("model.") else n, s) for n, s in text]
     tower = TOWERS.get(mt)
     if tower is None or not (isinstance(config.get("vision_config"), dict)
                              or isinstance((defaults or {}).get("vision_config"), dict)):

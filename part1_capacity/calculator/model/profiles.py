@@ -24,6 +24,8 @@ STRUCTURES = tuple(laws.STRUCTURES)   # the structure ids, defined once beside t
 # the shapes beyond the cache that an engine's start-up rule reads (vLLM's profile run: the vocabulary for the
 # sampler, the MLP and expert widths for the activations), from the model's config.json
 SHAPE_FIELDS = ("vocab_size", "intermediate_size", "moe_intermediate_size", "experts_per_token")
+# K/V widths per layer type beside n_kv_heads and head_dim (the full layers'): see ModelProfile
+KV_WIDTH_FIELDS = ("head_dim_v", "window_n_kv_heads", "window_head_dim", "window_head_dim_v")
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,17 @@ class ModelProfile:
     kv_lora_rank: int = 0      # MLA: latent width (0: not MLA)
     qk_rope_head_dim: int = 0  # MLA: decoupled RoPE key cached beside the latent
     v_head_dim: int = 0        # MLA: per-head value width after decompression (0: head_dim = qk_nope_head_dim)
-    index_head_dim: int = 0    # MLA with a sparse-attention indexer (DeepSeek-V3.2): its key cached per token
+    index_head_dim: int = 0    # a sparse-attention indexer's key cached per token (DeepSeek-V3.2, MiniMax-M3)
+    n_index_layers: int = 0    # the layers with an indexer (0: every attention layer, DeepSeek-V3.2's MLA)
     n_kv_shared_layers: int = 0   # layers that reuse an earlier layer's K/V and cache nothing (Gemma 3n)
+    # K/V widths per layer type (not MLA): n_kv_heads and head_dim are the full layers'; a value head of another
+    # width than the key (MiMo-V2-Flash: 128 beside 192) and window layers with heads and widths of their own
+    # (Gemma 4: 8 × 256 on sliding layers, 2 × 512 on global ones). 0: as the full layers (window_head_dim_v: as
+    # the window layers' keys when window_head_dim is set, else as the full layers' values).
+    head_dim_v: int = 0
+    window_n_kv_heads: int = 0
+    window_head_dim: int = 0
+    window_head_dim_v: int = 0
     ssm: SSM | None = None
     params_checkpoint: float = 0.0   # what the published checkpoint holds, if it differs (e.g. an MTP module)
     native_dtype: str = "bf16"
@@ -78,6 +89,38 @@ class ModelProfile:
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
+
+    @property
+    def index_layers(self) -> int:
+        """Layers whose indexer caches a key per token (0 without an indexer)."""
+        return (self.n_index_layers or self.n_full_layers) if self.index_head_dim else 0
+
+    def _index_keys_per_token(self, kv_bytes_per_element: float) -> float:
+        """Not MLA (whose law holds its indexer's keys): the indexer keys beside K/V (MiniMax-M3)."""
+        if self.is_mla:
+            return 0
+        return laws.index_key_bytes_per_token(self.index_layers, self.index_head_dim, kv_bytes_per_element)
+
+    @property
+    def kv_v_dim(self) -> int:
+        """The full layers' value width per K/V head (not MLA)."""
+        return self.head_dim_v or self.head_dim
+
+    @property
+    def window_kv(self) -> tuple[int, int, int]:
+        """(K/V heads, key width, value width) of one window layer (not MLA)."""
+        k = self.window_head_dim or self.head_dim
+        v = self.window_head_dim_v or (self.window_head_dim if self.window_head_dim else self.kv_v_dim)
+        return self.window_n_kv_heads or self.n_kv_heads, k, v
+
+    @property
+    def kv_widths_differ(self) -> bool:
+        """K/V heads or widths that differ by layer type, or values narrower or wider than keys."""
+        return (self.kv_v_dim, self.window_kv) != (self.head_dim, (self.n_kv_heads, self.head_dim, self.head_dim))
+
+    def _window_widths(self) -> dict:
+        kv, k, v = self.window_kv
+        return {"v_head_dim": self.kv_v_dim, "window_kv_heads": kv, "window_head_dim": k, "window_v_head_dim": v}
 
     @property
     def compute_dtype(self) -> str:
@@ -117,13 +160,16 @@ class ModelProfile:
                                             kv_bytes_per_element, self.index_head_dim)
         if self.n_window_layers:
             return laws.sliding_window_growth_bytes_per_token(self.n_full_layers, self.n_kv_heads, self.head_dim,
-                                                               kv_bytes_per_element)
-        return laws.kv_bytes_per_token(self.n_full_layers, self.n_kv_heads, self.head_dim, kv_bytes_per_element)
+                                                               kv_bytes_per_element, self.kv_v_dim)
+        return (laws.kv_bytes_per_token(self.n_full_layers, self.n_kv_heads, self.head_dim, kv_bytes_per_element,
+                                        self.kv_v_dim) + self._index_keys_per_token(kv_bytes_per_element))
 
     def kv_bytes_ignoring_windows_per_token(self, kv_bytes_per_element: float) -> float:
         """Slope if every window layer cached the whole context (what an engine without window support does)."""
-        return laws.kv_bytes_per_token(self.n_full_layers + self.n_window_layers, self.n_kv_heads, self.head_dim,
-                                       kv_bytes_per_element)
+        kv, k, v = self.window_kv
+        return (laws.kv_bytes_per_token(self.n_full_layers, self.n_kv_heads, self.head_dim, kv_bytes_per_element,
+                                        self.kv_v_dim)
+                + laws.kv_bytes_per_token(self.n_window_layers, kv, k, kv_bytes_per_element, v))
 
     def attention_cache_bytes(self, T, kv_bytes_per_element: float):
         """K/V (or MLA latent) bytes of one sequence holding ``T`` tokens; windows capped at their size."""
@@ -135,8 +181,10 @@ class ModelProfile:
                                                 self.n_kv_heads, self.head_dim, kv_bytes_per_element)
         if self.n_window_layers:
             return laws.sliding_window_bytes(T, self.n_full_layers, self.n_window_layers, self.window,
-                                             self.n_kv_heads, self.head_dim, kv_bytes_per_element)
-        return laws.kv_bytes(T, self.n_full_layers, self.n_kv_heads, self.head_dim, kv_bytes_per_element)
+                                             self.n_kv_heads, self.head_dim, kv_bytes_per_element,
+                                             **self._window_widths())
+        return (laws.kv_bytes(T, self.n_full_layers, self.n_kv_heads, self.head_dim, kv_bytes_per_element,
+                              self.kv_v_dim) + T * self._index_keys_per_token(kv_bytes_per_element))
 
     def state_bytes(self, state_bytes_per_element: float) -> float:
         """Constant recurrent state of one sequence (0 without SSM layers)."""
@@ -274,6 +322,23 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
     if kv_lora and not rope:
         raise InputError(f"{w}: MLA profile needs 'qk_rope_head_dim' beside 'kv_lora_rank'")
     v_dim = _positive_int(d, "v_head_dim", w) if kv_lora and d.get("v_head_dim") is not None else 0
+    widths = {k: _positive_int(d, k, w, allow_zero=True) for k in KV_WIDTH_FIELDS if d.get(k) is not None}
+    if kv_lora and any(widths.values()):
+        raise InputError(f"{w}: K/V widths per layer type ({', '.join(k for k, v in widths.items() if v)}) beside "
+                         "an MLA latent: not modelled")
+    wkv = widths.get("window_n_kv_heads") or 0
+    if wkv and n_heads % wkv:
+        raise InputError(f"{w}: n_heads ({n_heads}) must be divisible by window_n_kv_heads ({wkv})")
+    if (n_win == 0 or d.get("window_kind") == "chunked") and any(widths.get(k) for k in KV_WIDTH_FIELDS[1:]):
+        raise InputError(f"{w}: window_n_kv_heads, window_head_dim and window_head_dim_v need sliding-window layers "
+                         "(n_window_layers > 0, window_kind sliding)")
+    index_dim = _positive_int(d, "index_head_dim", w, allow_zero=True) if "index_head_dim" in d else 0
+    n_index = _positive_int(d, "n_index_layers", w, allow_zero=True) if "n_index_layers" in d else 0
+    if n_index > n_attn or (n_index and not index_dim):
+        raise InputError(f"{w}: n_index_layers ({n_index}) must be at most the full-attention layers ({n_attn}), "
+                         "beside an index_head_dim")
+    if index_dim and not kv_lora and (n_win or ssm is not None):
+        raise InputError(f"{w}: indexer keys beside K/V with window or recurrent layers: not modelled")
     max_ctx = _positive_int(d, "max_context", w)
     from part1_capacity.calculator.base.dtypes import get_dtype  # noqa: WPS433 (validate the native dtype name)
 
@@ -283,9 +348,10 @@ def profile_from_dict(d: dict, where: str = "model") -> ModelProfile:
         head_dim=head_dim, hidden_size=hidden, params_total=total, params_active=active, max_context=max_ctx,
         n_full_layers=n_attn, n_window_layers=n_win, window=window, kv_lora_rank=kv_lora, qk_rope_head_dim=rope,
         v_head_dim=v_dim, window_kind=_choice(d, "window_kind", ("sliding", "chunked"), w),
-        index_head_dim=_positive_int(d, "index_head_dim", w, allow_zero=True) if "index_head_dim" in d else 0,
+        index_head_dim=index_dim, n_index_layers=n_index,
         n_kv_shared_layers=(_positive_int(d, "n_kv_shared_layers", w, allow_zero=True)
                             if "n_kv_shared_layers" in d else 0),
+        **widths,
         model_dtype=get_dtype(d["model_dtype"], f"{w}.model_dtype").name if d.get("model_dtype") else "",
         params_routed=_routed(d, total, w), params_multimodal=_multimodal(d, total, active, w),
         **{k: _positive_int(d, k, w, allow_zero=True) for k in SHAPE_FIELDS if d.get(k) is not None},

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from course.units import GB, GIB
+from course.shared.units import GB, GIB
 from part1_capacity.calculator import engines
 from part1_capacity.calculator.sizing import roofline
 from part1_capacity.calculator.plan import deploy

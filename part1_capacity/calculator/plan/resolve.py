@@ -21,7 +21,7 @@ from part1_capacity.calculator.hardware.accelerators import Accelerator, runtime
 from part1_capacity.calculator.model.profiles import ModelProfile
 from part1_capacity.calculator.sizing import sharding
 from part1_capacity.calculator.sizing.sharding import splits_heads
-from course.units import GIB
+from course.shared.units import GIB
 
 DEFAULT_USABLE_FRACTION = 0.90      # vLLM's default gpu_memory_utilization
 DEFAULT_OVERHEAD_BYTES = 2 * GIB    # activations of a chunked prefill + runtime; vLLM profiles 1–4 GiB at start-up

@@ -30,7 +30,7 @@ from part1_capacity.calculator.readers import gguf_header
 from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.model.weights import GGUF, SAFETENSORS, Checkpoint
-from course.units import ceil_div
+from course.shared.units import ceil_div
 
 # Bits per element of every safetensors dtype (safetensors' Dtype enum; F4/F6 are packed sub-byte floats).
 SAFETENSORS_BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8,

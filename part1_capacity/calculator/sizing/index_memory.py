@@ -45,7 +45,7 @@ def index_bytes(kind: str, vectors: int, dim: int, nlist: int | None = None, hns
 @dataclass(frozen=True)
 class Host:
     """Which machine a hot cache belongs to: its node name and the memory its processes see (a memory cgroup's
-    limit inside one: ``course.memstat.meminfo``), bytes. The hot cache is what else runs there, so it is only
+    limit inside one: ``course.machine.memstat.meminfo``), bytes. The hot cache is what else runs there, so it is only
     reused on the same node with the same memory (within 1 %)."""
 
     node: str
@@ -59,10 +59,10 @@ class Host:
 
 
 def this_host() -> Host:
-    """The host this process runs on (node name; memory as ``course.memstat.meminfo`` sees it)."""
+    """The host this process runs on (node name; memory as ``course.machine.memstat.meminfo`` sees it)."""
     import platform
 
-    from course import memstat
+    from course.machine import memstat
 
     return Host(platform.node(), memstat.meminfo().total)
 

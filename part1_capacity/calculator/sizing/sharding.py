@@ -18,10 +18,14 @@ data-parallel replica (``sequences_per_replica``, ⌈B/d⌉). Units: bytes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 
 def splits_heads(model, t: int) -> bool:
-    """True when ``t`` tensor-parallel ranks split ``model``'s attention heads evenly (vLLM's rule above)."""
-    return model.n_heads % t == 0 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)
+    """True when ``t`` tensor-parallel ranks split ``model``'s attention heads evenly (vLLM's rule above), the K/V
+    heads of every layer type (Gemma 4's window layers have their own)."""
+    kinds = {model.n_kv_heads, getattr(model, "window_n_kv_heads", 0) or model.n_kv_heads}
+    return model.n_heads % t == 0 and all(kv % t == 0 or t % kv == 0 for kv in kinds)
 
 
 def kv_heads_per_rank(n_kv_heads: int, t: int) -> int:
@@ -30,10 +34,21 @@ def kv_heads_per_rank(n_kv_heads: int, t: int) -> int:
 
 
 def kv_fraction_per_rank(model, t: int) -> float:
-    """Share of one sequence's attention cache one of ``t`` ranks holds (MLA: 1, the latent on every rank)."""
+    """Share of the full layers' attention cache one of ``t`` ranks holds (MLA: 1, the latent on every rank) — of
+    the whole cache too, unless window layers have K/V heads of their own (``model_on_rank`` counts those)."""
     if model.is_mla:
         return 1.0
     return kv_heads_per_rank(model.n_kv_heads, t) / model.n_kv_heads
+
+
+def model_on_rank(model, t: int):
+    """``model`` with the K/V heads one of ``t`` ranks holds, per layer type (``kv_heads_per_rank`` each): its
+    cache law then counts one rank's share, each layer type split (or replicated) by its own heads. MLA: the model
+    itself (the latent is whole on every rank)."""
+    if model.is_mla or t == 1:
+        return model
+    window = model.window_n_kv_heads and kv_heads_per_rank(model.window_n_kv_heads, t)
+    return replace(model, n_kv_heads=kv_heads_per_rank(model.n_kv_heads, t), window_n_kv_heads=window)
 
 
 def state_shards(n_state_heads: int, t: int) -> int:
@@ -52,7 +67,7 @@ def cache_parts_per_rank(model, T, kv_bytes: float, state_bytes: float, t: int):
     """(attention K/V or MLA latent, recurrent state): bytes of ONE sequence's cache at ``T`` tokens (all layers)
     one of ``t`` tensor-parallel ranks holds by the law — each part × its fraction above. ``T`` may be a numpy
     array (the sweep's grid)."""
-    return (model.attention_cache_bytes(T, kv_bytes) * kv_fraction_per_rank(model, t),
+    return (model_on_rank(model, t).attention_cache_bytes(T, kv_bytes),
             model.state_bytes(state_bytes) * state_fraction_per_rank(model, t))
 
 

@@ -27,7 +27,7 @@ import json
 import re
 import shlex
 
-from course.units import ceil_div
+from course.shared.units import ceil_div
 from part1_capacity.calculator.base import validate
 from part1_capacity.calculator.sizing import adapters
 from part1_capacity.calculator.engines import vllm as vllm_rules

@@ -88,7 +88,7 @@ def sweep(model, accelerator, contexts, batches, workload: Workload | None = Non
 def heatmaps(s: Sweep, path, title: str | None = None, tr=None) -> None:
     """Two heatmaps side by side: accelerators needed, and how many of them the KV cache adds.
 
-    ``tr`` translates the labels (a ``course.i18n.Translator``: the site draws the map once per language)."""
+    ``tr`` translates the labels (a ``course.shared.i18n.Translator``: the site draws the map once per language)."""
     tr = tr or (lambda message, **values: message.format(**values) if values else message)
     import matplotlib
 

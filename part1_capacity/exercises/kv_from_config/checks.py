@@ -12,7 +12,7 @@ import json
 import numbers
 from pathlib import Path
 
-from course.grading import Check, Lesson, call, expect
+from course.grading.contract import Check, Lesson, call, expect
 from part0_foundations.l03_kv_cache import laws
 from part1_capacity.calculator.base.dtypes import bytes_per_element
 from part1_capacity.calculator.model.profiles import bundled_models

@@ -1,6 +1,6 @@
-"""Spec of the Part 1 exercise "KV bytes per token from config.json" (see course/notebook_spec.py). Run
+"""Spec of the Part 1 exercise "KV bytes per token from config.json" (see course/grading/notebook_spec.py). Run
 `make notebooks` after editing."""
-from course.notebook_spec import code, graded, md, solution
+from course.grading.notebook_spec import code, graded, md, solution
 from part1_capacity.exercises.kv_from_config import checks
 
 ASSIGNMENT = "p1_01_kv_from_config"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from course.grading import Check, Lesson, call, expect
+from course.grading.contract import Check, Lesson, call, expect
 from part1_capacity.exercises.one_more_accelerator.reference import added_by_kv
 from part1_capacity.calculator.readers.loader import load_model
 

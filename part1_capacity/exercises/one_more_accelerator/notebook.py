@@ -1,6 +1,6 @@
-"""Spec of the Part 1 exercise "the context that needs one more accelerator" (see course/notebook_spec.py). Run
+"""Spec of the Part 1 exercise "the context that needs one more accelerator" (see course/grading/notebook_spec.py). Run
 `make notebooks` after editing."""
-from course.notebook_spec import code, given, graded, md, solution
+from course.grading.notebook_spec import code, given, graded, md, solution
 from part1_capacity.exercises.one_more_accelerator import checks
 
 ASSIGNMENT = "p1_02_one_more_accelerator"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from course import tables
-from course.units import MIB
+from course.shared import tables
+from course.shared.units import MIB
 from part1_capacity.calculator.engines import llama_cpp as rules
 
 PRINT_HALF_STEP_BYTES = 0.005 * MIB

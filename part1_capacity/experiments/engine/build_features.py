@@ -35,8 +35,8 @@ def build_features(lib_path=LIB) -> dict[str, int]:
 
 
 def main(argv=None) -> int:
-    from course.host import cpu_flags
-    from course.records import run_record
+    from course.machine.host import cpu_flags
+    from course.machine.records import run_record
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--save", action="store_true", help="write results/part1/e2_build.json")

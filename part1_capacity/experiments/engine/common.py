@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from course import records
+from course.machine import records
 from part1_capacity.experiments.engine.gguf_model import GGUFShape
 from part1_capacity.calculator.base.errors import InputError
 from part1_capacity.calculator.base.saved_runs import RESULTS  # results/part1/: generated, outside the code tree
@@ -53,7 +53,7 @@ def scratch_dir(prefix: str):
 
 
 def run_record(argv=None) -> dict:
-    """The shared run record (``course.records``) plus the engine's version."""
+    """The shared run record (``course.machine.records``) plus the engine's version."""
     import llama_cpp
 
     return records.run_record(argv, llama_cpp_python=llama_cpp.__version__)

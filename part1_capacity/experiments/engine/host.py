@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from course.host import usable_cpus
+from course.machine.host import usable_cpus
 
 ENGINE_ISA_ENV = {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 BANDWIDTH_BUFFER_BYTES = 512 << 20

@@ -187,7 +187,7 @@ def load_constants() -> dict | None:
 
 
 def main(argv=None):
-    from course.records import run_record
+    from course.machine.records import run_record
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
@@ -206,7 +206,7 @@ def main(argv=None):
             ap.error(f"{name} must be from 1 to {hi}, got {v}")
     record = run_record(program="python -m part1_capacity.experiments.engine.kernels")
     runs = measure(threads, reps=args.reps, rounds=args.rounds, progress=lambda s: print("measuring", s, flush=True))
-    from course.records import load_average
+    from course.machine.records import load_average
 
     # a measurement at some thread counts replaces those and keeps the saved ones at other counts
     kept = [r for r in ((load_result(RESULT) or {}).get("runs") or []) if r["threads"] not in threads]
@@ -227,7 +227,7 @@ def refresh_host_profile(constants: dict):
     kernel constants at its thread count, when it was measured on this machine's CPU: the profile carries the
     constants ``capacity plan`` times this host with, and constants of one CPU with another's bandwidth would
     mix two machines. Returns the path saved, or None (no profile, another CPU, or no constants at its count)."""
-    from course.records import host_description
+    from course.machine.records import host_description
     from part1_capacity.experiments.engine.host import host_accelerator
 
     prof = load_result("host_accelerator")

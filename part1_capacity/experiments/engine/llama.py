@@ -17,7 +17,7 @@ from pathlib import Path
 import llama_cpp
 
 from part1_capacity.calculator.base.errors import InputError
-from course.units import MIB
+from course.shared.units import MIB
 
 
 # --- the log ------------------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from course.units import GB, GIB
+from course.shared.units import GB, GIB
 from part1_capacity.calculator.plan import offload
 from part1_capacity.calculator.hardware.accelerators import load_accelerator
 from part1_capacity.calculator.readers.loader import load_model

@@ -24,7 +24,7 @@ import os
 from dataclasses import asdict
 import statistics
 
-from course import records
+from course.machine import records
 from part1_capacity.calculator.hardware.accelerators import Kernels, kernels_from_dict
 from part1_capacity.calculator.plan import speed
 # bench and llama load llama_cpp: imported where the ladder runs, so reading a saved ladder (the site build,

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from course import i18n, records, tables
+from course.machine import records
+from course.shared import i18n, tables
 from part1_capacity.experiments.engine.common import load_result
-from course.units import MIB
+from course.shared.units import MIB
 
 NAME = "engine"
 EN = i18n.translator("en")
@@ -471,7 +472,7 @@ FMA_INSTRUCTIONS_F32 = 4
 
 def e2_differences(ladders: dict, kern: dict | None, tr=EN) -> str:
     """Why this host's ratios differ from the original study's, in this host's own numbers."""
-    from course.host import cpu_flags
+    from course.machine.host import cpu_flags
     from part1_capacity.experiments.engine import quant_ladder as ql
 
     out = []

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from course import tables
+from course.shared import tables
 from part1_capacity.calculator.model import weights
 from part1_capacity.calculator.base.dtypes import get_dtype
 from part1_capacity.calculator.engines import vllm_memory as vm
@@ -127,8 +127,9 @@ def terms(tr=_english) -> str:
     return tr("An {name} reports {runtime} GiB to the runtime; counted as the datasheet's {sheet} × 10⁹ bytes it would "
               "be {sheet_gib} GiB, {short} short before anything else. Non-PyTorch memory assumed per worker: {single} "
               "GiB alone, {tensor} GiB with tensor parallelism over NVLink, {pcie} GiB over PCIe only, {pipeline} GiB with pipeline stages only "
-              "(vLLM v0.19; `--vllm-version` picks an earlier release's figures). Default `gpu_memory_utilization`: {util}.", name=h100.name, runtime=f"{h100.engine_memory_bytes / GiB:.2f}",
+              "(vLLM v0.19; `--vllm-version` picks another release's figures: from v0.21 a CUDA-graph estimate of {graph} GiB "
+              "inside the budget). Default `gpu_memory_utilization`: {util}.", name=h100.name, runtime=f"{h100.engine_memory_bytes / GiB:.2f}",
               sheet=f"{h100.memory_bytes / 1e9:.0f}", sheet_gib=f"{h100.memory_bytes / GiB:.1f}",
               short=f"{1 - h100.memory_bytes / h100.engine_memory_bytes:.0%}", single=f"{nt['single'] / GiB:.2f}",
               tensor=f"{nt['tensor'] / GiB:.1f}", pcie=f"{nt['tensor_pcie'] / GiB:.2f}", pipeline=f"{nt['pipeline'] / GiB:.2f}",
-              util=f"{vm.DEFAULT_GPU_MEMORY_UTILIZATION:g}") + "\n"
+              util=f"{vm.DEFAULT_GPU_MEMORY_UTILIZATION:g}", graph=f"{vm.CUDA_GRAPH_ESTIMATE / GiB:.2f}") + "\n"

@@ -21,13 +21,13 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from course import memstat, records
+from course.machine import memstat, records
 from part1_capacity.experiments.page_cache import index as flat_index
 from part1_capacity.experiments.page_cache.hog import HogEnded, HogProcess
 from part1_capacity.experiments.page_cache.knee import find_knee, trailing_baseline
 from part1_capacity.experiments.page_cache.searcher import Searcher, faiss_query_ms
 from part1_capacity.calculator.base.errors import InputError
-from course.units import GIB
+from course.shared.units import GIB
 
 TMP_PREFIX = "capacity-e3-"
 # The median does not go to the disk's milliseconds: it moves when most reads take a fault, mostly minor ones
@@ -120,7 +120,7 @@ def validate(cfg: Config) -> None:
 
 
 def host_facts(workdir: str) -> dict:
-    """What the result depends on beside the run record (``course.records``: node, CPU, system, Python, load):
+    """What the result depends on beside the run record (``course.machine.records``: node, CPU, system, Python, load):
     memory, swap, disk, the kernel's reclaim settings, the libraries."""
     info = memstat.meminfo()
     swap = memstat.read_kib_fields("/proc/meminfo", ("SwapTotal",)).get("SwapTotal", 0)

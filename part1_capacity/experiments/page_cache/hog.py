@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from course import memstat
+from course.machine import memstat
 
 PAGE = memstat.PAGE_SIZE
 CHUNK = 64 << 20  # bytes checked against the floor at a time

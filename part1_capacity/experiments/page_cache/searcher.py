@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from course import memstat
+from course.machine import memstat
 
 PAGE = memstat.PAGE_SIZE
 

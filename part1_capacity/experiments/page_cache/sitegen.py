@@ -11,8 +11,9 @@ import math
 import statistics
 from pathlib import Path
 
-from course import tables
-from course import i18n, records
+from course.shared import tables
+from course.machine import records
+from course.shared import i18n
 from part1_capacity.calculator.sizing import index_memory
 from part1_capacity.experiments.page_cache import experiment
 from part1_capacity.experiments.page_cache.knee import trailing_baseline
@@ -153,7 +154,7 @@ def knee_threshold(run) -> list[float | None] | None:
 
 
 def _node(run) -> str:
-    """The host's name: the run record's (``course.records``), or ``host.hostname`` in a run saved before it."""
+    """The host's name: the run record's (``course.machine.records``), or ``host.hostname`` in a run saved before it."""
     return run["host"].get("hostname") or records.read_record(run)["host"]["node"]
 
 
