@@ -105,6 +105,32 @@ SURVIVED = {0}
 NO_TESTS = {5, 33}
 
 
+# mutmut imports the tests and runs them once (its stats run) in the process it then forks one child per mutant
+# from: a memo filled there (functools.lru_cache: the bundled profiles, a config's profile, the stored defaults)
+# would hand every child the unmutated code's answer, and a mutant of the code behind it would survive untested.
+# This pytest plugin, loaded in each child, empties the project's memos before a mutant's tests run.
+FRESH = "_mutation_fresh_memos"
+_FRESH_PLUGIN = f'''"""Empty the project's memos (lru_cache) before a mutant's tests (written by tools/mutation.py)."""
+import os
+import sys
+
+PACKAGES = {PACKAGES!r}
+
+
+def clear_memos():
+    for mod in list(sys.modules.values()):
+        if str(getattr(mod, "__name__", "")).split(".")[0] in PACKAGES:
+            for value in list(vars(mod).values()):
+                if callable(getattr(value, "cache_clear", None)):
+                    value.cache_clear()
+
+
+def pytest_sessionstart(session):
+    if "__mutmut_" in os.environ.get("MUTANT_UNDER_TEST", ""):   # a mutant's run, not the stats or clean run
+        clear_memos()
+'''
+
+
 def _pyproject(t: Target) -> str:
     """The scratch folder's pyproject.toml: the repository's pytest settings plus the [tool.mutmut] block."""
     pytest_opts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
@@ -116,9 +142,9 @@ def _pyproject(t: Target) -> str:
               f"only_mutate = {json.dumps([t.source])}",
               # the saved runs the code reads (a host's E3 knee, the course's records) sit at the root, outside
               # the packages mutmut copies: copied beside the mutated copy so its root finds them
-              f"also_copy = {json.dumps(list(SAVED))}",
+              f"also_copy = {json.dumps(list(SAVED) + [FRESH + '.py'])}",
               f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
-              '"pytest_add_cli_args" = ["-q", "-p", "no:cacheprovider", "-x"]',
+              f'"pytest_add_cli_args" = ["-q", "-p", "no:cacheprovider", "-x", "-p", "{FRESH}"]',
               f'process_isolation = "{t.isolation}"',
               "use_git_change_detection = false", "track_dependencies = false"]
     return "\n".join(lines) + "\n"
@@ -131,6 +157,7 @@ def _scratch(t: Target) -> Path:
     for name in PACKAGES + ("tests", "results"):
         (d / name).symlink_to(ROOT / name)
     (d / "pyproject.toml").write_text(_pyproject(t))
+    (d / (FRESH + ".py")).write_text(_FRESH_PLUGIN)
     return d
 
 
@@ -189,6 +216,7 @@ _VERIFY = """
 import importlib, inspect, json, os, re, sys
 sys.path.insert(0, os.getcwd())
 names, modules = json.loads(sys.stdin.read())
+from _mutation_fresh_memos import clear_memos
 fns = [(m, f) for m in modules for n, f in inspect.getmembers(importlib.import_module(m), inspect.isfunction)
        if n.startswith("test_") and not inspect.signature(f).parameters]
 os.environ["MUTANT_UNDER_TEST"] = ""
@@ -208,6 +236,7 @@ def candidates(name):
 out = {}
 for name in names:
     os.environ["MUTANT_UNDER_TEST"] = name
+    clear_memos()                         # the unmutated run above filled them
     out[name] = None
     for m, f in candidates(name):
         try:
@@ -231,7 +260,9 @@ def verify(t: Target, test_files: list) -> dict:
     f = OUT / f"{t.name}.json"
     r = json.loads(f.read_text())
     for x in test_files:
+        (d / x).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / x, d / x)
+    (d / (FRESH + ".py")).write_text(_FRESH_PLUGIN)
     mods = [x[:-3].replace("/", ".") for x in test_files]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, "-c", _VERIFY], cwd=d, env=env, text=True, capture_output=True,
