@@ -98,6 +98,16 @@ TARGETS = (
            ("tests/part0/l05_rag/test_checks.py", "tests/part0/l05_rag/test_checks_rules.py", "tests/part0/test_lesson_checks.py"), "forkserver"),
 )
 BY_NAME = {t.name: t for t in TARGETS}
+# calculator modules with no target yet (each needs its narrowest covering tests named above first), and modules
+# left out on purpose, with the reason
+NO_TARGET_YET = tuple(CALC + m for m in (
+    "model/hf_config.py", "readers/loader.py", "readers/hub.py", "readers/hub_http.py", "hardware/accelerators.py",
+    "hardware/local_machine.py", "sizing/index_memory.py", "sizing/adapters.py", "plan/offload.py", "uses/fit.py",
+    "uses/sweep.py", "uses/compare.py", "uses/emit.py", "uses/browser.py", "engines/__init__.py",
+    "base/validate.py", "base/fmt.py"))
+LEFT_OUT = {CALC + "base/errors.py": "one exception class and no logic",
+            CALC + "base/saved_runs.py": "one path constant and no logic",
+            CALC + "*/__init__.py (but engines/)": "a docstring each and no code"}
 
 # mutmut's exit-code classes (mutmut/stats.py status_by_exit_code)
 KILLED = {1, 3, 36, 24, -24, 152, 255, 37}  # a failing test, pytest's internal error, a time-out
@@ -108,7 +118,9 @@ NO_TESTS = {5, 33}
 # mutmut imports the tests and runs them once (its stats run) in the process it then forks one child per mutant
 # from: a memo filled there (functools.lru_cache: the bundled profiles, a config's profile, the stored defaults)
 # would hand every child the unmutated code's answer, and a mutant of the code behind it would survive untested.
-# This pytest plugin, loaded in each child, empties the project's memos before a mutant's tests run.
+# The stats run is no better: a test served from a memo is not recorded as reaching the code behind it, so a
+# mutant there would meet only the first test that filled the memo. This pytest plugin, loaded in every run,
+# empties the project's memos before each test.
 FRESH = "_mutation_fresh_memos"
 _FRESH_PLUGIN = f'''"""Empty the project's memos (lru_cache) before a mutant's tests (written by tools/mutation.py)."""
 import os
@@ -125,9 +137,8 @@ def clear_memos():
                     value.cache_clear()
 
 
-def pytest_sessionstart(session):
-    if "__mutmut_" in os.environ.get("MUTANT_UNDER_TEST", ""):   # a mutant's run, not the stats or clean run
-        clear_memos()
+def pytest_runtest_setup(item):
+    clear_memos()
 '''
 
 
@@ -314,6 +325,8 @@ def report() -> str:
         "| killed by a test written after the run | not killed | score |",
         "|---|---|---|---|---|---|---|---|---|---|", *rows, "",
         "Not measured yet: " + (", ".join(unmeasured) if unmeasured else "none") + ".", "",
+        "No target yet (not measured): " + ", ".join(f"`{m}`" for m in NO_TARGET_YET) + ".", "",
+        "Left out on purpose: " + "; ".join(f"`{m}` ({why})" for m, why in LEFT_OUT.items()) + ".", "",
         "## Survivors of earlier runs that a new test now kills", "", *(kb or ["none"]), "",
         "## Survivors of the latest run", *(details or ["\nnone"]), ""])
 
