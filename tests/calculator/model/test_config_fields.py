@@ -1,0 +1,113 @@
+"""How a config.json's fields are read (calculator/model/config_fields.py): made-up configs whose layer kinds, state
+shapes and head counts are worked by hand."""
+import pytest
+
+from part1_capacity.calculator.base.errors import InputError
+from part1_capacity.calculator.model.config_fields import Fields, layer_kinds, ssm_fields
+
+
+def kinds(**config):
+    return layer_kinds(Fields(config, {}, "config.json"))
+
+
+def test_the_global_layer_of_a_period_is_the_last_of_it_at_every_layer_count():
+    """Layer i is global when (i + 1) is a multiple of the period. Period 6 (Gemma 3's sliding_window_pattern) on 11
+    layers: only layer 5 is global (layer 11 would be the next). Reading the first of each period (layers 0 and 6)
+    or shifting by one (i + 2: layers 4 and 10) gives 2 global layers; on 5 layers, none is global (i + 2: layer 4)."""
+    cfg = {"num_hidden_layers": 11, "sliding_window": 512, "sliding_window_pattern": 6,
+           "max_position_embeddings": 8192}
+    assert kinds(**cfg) == ["window"] * 5 + ["full"] + ["window"] * 5
+    assert kinds(**{**cfg, "num_hidden_layers": 5}) == ["window"] * 5
+    # Qwen3-Next's full_attention_interval 4 on 7 layers: layer 3 is attention, the others linear
+    qwen = {"num_hidden_layers": 7, "full_attention_interval": 4, "linear_num_key_heads": 16}
+    assert kinds(**qwen) == ["linear"] * 3 + ["full"] + ["linear"] * 3
+
+
+def state(**config):
+    return ssm_fields(Fields(config, {}, "config.json"), 5)
+
+
+def refusal(**config) -> str:
+    with pytest.raises(InputError) as e:
+        state(**config)
+    return str(e.value)
+
+
+def test_a_kda_state_from_its_block_or_from_the_top_level_fields():
+    """Kimi Delta Attention's shape: heads, head width and convolution from linear_attn_config, a field it leaves out
+    from the top level; or from the top-level fields alone. vLLM keeps the state in float32 whatever the cache."""
+    block = {"num_heads": 2, "head_dim": 4, "short_conv_kernel_size": 3}
+    want = {"kind": "kda", "n_layers": 5, "n_heads": 2, "head_dim": 4, "d_conv": 3, "state_dtype": "fp32"}
+    assert state(linear_attn_config=block) == want
+    assert state(linear_attn_config={"num_heads": 2}, linear_num_heads=9, linear_head_dim=4,
+                 linear_conv_kernel_dim=3) == want
+    assert state(linear_num_heads=2, linear_head_dim=4, linear_conv_kernel_dim=3) == want
+    # each bound: 1 to 4,096, whole
+    assert state(linear_attn_config={"num_heads": 1, "head_dim": 4096, "short_conv_kernel_size": 3})["n_heads"] == 1
+    for bad, rule in ((0, "a positive integer <= 4,096, got 0"), (4097, "a positive integer <= 4,096, got 4097")):
+        assert refusal(linear_attn_config={**block, "head_dim": bad}) == (
+            f"config.json: field 'linear_attn_config.head_dim': must be {rule}")
+    assert refusal(linear_attn_config={**block, "num_heads": 2.5}).startswith(
+        "config.json: field 'linear_attn_config.num_heads': must be an integer")
+    # one of the two top-level fields alone is not KDA: here, with LFM2's convolution window, a short convolution
+    assert state(linear_num_heads=2, conv_L_cache=3, hidden_size=8)["kind"] == "short_conv"
+    assert state(linear_head_dim=4, conv_L_cache=3, hidden_size=8)["kind"] == "short_conv"
+
+
+def test_a_gated_deltanet_state_and_the_dtype_it_names():
+    """Qwen3-Next's fields, each its own value; the state dtype the file names (the cache's first), else none."""
+    gdn = {"linear_num_key_heads": 1, "linear_num_value_heads": 2, "linear_key_head_dim": 3,
+           "linear_value_head_dim": 4, "linear_conv_kernel_dim": 5}
+    assert state(**gdn) == {"kind": "gated_deltanet", "n_layers": 5, "n_k_heads": 1, "n_v_heads": 2, "k_head_dim": 3,
+                            "v_head_dim": 4, "d_conv": 5}
+    assert state(**gdn, mamba_ssm_dtype="float32")["state_dtype"] == "fp32"
+    assert state(**gdn, mamba_ssm_cache_dtype="bfloat16", mamba_ssm_dtype="float32")["state_dtype"] == "bf16"
+    # either field marks the kind; a missing or zero one is named
+    assert refusal(linear_key_head_dim=3) == "config.json: missing field 'linear_num_key_heads'"
+    assert refusal(linear_num_key_heads=1) == "config.json: missing field 'linear_num_value_heads'"
+    for key in gdn:
+        assert refusal(**{**gdn, key: 0}) == f"config.json: field '{key}': must be a positive integer, got 0", key
+
+
+def test_a_mamba_2_state_under_each_familys_names():
+    """Bamba's, Nemotron-H's and Zamba2's names for one shape: 4 heads of 8, state 16, convolution 4, groups 1 or 2.
+    Nemotron-H's state is kept in float32 unless the file names a cache dtype; Falcon-H1's "auto" head width is
+    mamba_d_ssm ÷ heads = 32 ÷ 4 = 8."""
+    def mamba2(n_groups=1, **extra):
+        return {"kind": "mamba2", "n_layers": 5, "n_heads": 4, "head_dim": 8, "d_state": 16, "d_conv": 4,
+                "n_groups": n_groups, **extra}
+    assert state(mamba_n_heads=4, mamba_d_head=8, mamba_d_state=16, mamba_d_conv=4, mamba_n_groups=1) == mamba2()
+    nemotron = dict(mamba_num_heads=4, mamba_head_dim=8, ssm_state_size=16, conv_kernel=4, n_groups=2)
+    assert state(**nemotron) == mamba2(2)
+    assert state(**nemotron, architectures=["NemotronHForCausalLM"]) == mamba2(2, state_dtype="fp32")
+    assert state(**nemotron, mamba_ssm_cache_dtype="bfloat16") == mamba2(2, state_dtype="bf16")
+    assert state(n_mamba_heads=4, mamba_headdim=8, mamba_d_state=16, mamba_d_conv=4, mamba_ngroups=1) == mamba2()
+    assert state(mamba_n_heads=4, mamba_d_head="auto", mamba_d_ssm=32, mamba_d_state=16, mamba_d_conv=4,
+                 mamba_n_groups=1) == mamba2()
+    # the name the file uses wins over the defaults' other name for the same field; the rest come from the defaults
+    f = Fields({"mamba_n_heads": 4, "ssm_state_size": 32}, {"mamba_d_head": 8, "mamba_d_state": 16, "mamba_d_conv": 4,
+                                                            "mamba_n_groups": 1}, "config.json")
+    assert ssm_fields(f, 5) == {**mamba2(), "d_state": 32}
+
+
+def test_mamba_1_lfm2_and_lightning_states_and_a_config_that_gives_none():
+    """Jamba: d_inner = mamba_expand × hidden = 2 × 8 = 16. A Mamba-1 stack: intermediate_size, else expand × hidden;
+    with n_groups, a Mamba-2 stack. LFM2: a convolution of conv_L_cache inputs over the hidden size. Lightning
+    attention (MiniMax): heads × head width, hidden ÷ heads = 32 ÷ 4 = 8 unless head_dim is stated."""
+    assert state(mamba_expand=2, hidden_size=8, mamba_d_state=16, mamba_d_conv=4) == {
+        "kind": "mamba1", "n_layers": 5, "d_inner": 16, "d_state": 16, "d_conv": 4}
+    stack = {"state_size": 16, "conv_kernel": 4, "expand": 2, "hidden_size": 8}
+    assert state(**stack) == {"kind": "mamba1", "n_layers": 5, "d_inner": 16, "d_state": 16, "d_conv": 4}
+    assert state(**stack, intermediate_size=20)["d_inner"] == 20
+    assert state(**stack, n_groups=1, num_heads=4, head_dim=8) == {
+        "kind": "mamba2", "n_layers": 5, "n_heads": 4, "head_dim": 8, "d_state": 16, "d_conv": 4, "n_groups": 1}
+    assert state(conv_L_cache=3, hidden_size=8) == {"kind": "short_conv", "n_layers": 5, "d_inner": 8, "d_conv": 3}
+    assert refusal(conv_L_cache=65, hidden_size=8) == (
+        "config.json: field 'conv_L_cache': must be a positive integer <= 64, got 65")
+    light = {"kind": "lightning", "n_layers": 5, "n_heads": 4, "head_dim": 8}
+    for marker in ({"block_size": 256}, {"attn_type_list": [0, 1]}, {"linear_attn_alpha_factor": 1}):
+        assert state(**marker, num_attention_heads=4, hidden_size=32) == light, marker
+    assert state(block_size=256, num_attention_heads=4, hidden_size=32, head_dim=16)["head_dim"] == 16
+    assert refusal(hidden_size=32) == (
+        "config.json: recurrent (linear-attention) layers whose state shape the config does not give (no Mamba, "
+        "gated DeltaNet or lightning-attention fields): not modelled")
