@@ -111,3 +111,60 @@ def test_mamba_1_lfm2_and_lightning_states_and_a_config_that_gives_none():
     assert refusal(hidden_size=32) == (
         "config.json: recurrent (linear-attention) layers whose state shape the config does not give (no Mamba, "
         "gated DeltaNet or lightning-attention fields): not modelled")
+
+
+def test_each_state_field_at_its_lower_bound_and_a_mamba_2_field_stated_nowhere():
+    """Every gated DeltaNet width may be 1 (a bound of 2 would refuse it); a Mamba-2 field neither the file nor the
+    defaults give is refused under its first name."""
+    ones = {"linear_num_key_heads": 1, "linear_num_value_heads": 1, "linear_key_head_dim": 1,
+            "linear_value_head_dim": 1, "linear_conv_kernel_dim": 1}
+    assert state(**ones) == {"kind": "gated_deltanet", "n_layers": 5, "n_k_heads": 1, "n_v_heads": 1,
+                             "k_head_dim": 1, "v_head_dim": 1, "d_conv": 1}
+    assert state(**ones, mamba_ssm_cache_dtype="bfloat16")["state_dtype"] == "bf16"
+    bamba = {"mamba_n_heads": 4, "mamba_d_head": 8, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_n_groups": 1}
+    for key, first in (("mamba_d_state", "mamba_d_state"), ("mamba_d_head", "mamba_d_head"),
+                       ("mamba_d_conv", "mamba_d_conv"), ("mamba_n_groups", "mamba_n_groups")):
+        assert refusal(**{k: v for k, v in bamba.items() if k != key}) == f"config.json: missing field '{first}'"
+
+
+def fields(**config):
+    return Fields(config, {}, "config.json")
+
+
+def test_k_v_heads_by_every_way_a_config_states_them():
+    """8 query heads: GQA's num_key_value_heads; ChatGLM's groups; Falcon-40B's num_kv_heads under its new decoder;
+    Falcon-7B's and GPT-BigCode's one shared head; else one per query head."""
+    from part1_capacity.calculator.model.config_fields import kv_heads
+    assert kv_heads(fields(num_key_value_heads=2), 8) == 2
+    assert kv_heads(fields(multi_query_attention=True, multi_query_group_num=2), 8) == 2
+    assert kv_heads(fields(multi_query_attention=True), 8) == 1
+    assert kv_heads(fields(num_kv_heads=4, new_decoder_architecture=True, multi_query=True), 8) == 4
+    assert kv_heads(fields(num_kv_heads=4), 8) == 4
+    assert kv_heads(fields(num_kv_heads=4, multi_query=True), 8) == 1
+    assert kv_heads(fields(multi_query=True), 8) == 1
+    assert kv_heads(fields(), 8) == 8
+    with pytest.raises(InputError) as e:
+        kv_heads(fields(num_key_value_heads=1025), 8)
+    assert str(e.value) == "config.json: field 'num_key_value_heads': must be a positive integer <= 1,024, got 1025"
+
+
+def test_the_head_width_and_the_experts():
+    """head_dim when stated, else hidden ÷ heads = 32 ÷ 4 = 8. Experts: (routed, per token) by each family's names;
+    one expert or none is dense; per-token counts listed by layer must agree."""
+    from part1_capacity.calculator.model.config_fields import experts, head_dim_of
+    assert (head_dim_of(fields(head_dim=16, hidden_size=32), 4), head_dim_of(fields(hidden_size=32), 4)) == (16, 8)
+    assert experts(fields()) == experts(fields(num_local_experts=1, num_experts_per_tok=1)) == (0, 0)
+    assert experts(fields(num_experts=[8, 8], num_experts_per_tok=2)) == (0, 0)
+    assert experts(fields(num_local_experts=8, num_experts_per_tok=2)) == (8, 2)
+    assert experts(fields(n_routed_experts=64, num_experts_per_tok=[6, 6])) == (64, 6)
+    assert experts(fields(moe_num_experts=16, moe_topk=4)) == (16, 4)
+    assert experts(fields(num_experts=128, top_k_experts=8)) == (128, 8)
+    for bad, message in (({"num_experts_per_tok": [2, 3]}, "8 experts but no experts-per-token field "
+                                                          "(num_experts_per_tok)"),
+                         ({}, "8 experts but no experts-per-token field (num_experts_per_tok)"),
+                         ({"num_experts_per_tok": 9}, "field 'num_experts_per_tok': must be a positive integer "
+                                                      "<= 8, got 9")):
+        with pytest.raises(InputError) as e:
+            experts(fields(num_local_experts=8, **bad))
+        assert str(e.value) == f"config.json: {message}", bad
+    assert experts(fields(num_local_experts=8, num_experts_per_tok=8)) == (8, 8)
