@@ -34,7 +34,7 @@ def refusal(**config) -> str:
 
 
 def test_a_kda_state_from_its_block_or_from_the_top_level_fields():
-    """Kimi Delta Attention's shape: heads, head width and convolution from linear_attn_config, a field it leaves out
+    """ssm_fields, Kimi Delta Attention's shape: heads, head width and convolution from linear_attn_config, a field it leaves out
     from the top level; or from the top-level fields alone. vLLM keeps the state in float32 whatever the cache."""
     block = {"num_heads": 2, "head_dim": 4, "short_conv_kernel_size": 3}
     want = {"kind": "kda", "n_layers": 5, "n_heads": 2, "head_dim": 4, "d_conv": 3, "state_dtype": "fp32"}
@@ -55,7 +55,7 @@ def test_a_kda_state_from_its_block_or_from_the_top_level_fields():
 
 
 def test_a_gated_deltanet_state_and_the_dtype_it_names():
-    """Qwen3-Next's fields, each its own value; the state dtype the file names (the cache's first), else none."""
+    """ssm_fields on Qwen3-Next's fields, each its own value; the state dtype the file names (the cache's first), else none."""
     gdn = {"linear_num_key_heads": 1, "linear_num_value_heads": 2, "linear_key_head_dim": 3,
            "linear_value_head_dim": 4, "linear_conv_kernel_dim": 5}
     assert state(**gdn) == {"kind": "gated_deltanet", "n_layers": 5, "n_k_heads": 1, "n_v_heads": 2, "k_head_dim": 3,
@@ -70,7 +70,7 @@ def test_a_gated_deltanet_state_and_the_dtype_it_names():
 
 
 def test_a_mamba_2_state_under_each_familys_names():
-    """Bamba's, Nemotron-H's and Zamba2's names for one shape: 4 heads of 8, state 16, convolution 4, groups 1 or 2.
+    """ssm_fields under Bamba's, Nemotron-H's and Zamba2's names for one shape: 4 heads of 8, state 16, convolution 4, groups 1 or 2.
     Nemotron-H's state is kept in float32 unless the file names a cache dtype; Falcon-H1's "auto" head width is
     mamba_d_ssm ÷ heads = 32 ÷ 4 = 8."""
     def mamba2(n_groups=1, **extra):
@@ -91,7 +91,7 @@ def test_a_mamba_2_state_under_each_familys_names():
 
 
 def test_mamba_1_lfm2_and_lightning_states_and_a_config_that_gives_none():
-    """Jamba: d_inner = mamba_expand × hidden = 2 × 8 = 16. A Mamba-1 stack: intermediate_size, else expand × hidden;
+    """ssm_fields. Jamba: d_inner = mamba_expand × hidden = 2 × 8 = 16. A Mamba-1 stack: intermediate_size, else expand × hidden;
     with n_groups, a Mamba-2 stack. LFM2: a convolution of conv_L_cache inputs over the hidden size. Lightning
     attention (MiniMax): heads × head width, hidden ÷ heads = 32 ÷ 4 = 8 unless head_dim is stated."""
     assert state(mamba_expand=2, hidden_size=8, mamba_d_state=16, mamba_d_conv=4) == {
@@ -114,7 +114,7 @@ def test_mamba_1_lfm2_and_lightning_states_and_a_config_that_gives_none():
 
 
 def test_each_state_field_at_its_lower_bound_and_a_mamba_2_field_stated_nowhere():
-    """Every gated DeltaNet width may be 1 (a bound of 2 would refuse it); a Mamba-2 field neither the file nor the
+    """ssm_fields: every gated DeltaNet width may be 1 (a bound of 2 would refuse it); a Mamba-2 field neither the file nor the
     defaults give is refused under its first name."""
     ones = {"linear_num_key_heads": 1, "linear_num_value_heads": 1, "linear_key_head_dim": 1,
             "linear_value_head_dim": 1, "linear_conv_kernel_dim": 1}
