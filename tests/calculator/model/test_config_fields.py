@@ -168,3 +168,48 @@ def test_the_head_width_and_the_experts():
             experts(fields(num_local_experts=8, **bad))
         assert str(e.value) == f"config.json: {message}", bad
     assert experts(fields(num_local_experts=8, num_experts_per_tok=8)) == (8, 8)
+
+
+STATE_SHAPES = [   # (a config of each state kind with every width 1, what ssm_fields makes of it)
+    ({"mamba_n_heads": 1, "mamba_d_head": 1, "mamba_d_state": 1, "mamba_d_conv": 1, "mamba_n_groups": 1},
+     {"kind": "mamba2", "n_heads": 1, "head_dim": 1, "d_state": 1, "d_conv": 1, "n_groups": 1}),
+    ({"mamba_num_heads": 1, "mamba_head_dim": 1, "ssm_state_size": 1, "conv_kernel": 1, "n_groups": 1},
+     {"kind": "mamba2", "n_heads": 1, "head_dim": 1, "d_state": 1, "d_conv": 1, "n_groups": 1}),
+    ({"mamba_expand": 1, "hidden_size": 1, "mamba_d_state": 1, "mamba_d_conv": 1},
+     {"kind": "mamba1", "d_inner": 1, "d_state": 1, "d_conv": 1}),
+    ({"state_size": 1, "conv_kernel": 1, "expand": 1, "hidden_size": 1, "n_groups": 1, "num_heads": 1,
+      "head_dim": 1}, {"kind": "mamba2", "n_heads": 1, "head_dim": 1, "d_state": 1, "d_conv": 1, "n_groups": 1}),
+    ({"state_size": 1, "conv_kernel": 1, "expand": 1, "hidden_size": 1, "intermediate_size": 1},
+     {"kind": "mamba1", "d_inner": 1, "d_state": 1, "d_conv": 1}),
+    ({"conv_L_cache": 1, "hidden_size": 1}, {"kind": "short_conv", "d_inner": 1, "d_conv": 1}),
+]
+
+
+def test_every_state_width_may_be_1_and_0_is_refused_by_name():
+    """ssm_fields: a width of 1 is the least a layer can have (a lower bound of 2 would refuse it); 0 is refused in
+    one line naming the field."""
+    for config, want in STATE_SHAPES:
+        assert state(**config) == {"n_layers": 5, **want}, config
+        for key in config:
+            if "num_heads" in config and key in ("expand", "hidden_size"):
+                continue          # a Mamba-2 stack's widths are its heads': these mark the stack and are not read
+            bound = " <= 64" if key == "conv_L_cache" else ""           # LFM2's window: at most 64 inputs
+            assert refusal(**{**config, key: 0}) == (
+                f"config.json: field '{key}': must be a positive integer{bound}, got 0"), (config, key)
+
+
+def test_the_mamba_blocks_widths_by_hand():
+    """ssm_fields. A stated head width wins over mamba_d_ssm ÷ heads (8, not 64 ÷ 4 = 16); "auto" takes the quotient,
+    rounded down: 34 ÷ 4 = 8. A Mamba-1 stack without intermediate_size: expand × hidden = 2 × 8 = 16. n_groups
+    given by the class defaults alone still makes the stack Mamba-2. mamba_expand without mamba_d_state is no
+    Mamba-1 block (nothing else here gives a state shape)."""
+    bamba = {"mamba_n_heads": 4, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_n_groups": 1}
+    assert state(**bamba, mamba_d_head=8, mamba_d_ssm=64)["head_dim"] == 8
+    assert state(**bamba, mamba_d_head="auto", mamba_d_ssm=34)["head_dim"] == 8
+    stack = {"state_size": 16, "conv_kernel": 4, "expand": 2, "hidden_size": 8, "num_heads": 4, "head_dim": 4}
+    assert state(**stack)["d_inner"] == 16
+    f = Fields(stack, {"n_groups": 1}, "config.json")
+    assert ssm_fields(f, 5) == {"kind": "mamba2", "n_layers": 5, "n_heads": 4, "head_dim": 4, "d_state": 16,
+                                "d_conv": 4, "n_groups": 1}
+    assert refusal(mamba_expand=2, hidden_size=8).endswith("not modelled")
+    assert "state_dtype" not in state(**bamba, mamba_d_head=8)
