@@ -213,3 +213,25 @@ def test_the_mamba_blocks_widths_by_hand():
                                 "d_conv": 4, "n_groups": 1}
     assert refusal(mamba_expand=2, hidden_size=8).endswith("not modelled")
     assert "state_dtype" not in state(**bamba, mamba_d_head=8)
+
+
+def test_layer_types_by_name():
+    """named_kinds: each name maps to its kind; a list of other things, a name not known or a list of the wrong length
+    is refused in one line."""
+    from part1_capacity.calculator.model.config_fields import KINDS, named_kinds
+    f = fields(num_hidden_layers=4)
+    assert named_kinds(f, ["full_attention", "sliding_attention", "linear_attention", "mlp"], 4) == [
+        "full", "window", "linear", "none"]
+    for bad in ("full_attention", [1, 2, 3, 4], ["full_attention", None, "mamba", "moe"]):
+        with pytest.raises(InputError) as e:
+            named_kinds(f, bad, 4)
+        assert str(e.value).startswith("config.json: field 'layer_types' must be a list of names, got "), bad
+    with pytest.raises(InputError) as e:
+        named_kinds(f, ["full_attention", "cross_attention", "x", "mlp"], 4)
+    known = ", ".join(k for k in KINDS if len(k) > 1)          # the one-letter pattern codes are not names
+    assert str(e.value) == ("config.json: layer type 'cross_attention' is a layer the calculator does not model; "
+                            f"known: {known}")
+    assert "E" not in known.split(", ") and "full_attention" in known.split(", ")
+    with pytest.raises(InputError) as e:
+        named_kinds(f, ["full_attention"] * 3, 4)
+    assert str(e.value) == "config.json: layer_types has 3 entries for num_hidden_layers=4"
