@@ -235,3 +235,37 @@ def test_layer_types_by_name():
     with pytest.raises(InputError) as e:
         named_kinds(f, ["full_attention"] * 3, 4)
     assert str(e.value) == "config.json: layer_types has 3 entries for num_hidden_layers=4"
+
+
+def test_the_sparse_indexers_layers_and_key_width():
+    """sparse_index on 4 layers: the layers sparse_attention_freq marks 1 and the key's width; the indexer's value
+    must be off (sparse_disable_index_value 1) on each of them — on the others it is not read."""
+    from part1_capacity.calculator.model.config_fields import sparse_index
+
+    def index(cfg):
+        return sparse_index(fields(sparse_attention_config=cfg), 4)
+
+    def refused(cfg):
+        with pytest.raises(InputError) as e:
+            index(cfg)
+        return str(e.value)
+    on = {"sparse_attention_freq": [1, 0, 1, 0], "sparse_disable_index_value": [1, 1, 1, 1], "sparse_index_dim": 64}
+    assert index(on) == (2, 64)
+    assert sparse_index(fields(), 4) is None and index(False) is None
+    assert index({**on, "use_sparse_attention": False}) is None
+    assert index({**on, "sparse_attention_freq": [0, 0, 0, 0]}) is None
+    assert index({**on, "sparse_attention_freq": [0, 1, 1, 0, 1], "sparse_disable_index_value": [0, 1, 1, 0]}) == (2, 64)
+    assert index({**on, "sparse_index_dim": 1}) == (2, 1) and index({**on, "sparse_index_dim": 4096}) == (2, 4096)
+    where = "config.json: field 'sparse_attention_config'"
+    assert refused("yes") == f"{where} must be a JSON object, got 'yes'"
+    for key in ("sparse_attention_freq", "sparse_disable_index_value"):
+        for bad in ([1, 0, 1], [1, 0, 2, 0], [True, 0, 0, 0], "1010"):
+            assert refused({**on, key: bad}).startswith(f"{where}.{key} must be 4 values of 0 or 1, got "), (key, bad)
+    assert refused({k: v for k, v in on.items() if k != "sparse_disable_index_value"}).startswith(
+        f"{where}.sparse_disable_index_value must be 4 values of 0 or 1")
+    assert refused({**on, "sparse_disable_index_value": [1, 1, 0, 1]}) == (
+        f"{where}: sparse layers whose indexer caches an index value beside its key (sparse_disable_index_value 0): "
+        "not modelled")
+    for bad in (0, 4097, 2.5):
+        assert refused({**on, "sparse_index_dim": bad}).startswith(f"{where}.sparse_index_dim: must be "), bad
+    assert refused({**on, "sparse_index_dim": 0}) == f"{where}.sparse_index_dim: must be a positive integer <= 4,096, got 0"
