@@ -88,6 +88,10 @@ def test_a_mamba_2_state_under_each_familys_names():
     f = Fields({"mamba_n_heads": 4, "ssm_state_size": 32}, {"mamba_d_head": 8, "mamba_d_state": 16, "mamba_d_conv": 4,
                                                             "mamba_n_groups": 1}, "config.json")
     assert ssm_fields(f, 5) == {**mamba2(), "d_state": 32}
+    # a default under a family's other name (Zamba2's mamba_headdim, Nemotron-H's ssm_state_size) is found
+    f = Fields({"mamba_n_heads": 4}, {"mamba_headdim": 8, "ssm_state_size": 16, "conv_kernel": 4, "n_groups": 1},
+               "config.json")
+    assert ssm_fields(f, 5) == mamba2()
 
 
 def test_mamba_1_lfm2_and_lightning_states_and_a_config_that_gives_none():
@@ -182,7 +186,11 @@ STATE_SHAPES = [   # (a config of each state kind with every width 1, what ssm_f
     ({"state_size": 1, "conv_kernel": 1, "expand": 1, "hidden_size": 1, "intermediate_size": 1},
      {"kind": "mamba1", "d_inner": 1, "d_state": 1, "d_conv": 1}),
     ({"conv_L_cache": 1, "hidden_size": 1}, {"kind": "short_conv", "d_inner": 1, "d_conv": 1}),
+    ({"mamba_n_heads": 1, "mamba_d_head": "auto", "mamba_d_ssm": 1, "mamba_d_state": 1, "mamba_d_conv": 1,
+      "mamba_n_groups": 1}, {"kind": "mamba2", "n_heads": 1, "head_dim": 1, "d_state": 1, "d_conv": 1, "n_groups": 1}),
+    ({"block_size": 1, "num_attention_heads": 1, "hidden_size": 1}, {"kind": "lightning", "n_heads": 1, "head_dim": 1}),
 ]
+NOT_A_WIDTH = ("block_size", "mamba_d_head", "mamba_d_ssm")   # a marker, "auto", a width read only when non-zero
 
 
 def test_every_state_width_may_be_1_and_0_is_refused_by_name():
@@ -191,7 +199,7 @@ def test_every_state_width_may_be_1_and_0_is_refused_by_name():
     for config, want in STATE_SHAPES:
         assert state(**config) == {"n_layers": 5, **want}, config
         for key in config:
-            if "num_heads" in config and key in ("expand", "hidden_size"):
+            if key in NOT_A_WIDTH or "num_heads" in config and key in ("expand", "hidden_size"):
                 continue          # a Mamba-2 stack's widths are its heads': these mark the stack and are not read
             bound = " <= 64" if key == "conv_L_cache" else ""           # LFM2's window: at most 64 inputs
             assert refusal(**{**config, key: 0}) == (
