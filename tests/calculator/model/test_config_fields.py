@@ -117,7 +117,7 @@ def test_mamba_1_lfm2_and_lightning_states_and_a_config_that_gives_none():
         "gated DeltaNet or lightning-attention fields): not modelled")
 
 
-def test_each_state_field_at_its_lower_bound_and_a_mamba_2_field_stated_nowhere():
+def test_state_widths_at_their_lower_bound_and_a_field_stated_nowhere():
     """ssm_fields: every gated DeltaNet width may be 1 (a bound of 2 would refuse it); a Mamba-2 field neither the file nor the
     defaults give is refused under its first name."""
     ones = {"linear_num_key_heads": 1, "linear_num_value_heads": 1, "linear_key_head_dim": 1,

@@ -41,7 +41,7 @@ def test_every_missing_or_zero_state_field_is_named_under_the_models_ssm():
             assert _refusal(zero) == f"model 'h'.ssm: field '{key}' must be a positive integer, got 0", (kind, key)
 
 
-def test_a_profiles_dict_adds_its_structure_and_the_older_key_and_leaves_out_the_extras():
+def test_a_profiles_dict_names_its_structure_and_leaves_out_the_extras():
     """4 layers, 4 query heads sharing 2 K/V heads: GQA, all 4 layers full attention. The JSON names the structure,
     repeats n_full_layers under its older name n_attn_layers, and leaves out the file's own "_" notes."""
     p = profile_from_dict({"id": "G", "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "head_dim": 8, "hidden_size": 32,
@@ -99,7 +99,7 @@ def test_every_refusal_of_a_profile_names_the_model_and_the_field():
         "model 'd': field 'window_kind' must be one of sliding, chunked, got 'global'")
 
 
-def test_the_experts_and_the_vision_tower_are_bounded_by_what_the_model_holds():
+def test_experts_and_a_vision_tower_are_bounded_by_the_total():
     """Of 1e6 parameters with 4e5 active: routed experts 0 … 1e6, a vision tower 0 … 1e6 − 4e5 = 6e5."""
     p = profile_from_dict(_dense(params_active=4e5, params_routed=5e5, params_multimodal=6e5))
     assert (p.params_routed, p.params_multimodal, p.is_moe) == (5e5, 6e5, False)   # 4e5 + 6e5 = the total
