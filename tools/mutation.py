@@ -80,6 +80,7 @@ TARGETS = (
     Target("configs", CALC + "model/configs.py",
            ("tests/calculator/model/test_configs.py", "tests/calculator/model/test_families.py",
             "tests/calculator/model/test_quant_ignore.py", "tests/part1/cli/test_inert_names_and_shards.py")),
+    Target("fmt", CALC + "base/fmt.py", ("tests/calculator/base/test_fmt.py",)),
     Target("kv_from_config_checks", "part1_capacity/exercises/kv_from_config/checks.py",
            ("tests/part1/exercises/test_exercises.py", "tests/part1/exercises/test_checks_rules.py", "tests/part0/test_lesson_checks.py"),
            "forkserver"),
@@ -104,7 +105,7 @@ NO_TARGET_YET = tuple(CALC + m for m in (
     "model/hf_config.py", "readers/loader.py", "readers/hub.py", "readers/hub_http.py", "hardware/accelerators.py",
     "hardware/local_machine.py", "sizing/index_memory.py", "sizing/adapters.py", "plan/offload.py", "uses/fit.py",
     "uses/sweep.py", "uses/compare.py", "uses/emit.py", "uses/browser.py", "engines/__init__.py",
-    "base/validate.py", "base/fmt.py"))
+    "base/validate.py"))
 LEFT_OUT = {CALC + "base/errors.py": "one exception class and no logic",
             CALC + "base/saved_runs.py": "one path constant and no logic",
             CALC + "*/__init__.py (but engines/)": "a docstring each and no code"}
