@@ -19,6 +19,7 @@ def test_counts_ratios_and_binary_thousands():
     assert (fmt_k(131072), fmt_k(2097152), fmt_k(1048576), fmt_k(1024)) == ("128K", "2M", "1M", "1K")
     assert (fmt_k(1536), fmt_k(1000), fmt_k(512), fmt_k(3 * 1048576 + 1024)) == ("1536", "1000", "512", "3073K")
     assert fmt_k(1536 * 1024) == "1536K"                         # 1.5 Mi: not a whole number of Mi
+    assert fmt_k(0) == "0"                                       # no tokens: neither 0M nor 0K
 
 
 def test_times_in_s_ms_and_microseconds_at_each_boundary():
@@ -35,3 +36,5 @@ def test_a_table_aligns_names_left_and_numbers_right():
         "gpt2     12\n"
         "a         3")
     assert table([["x", "y"]], ["a", "b"], left=(0, 1)) == "a  b\n-  -\nx  y"
+    # all right-aligned: a narrow value keeps its leading spaces (only trailing ones are cut)
+    assert table([["1"]], ["ab"], left=()) == "ab\n--\n 1"
