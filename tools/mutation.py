@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "mutation"
 SCRATCH = ROOT / "_build" / "mutation"
 PACKAGES = ("course", "part0_foundations", "part1_capacity")
+SAVED = ("results/part1", "results/course")   # saved runs the code reads, outside the packages
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,17 @@ TARGETS = (
     Target("plan", CALC + "plan/plan.py",
            ("tests/calculator/plan/test_plan.py", "tests/calculator/plan/test_deploy.py", "tests/calculator/plan/test_resolve.py", "tests/calculator/plan/test_plan_figures.py",
             "tests/part1/commands/test_commands.py")),
+    Target("profiles", CALC + "model/profiles.py",
+           ("tests/calculator/model/test_profiles.py", "tests/calculator/plan/test_plan_figures.py",
+            "tests/part1/experiments/engine/test_structures.py", "tests/part1/cli/test_refusals.py")),
+    Target("config_fields", CALC + "model/config_fields.py",
+           ("tests/calculator/model/test_configs.py", "tests/calculator/model/test_families.py")),
+    Target("param_count", CALC + "model/param_count.py",
+           ("tests/calculator/model/test_families.py", "tests/calculator/model/test_configs.py")),
+    Target("configs", CALC + "model/configs.py",
+           ("tests/calculator/model/test_configs.py", "tests/calculator/model/test_families.py",
+            "tests/calculator/model/test_quant_ignore.py", "tests/part1/cli/test_inert_names_and_shards.py")),
+    Target("fmt", CALC + "base/fmt.py", ("tests/calculator/base/test_fmt.py",)),
     Target("kv_from_config_checks", "part1_capacity/exercises/kv_from_config/checks.py",
            ("tests/part1/exercises/test_exercises.py", "tests/part1/exercises/test_checks_rules.py", "tests/part0/test_lesson_checks.py"),
            "forkserver"),
@@ -87,11 +99,48 @@ TARGETS = (
            ("tests/part0/l05_rag/test_checks.py", "tests/part0/l05_rag/test_checks_rules.py", "tests/part0/test_lesson_checks.py"), "forkserver"),
 )
 BY_NAME = {t.name: t for t in TARGETS}
+# calculator modules with no target yet (each needs its narrowest covering tests named above first), and modules
+# left out on purpose, with the reason
+NO_TARGET_YET = tuple(CALC + m for m in (
+    "model/hf_config.py", "readers/loader.py", "readers/hub.py", "readers/hub_http.py", "hardware/accelerators.py",
+    "hardware/local_machine.py", "sizing/index_memory.py", "sizing/adapters.py", "plan/offload.py", "uses/fit.py",
+    "uses/sweep.py", "uses/compare.py", "uses/emit.py", "uses/browser.py", "engines/__init__.py",
+    "base/validate.py"))
+LEFT_OUT = {CALC + "base/errors.py": "one exception class and no logic",
+            CALC + "base/saved_runs.py": "one path constant and no logic",
+            CALC + "*/__init__.py (but engines/)": "a docstring each and no code"}
 
 # mutmut's exit-code classes (mutmut/stats.py status_by_exit_code)
 KILLED = {1, 3, 36, 24, -24, 152, 255, 37}  # a failing test, pytest's internal error, a time-out
 SURVIVED = {0}
 NO_TESTS = {5, 33}
+
+
+# mutmut imports the tests and runs them once (its stats run) in the process it then forks one child per mutant
+# from: a memo filled there (functools.lru_cache: the bundled profiles, a config's profile, the stored defaults)
+# would hand every child the unmutated code's answer, and a mutant of the code behind it would survive untested.
+# The stats run is no better: a test served from a memo is not recorded as reaching the code behind it, so a
+# mutant there would meet only the first test that filled the memo. This pytest plugin, loaded in every run,
+# empties the project's memos before each test.
+FRESH = "_mutation_fresh_memos"
+_FRESH_PLUGIN = f'''"""Empty the project's memos (lru_cache) before a mutant's tests (written by tools/mutation.py)."""
+import os
+import sys
+
+PACKAGES = {PACKAGES!r}
+
+
+def clear_memos():
+    for mod in list(sys.modules.values()):
+        if str(getattr(mod, "__name__", "")).split(".")[0] in PACKAGES:
+            for value in list(vars(mod).values()):
+                if callable(getattr(value, "cache_clear", None)):
+                    value.cache_clear()
+
+
+def pytest_runtest_setup(item):
+    clear_memos()
+'''
 
 
 def _pyproject(t: Target) -> str:
@@ -103,8 +152,11 @@ def _pyproject(t: Target) -> str:
     lines += ["timeout = 300", "", "[tool.mutmut]",
               f"source_paths = {json.dumps(list(PACKAGES))}",
               f"only_mutate = {json.dumps([t.source])}",
+              # the saved runs the code reads (a host's E3 knee, the course's records) sit at the root, outside
+              # the packages mutmut copies: copied beside the mutated copy so its root finds them
+              f"also_copy = {json.dumps(list(SAVED) + [FRESH + '.py'])}",
               f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
-              '"pytest_add_cli_args" = ["-q", "-p", "no:cacheprovider", "-x"]',
+              f'"pytest_add_cli_args" = ["-q", "-p", "no:cacheprovider", "-x", "-p", "{FRESH}"]',
               f'process_isolation = "{t.isolation}"',
               "use_git_change_detection = false", "track_dependencies = false"]
     return "\n".join(lines) + "\n"
@@ -114,9 +166,10 @@ def _scratch(t: Target) -> Path:
     d = SCRATCH / t.name
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
-    for name in PACKAGES + ("tests",):
+    for name in PACKAGES + ("tests", "results"):
         (d / name).symlink_to(ROOT / name)
     (d / "pyproject.toml").write_text(_pyproject(t))
+    (d / (FRESH + ".py")).write_text(_FRESH_PLUGIN)
     return d
 
 
@@ -175,6 +228,7 @@ _VERIFY = """
 import importlib, inspect, json, os, re, sys
 sys.path.insert(0, os.getcwd())
 names, modules = json.loads(sys.stdin.read())
+from _mutation_fresh_memos import clear_memos
 fns = [(m, f) for m in modules for n, f in inspect.getmembers(importlib.import_module(m), inspect.isfunction)
        if n.startswith("test_") and not inspect.signature(f).parameters]
 os.environ["MUTANT_UNDER_TEST"] = ""
@@ -194,6 +248,7 @@ def candidates(name):
 out = {}
 for name in names:
     os.environ["MUTANT_UNDER_TEST"] = name
+    clear_memos()                         # the unmutated run above filled them
     out[name] = None
     for m, f in candidates(name):
         try:
@@ -217,7 +272,9 @@ def verify(t: Target, test_files: list) -> dict:
     f = OUT / f"{t.name}.json"
     r = json.loads(f.read_text())
     for x in test_files:
+        (d / x).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / x, d / x)
+    (d / (FRESH + ".py")).write_text(_FRESH_PLUGIN)
     mods = [x[:-3].replace("/", ".") for x in test_files]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, "-c", _VERIFY], cwd=d, env=env, text=True, capture_output=True,
@@ -269,6 +326,8 @@ def report() -> str:
         "| killed by a test written after the run | not killed | score |",
         "|---|---|---|---|---|---|---|---|---|---|", *rows, "",
         "Not measured yet: " + (", ".join(unmeasured) if unmeasured else "none") + ".", "",
+        "No target yet (not measured): " + ", ".join(f"`{m}`" for m in NO_TARGET_YET) + ".", "",
+        "Left out on purpose: " + "; ".join(f"`{m}` ({why})" for m, why in LEFT_OUT.items()) + ".", "",
         "## Survivors of earlier runs that a new test now kills", "", *(kb or ["none"]), "",
         "## Survivors of the latest run", *(details or ["\nnone"]), ""])
 
