@@ -104,7 +104,7 @@ BOOLEAN_FIELDS = ("tie_word_embeddings", "mlp_bias", "attention_bias", "qkv_bias
                   "use_conv_bias", "mamba_proj_bias", "use_bias", "projectors_bias", "multi_query_attention",
                   "new_decoder_architecture", "multi_query", "use_sliding_window", "is_encoder_decoder", "use_cla",
                   "conv_bias", "block_auto_adjust_ff_dim", "attention_out_bias", "mla_use_output_gate", "tie_embedding",
-                  "attention_k_eq_v")
+                  "attention_k_eq_v", "latent_moe_use_norm")
 
 
 # layer_types names → the calculator's layer kinds. "full": K/V of every token; "window": the last W tokens;
@@ -123,11 +123,6 @@ NOT_MODELLED = {
     "is_encoder_decoder": "an encoder-decoder's cross-attention caches the encoder output per sequence",
     "kv_lora_rank_per_layer": "per-layer MLA latent widths",
     "use_cla": "cross-layer attention: adjacent layers share one K/V (Hunyuan's CLA)",
-    # Kimi-K3 (a kimi_linear text model of its own code): routed experts in a latent width with their own
-    # projections, attention-residual projections per block of layers, a gate on the MLA output
-    "routed_expert_hidden_size": "routed experts in a latent width of their own (Kimi-K3)",
-    "attn_res_block_size": "attention-residual projections across blocks of layers (Kimi-K3)",
-    "mla_use_output_gate": "an output gate on MLA attention (Kimi-K3)",
 }
 
 

@@ -577,6 +577,13 @@ def _v4_kept(name: str, leaf: str) -> bool:
     return leaf == "weights_proj" or (".compressor." in name and leaf in ("kv_proj", "gate_proj"))
 
 
+def _k3_kept(leaf: str) -> bool:
+    """Kimi-K3's latent projections around its routed experts and its attention-residual projections: matrices its
+    MXFP4 checkpoint keeps in bf16 (moonshotai/Kimi-K3's safetensors: routed_expert_down_proj / _up_proj and every
+    *_res_proj stored BF16, not packed) though the ``ignore`` list does not name them."""
+    return leaf in ("routed_expert_down_proj", "routed_expert_up_proj") or leaf.endswith("_res_proj")
+
+
 def weight_groups(params, native: str, quant: dict, where: str = "quantization_config") -> tuple[WeightGroup, ...]:
     """Parameters by storage precision. Unquantized: everything at the native dtype. A quantized checkpoint
     stores only its matrices quantized — ``mxfp4`` (gpt-oss) the routed-expert matrices, every other method every
@@ -601,7 +608,8 @@ def weight_groups(params, native: str, quant: dict, where: str = "quantization_c
         leaf = name.rsplit(".", 2)[-2] if name.count(".") >= 1 else name
         matrix = (is_routed_expert(name) and not name.endswith("bias")) if method == "mxfp4" else (
             (len(shape) == 2 and name.endswith(".weight") and "embed" not in name and "lm_head" not in name
-             and leaf not in ("gate", "router", "shared_expert_gate") and not _v4_kept(name, leaf))
+             and leaf not in ("gate", "router", "shared_expert_gate") and not _v4_kept(name, leaf)
+             and not _k3_kept(leaf))
             or (is_routed_expert(name) and not name.endswith("bias")))
         if matrix and not _not_converted(name, q["skip"]):
             quantized += numel(shape)

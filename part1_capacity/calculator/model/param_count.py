@@ -170,9 +170,12 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
     if lay.get("indexer") and isinstance(f.raw("sparse_attention_config"), dict):
         sparse = f.raw("sparse_attention_config")
         indexed = {i for i, x in enumerate(sparse.get("sparse_attention_freq") or []) if x}
+    attn_res = _attention_residuals(f)
     for i, kind in enumerate(kinds):
         p = f"model.layers.{i}"
         out += [(f"{p}.{n}.{w}", (D,)) for n in norms for w in kinds_of_norm]
+        if attn_res:
+            out += _attn_res(p, ("self_attention_res", "mlp_res"), D)
         if kind in ("full", "window", "chunked", "both"):
             kv, k_dim, v_dim = widths["window" if kind == "window" else "full"]
             out += _attention(f, lay, p, D, H, kv, k_dim, v_dim, window=kind == "window",
@@ -199,7 +202,27 @@ def count_parameters(config: dict, defaults: dict | None = None, where: str = "c
             moe = bool(e) and pattern[i] == "E"
         out += _moe(f, lay, p, D, e, moe_I, I) if moe else _mlp(f, lay, f"{p}.mlp", D, dense_I)
     out += [(f"model.norm.{w}", (D,)) for w in kinds_of_norm]
+    if attn_res:
+        out += _attn_res("model", ("output_attn_res",), D)
     return out
+
+
+def _attention_residuals(f: Fields) -> bool:
+    """Kimi-K3's attention residuals (``attn_res_block_size``): each sublayer reads a softmax-weighted mix of the
+    outputs of earlier blocks of layers in place of the plain residual. The block size only says where a block
+    closes; the weights are the same on every layer (``_attn_res``)."""
+    if f.raw("attn_res_block_size") in (None, False, 0):
+        return False
+    f.int("attn_res_block_size", lo=1, hi=512)
+    return True
+
+
+def _attn_res(p: str, names: tuple, D: int):
+    """The weights of attention residuals, on every layer whatever ``attn_res_block_size`` (the tensors of
+    moonshotai/Kimi-K3's 93 layers: ``self_attention_res_norm`` [7,168], ``self_attention_res_proj`` [1, 7,168] and
+    the two ``mlp_res_*`` alike; one ``output_attn_res_*`` pair before the head): per mix an RMS norm of the hidden
+    size and a one-output projection, the pseudo-query that scores each source."""
+    return [x for n in names for x in ((f"{p}.{n}_norm.weight", (D,)), (f"{p}.{n}_proj.weight", (1, D)))]
 
 
 def _widths(f: Fields, lay: dict, D: int) -> tuple[int, int, int, int, int]:
@@ -433,6 +456,10 @@ def _mla(f: Fields, p: str, D: int, H: int):
               (f"{p}.self_attn.q_b_proj.weight", (H * (nope + rope), q))]
     else:
         a.append((f"{p}.self_attn.q_proj.weight", (H * (nope + rope), D)))
+    if f.flag("mla_use_output_gate"):
+        # Kimi-K3: a sigmoid gate on the attention output per head and value channel, from the layer's input
+        # (its checkpoint's self_attn.g_proj [96 × 128, 7,168] on each MLA layer), without a bias
+        a.append((f"{p}.self_attn.g_proj.weight", (H * v, D)))
     if f.raw("index_head_dim") and f.raw("index_n_heads"):
         ih, ihd = f.int("index_n_heads", lo=1), f.int("index_head_dim", lo=1)
         a += [(f"{p}.self_attn.indexer.wq_b.weight", (ih * ihd, q or D)),
@@ -451,12 +478,22 @@ def _moe(f: Fields, lay: dict, p: str, D: int, e: int, I: int, inter: int):
     (models/nemotron_h/modeling_nemotron_h.py NemotronHMoE, NemotronHExperts)."""
     up = I if lay.get("plain") else 2 * I
     latent = f.int("moe_latent_size", lo=1) if f.raw("moe_latent_size") else None
-    width = latent or D                               # what the routed experts read and write
+    k3_latent = f.int("routed_expert_hidden_size", lo=1) if f.raw("routed_expert_hidden_size") else None
+    width = latent or k3_latent or D                  # what the routed experts read and write
     m = [(f"{p}.mlp.gate.weight", (e, D)), (f"{p}.mlp.experts.gate_up_proj", (e, up, width)),
          (f"{p}.mlp.experts.down_proj", (e, width, I))]
     if latent:
         m += _linear(f"{p}.mlp.fc1_latent_proj", latent, D, f.flag("mlp_bias")) + \
             _linear(f"{p}.mlp.fc2_latent_proj", D, latent, f.flag("mlp_bias"))
+    if k3_latent:
+        # Kimi-K3 (routed_expert_hidden_size): the same narrowing, one projection down before the experts and one
+        # up after them, no bias, and with latent_moe_use_norm an RMS norm of the latent width before the up
+        # projection (its checkpoint's block_sparse_moe.routed_expert_down_proj [3,584, 7,168], routed_expert_norm
+        # [3,584], routed_expert_up_proj [7,168, 3,584]); the router and the shared experts read the hidden size
+        m += [(f"{p}.mlp.routed_expert_down_proj.weight", (k3_latent, D)),
+              (f"{p}.mlp.routed_expert_up_proj.weight", (D, k3_latent))]
+        if f.flag("latent_moe_use_norm"):
+            m.append((f"{p}.mlp.routed_expert_norm.weight", (k3_latent,)))
     if lay.get("expert_bias"):                    # gpt-oss: biased router and experts
         m += [(f"{p}.mlp.gate.bias", (e,)), (f"{p}.mlp.experts.gate_up_proj_bias", (e, up)),
               (f"{p}.mlp.experts.down_proj_bias", (e, D))]
@@ -465,8 +502,10 @@ def _moe(f: Fields, lay: dict, p: str, D: int, e: int, I: int, inter: int):
         shared = inter
     elif field:
         shared = f.int(field, 0)
-    else:                                         # DeepSeek: n_shared_experts experts of the routed width
-        shared = f.int("n_shared_experts", 0) * I
+    else:                  # DeepSeek: n_shared_experts experts of the routed width (Kimi: num_shared_experts)
+        n = f.first("n_shared_experts", "num_shared_experts")
+        shared = (0 if n is None else validate.number(n, f"{f.where}: field 'num_shared_experts'", lo=0, hi=1024,
+                                                      integer=True)) * I
     if shared:
         m += _mlp(f, lay, f"{p}.mlp.shared_experts", D, shared)
     if shared and lay.get("shared_gate"):
@@ -480,15 +519,22 @@ def _recurrent(f: Fields, lay: dict, p: str, D: int, s: dict):
         # Kimi Delta Attention (models/kimi_linear/modeling_kimi_linear.py KimiLinearDeltaAttention): q, k, v, one
         # depthwise convolution over the three, the forget gate's low-rank pair with its dt_bias and A_log, a beta
         # per head, the output gate's low-rank pair, a gated norm of head_dim and the output projection
+        # (Kimi-K3's use_full_rank_gate: the output gate one full projection g_proj [heads × head_dim, hidden], as
+        # its checkpoint's self_attn.g_proj [12,288, 7,168] on each KDA layer)
         H, d = s["n_heads"], s["head_dim"]
         qkv = H * d
         a = f"{p}.self_attn"
+        cfg = f.raw("linear_attn_config")
+        full_gate = isinstance(cfg, dict) and boolean(cfg.get("use_full_rank_gate", False),
+                                                      f"{f.where}: field 'linear_attn_config.use_full_rank_gate'")
+        gate = [(f"{a}.g_proj.weight", (qkv, D))] if full_gate else \
+            [(f"{a}.g_a_proj.weight", (d, D)), (f"{a}.g_b_proj.weight", (qkv, d))]
         return [(f"{a}.q_proj.weight", (qkv, D)), (f"{a}.k_proj.weight", (qkv, D)), (f"{a}.v_proj.weight", (qkv, D)),
                 (f"{a}.conv1d.weight", (3 * qkv, 1, s["d_conv"])),
                 (f"{a}.forget_gate.f_a_proj.weight", (d, D)), (f"{a}.forget_gate.f_b_proj.weight", (qkv, d)),
                 (f"{a}.forget_gate.dt_bias", (qkv,)), (f"{a}.forget_gate.A_log", (1, 1, H, 1)),
-                (f"{a}.b_proj.weight", (H, D)), (f"{a}.g_a_proj.weight", (d, D)), (f"{a}.g_b_proj.weight", (qkv, d)),
-                (f"{a}.o_norm.weight", (d,)), (f"{a}.o_proj.weight", (D, qkv))]
+                (f"{a}.b_proj.weight", (H, D))] + gate + \
+            [(f"{a}.o_norm.weight", (d,)), (f"{a}.o_proj.weight", (D, qkv))]
     if kind == "short_conv":
         # LFM2's gated short convolution (Lfm2ShortConv): B, C and x from one projection, a depthwise convolution
         # over the hidden size, an output projection; biases on all three when conv_bias

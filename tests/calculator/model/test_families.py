@@ -14,6 +14,7 @@ Qwen2-MoE test), ``phi-4-mini-instruct`` microsoft/Phi-4-mini-instruct, ``olmo-2
 ``glm-4.5-air`` zai-org/GLM-4.5-Air (as vendored by a fork of aiconfigurator, ``triple-mu/aiconfigurator``).
 """
 import json
+import re
 import subprocess
 import sys
 from functools import lru_cache
@@ -206,12 +207,12 @@ def test_pure_parameter_count_equals_the_meta_device_count(name):
 
 
 def test_every_published_config_with_a_class_is_counted():
-    """MiniMax-M1, Phi-3-small, Llama-3.3-Nemotron-Super (DeciLM) and MiniMax-M3 have no transformers class (their
-    own code): they are counted from their fields, and their cards or counts by hand check those counts
+    """MiniMax-M1, Phi-3-small, Llama-3.3-Nemotron-Super (DeciLM), MiniMax-M3 and Kimi-K3 have no transformers class
+    (their own code): they are counted from their fields, and their cards or counts by hand check those counts
     (test_parameters_within_one_percent_of_the_card; Phi-3-small's 7.39B and the Nemotron-Super's 49.87B block by
     block in test_calculator_configs.py; MiniMax-M3 against transformers' MiniMaxM3VLTextConfig below)."""
     assert set(ALL) - set(EXACT) == {"minimax-m1", "phi-3-small-8k-instruct", "llama-3.3-nemotron-super-49b-v1",
-                                     "minimax-m3"}
+                                     "minimax-m3", "kimi-k3"}
 
 
 def test_the_pure_layer_imports_nothing_heavy():
@@ -616,23 +617,91 @@ def test_a_checkpoints_headers_and_the_formula_agree_and_the_plan_says_which(tmp
     assert by_headers["weights_bytes"] == by_formula["weights_bytes"] == off
 
 
-def test_kimi_k3s_own_blocks_are_refused_by_name_not_miscounted(tmp_path):
-    """Kimi-K3 ships a kimi_linear text model in its own code (model_type kimi_k3, no transformers class) with
-    structures the count does not know — routed experts in a latent width (routed_expert_hidden_size),
-    attention-residual projections (attn_res_block_size), a gate on the MLA output — and 4-bit float weights the
-    calculator now sizes: without the refusal it would answer with a parameter count missing those blocks."""
-    text = cfg("kimi-linear-48b-a3b")
-    for field, value, fragment in (
-            ("routed_expert_hidden_size", 1152, "routed experts in a latent width of their own"),
-            ("attn_res_block_size", 2, "attention-residual projections across blocks of layers"),
-            ("mla_use_output_gate", True, "an output gate on MLA attention")):
-        d = {"architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
-             "text_config": {**text, field: value}}
-        p = tmp_path / field
-        p.mkdir()
-        (p / "config.json").write_text(json.dumps(d))
-        with pytest.raises(InputError, match=f"{fragment} \\(Kimi-K3\\) \\('{field}'\\): not modelled"):
-            load_model(str(p / "config.json"))
+# --- Kimi-K3: a kimi_linear text model of its own code (moonshotai/Kimi-K3), its shapes from its checkpoint -------
+def test_kimi_k3_counts_its_own_blocks_by_hand():
+    """Counted by hand from the file (text_config): 93 layers, MLA at the 24 1-based full_attn_layers 4, 8, …, 92, 93,
+    KDA at the 69 others; hidden 7,168, vocabulary 163,840, untied head; every shape below is a tensor of the
+    published checkpoint (its 96 safetensors files' headers).
+    Embedding and head 2 × 163,840 × 7,168 = 2,348,810,240; two norms per layer 93 × 2 × 7,168 = 1,333,248.
+    Attention residuals (attn_res_block_size): on every layer self_attention_res_norm 7,168, self_attention_res_proj
+    1 × 7,168 and the two mlp_res_* alike (28,672), and output_attn_res_norm / _proj once: 93 × 28,672 + 14,336 =
+    2,680,832.
+    A KDA layer (96 heads of 128: 12,288): q, k, v 3 × 12,288 × 7,168 = 264,241,152, the three convolutions
+    3 × 12,288 × 4 = 147,456, the forget gate f_a 128 × 7,168 = 917,504 and f_b 12,288 × 128 = 1,572,864, dt_bias
+    12,288, A_log 96, beta 96 × 7,168 = 688,128, the full-rank output gate (use_full_rank_gate) g_proj
+    12,288 × 7,168 = 88,080,384, o_norm 128, o 7,168 × 12,288 = 88,080,384: 443,740,384 × 69 = 30,618,086,496.
+    An MLA layer: kv_a (512 + 64) × 7,168 = 4,128,768 and its norm 512, kv_b 96 × (128 + 128) × 512 = 12,582,912,
+    q_a 1,536 × 7,168 = 11,010,048 and its norm 1,536, q_b 96 × (128 + 64) × 1,536 = 28,311,552, o 7,168 × 12,288 =
+    88,080,384 and the output gate (mla_use_output_gate) g_proj 12,288 × 7,168 = 88,080,384: 232,196,096 × 24 =
+    5,572,706,304.
+    Layer 0 a dense MLP 3 × 7,168 × 33,792 = 726,663,168. Layers 1-92: 896 routed experts that read and write the
+    latent width (routed_expert_hidden_size 3,584): 896 × 3 × 3,072 × 3,584 = 29,595,009,024; the latent
+    projections routed_expert_down_proj 3,584 × 7,168 and routed_expert_up_proj 7,168 × 3,584 and the norm
+    (latent_moe_use_norm) 3,584 = 51,383,808; two shared experts of the expert width, 3 × 7,168 × 6,144 =
+    132,120,576; the router 896 × 7,168 = 6,422,528: 29,784,935,936 × 92 = 2,740,214,106,112. The final norm 7,168.
+    Total 2,779,484,393,568.
+    The checkpoint's tensors hold 2,779,484,478,208 text-model parameters (two MXFP4 weights per packed byte): 84,640
+    more, its A_log of 128 entries for 96 heads (69 × 32) and the router's score-correction bias (92 × 896), which
+    the count leaves out as it does for Kimi Linear — 3 × 10⁻⁸ of the total, well within 1 %."""
+    m = load_model(path("kimi-k3"))
+    assert m.params_total == 2_779_484_393_568
+    assert m.params_total == pytest.approx(2_779_484_478_208, rel=0.01)
+    assert m.params_routed == 92 * 29_595_009_024
+    # the cache as Kimi Linear's: 24 MLA layers × (512 + 64) × 2 bytes per token; 69 KDA states
+    assert (m.n_full_layers, m.kv_bytes_per_token(2), m.ssm.kind, m.ssm.n_layers) == (24, 27_648, "kda", 69)
+
+
+def test_kimi_k3s_mxfp4_experts_alone_are_packed():
+    """Its compressed-tensors MXFP4 scheme packs the routed experts alone: 2,722,740,830,208 weights × 4.25 bits
+    = 1,446,456,066,048 bytes, the checkpoint's weight_packed (half a byte each) and weight_scale (one byte per 32)
+    bytes to the byte. Everything else is bf16, the latent and residual projections too (stored BF16 though the
+    ignore list does not name them): 56,743,563,360 × 2 = 113,487,126,720 bytes."""
+    from part1_capacity.calculator.model import weights
+
+    groups = {g["dtype"]: (g["params"], g["bytes"]) for g in weights.weights_report(load_model(path("kimi-k3")))
+              ["weights_groups"]}
+    assert groups == {"mxfp4": (2_722_740_830_208, 1_446_456_066_048), "bf16": (56_743_563_360, 113_487_126_720)}
+
+
+@pytest.mark.parametrize("change, fewer", [
+    ({"attn_res_block_size": None}, 2_680_832),                   # the residual mixes' norms and projections
+    ({"mla_use_output_gate": False}, 24 * 12_288 * 7_168),        # g_proj on the 24 MLA layers
+    ({"latent_moe_use_norm": False}, 92 * 3_584),                 # routed_expert_norm on the 92 MoE layers
+    # the KDA output gate low-rank (g_a 128 × 7,168 + g_b 12,288 × 128) in place of g_proj 12,288 × 7,168
+    ({"linear_attn_config": {"use_full_rank_gate": False}}, 69 * (12_288 * 7_168 - 128 * 7_168 - 12_288 * 128)),
+    # experts of the hidden width (more, so "fewer" is negative) and no latent projections or norm:
+    # 92 × (896 × 3 × 3,072 × (3,584 − 7,168) + 51,383,808)
+    ({"routed_expert_hidden_size": None}, 92 * (896 * 3 * 3_072 * (3_584 - 7_168) + 51_383_808)),
+])
+def test_each_kimi_k3_block_counts_where_its_field_says(tmp_path, change, fewer):
+    d = cfg("kimi-k3")
+    t = d["text_config"]
+    for k, v in change.items():
+        if isinstance(v, dict):
+            t[k] = {**t[k], **v}
+        elif v is None:
+            del t[k]
+        else:
+            t[k] = v
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    assert load_model(str(p)).params_total == 2_779_484_393_568 - fewer
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("latent_moe_use_norm", "false", "field 'latent_moe_use_norm'"),
+    ("routed_expert_hidden_size", -1, "field 'routed_expert_hidden_size'"),
+    ("attn_res_block_size", "12", "field 'attn_res_block_size'"),
+    ("linear_attn_config", {"use_full_rank_gate": "true"}, "linear_attn_config.use_full_rank_gate"),
+])
+def test_kimi_k3s_fields_are_checked_by_name(tmp_path, field, value, message):
+    d = cfg("kimi-k3")
+    t = d["text_config"]
+    t[field] = {**t[field], **value} if isinstance(value, dict) else value
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_model(str(p))
 
 
 @pytest.mark.parametrize("field", ["conv_bias", "block_auto_adjust_ff_dim", "tie_embedding"])
