@@ -25,7 +25,7 @@ from part1_capacity.calculator.base.errors import InputError
 
 # a parameter of a vision or audio tower (or its projector): loaded by a server, not run for a text token
 MULTIMODAL = re.compile(r"(^|\.)(vision_tower|vision_model|visual|multi_modal_projector|audio_tower|"
-                        r"embed_vision|embed_audio|audio_model|vision_embed)\.")
+                        r"embed_vision|embed_audio|audio_model|vision_embed|mm_projector)\.")
 
 
 def numel(shape) -> int:
@@ -816,6 +816,43 @@ def _gemma4_vision(config: dict, defaults: dict | None, where: str, text_hidden:
     return out + [("model.embed_vision.embedding_projection.weight", (text_hidden, h))]
 
 
+# Kimi-K3's vision_config values whose tower _kimi_k3_vision counts; another value is a tower it does not know
+_K3_VISION = {"pos_emb_type": "divided_fixed", "mm_projector_type": "patchmergerv2", "mlp_type": "mlp2",
+              "norm_type": "rmsnorm", "attn_bias": False, "linear_bias": False, "patch_embed_proj_bias": False}
+
+
+def _kimi_k3_vision(config: dict, defaults: dict | None, where: str, text_hidden: int):
+    """Kimi-K3's vision tower and projector, as its checkpoint's tensors are (moonshotai/Kimi-K3: vision_tower.* and
+    mm_projector.*, no bias anywhere): a patch convolution and a learned grid of init_pos_emb_height × _width
+    positions (the time positions of divided_fixed are fixed, not weights); per block an RMS norm before attention
+    and one before the MLP, one fused q/k/v matrix of 3 × qkv_hidden_size, its output projection, a two-matrix MLP
+    (mlp2: fc0, fc1); a final norm; then the patch merger of merge_kernel_size patches (mm_hidden_size each) through
+    two matrices into the text width and a norm there."""
+    v = _Sub(config, defaults, "vision_config", where)
+    for name, allowed in _K3_VISION.items():
+        if v.raw(name) is not None and v.raw(name) != allowed:
+            raise InputError(f"{v.where}: field '{name}' {validate.show(v.raw(name))}: a Kimi-K3 vision tower other "
+                             f"than the published one is not modelled (allowed: {validate.show(allowed)})")
+    h, I, Q, P = v.int("vt_hidden_size", lo=1), v.int("vt_intermediate_size", lo=1), v.int("qkv_hidden_size", lo=1), \
+        v.int("patch_size", lo=1)
+    kernel = v.raw("merge_kernel_size")
+    if not (isinstance(kernel, list) and len(kernel) == 2 and all(isinstance(k, int) and 0 < k <= 64 for k in kernel)):
+        raise InputError(f"{v.where}: field 'merge_kernel_size' must be two positive integers, got "
+                         f"{validate.show(kernel)}")
+    p = "vision_tower"
+    out = [(f"{p}.patch_embed.proj.weight", (h, 3, P, P)),
+           (f"{p}.patch_embed.pos_emb.weight",
+            (v.int("init_pos_emb_height", lo=1), v.int("init_pos_emb_width", lo=1), h))]
+    for i in range(v.int("vt_num_hidden_layers", lo=1)):
+        q = f"{p}.encoder.blocks.{i}"
+        out += [(f"{q}.norm0.weight", (h,)), (f"{q}.norm1.weight", (h,)), (f"{q}.wqkv.weight", (3 * Q, h)),
+                (f"{q}.wo.weight", (h, Q)), (f"{q}.mlp.fc0.weight", (I, h)), (f"{q}.mlp.fc1.weight", (h, I))]
+    merged = v.int("mm_hidden_size", lo=1) * kernel[0] * kernel[1]
+    return out + [(f"{p}.encoder.final_layernorm.weight", (h,)), ("mm_projector.proj.0.weight", (merged, merged)),
+                  ("mm_projector.proj.2.weight", (text_hidden, merged)),
+                  ("mm_projector.post_norm.weight", (text_hidden,))]
+
+
 def counts_in_pure_python(config: dict) -> bool:
     """Whether ``count_model_parameters`` counts everything this file's model loads: False for a tower it does not
     know (Gemma 4's audio tower, or clipped linears with their bounds) — such a file is counted by transformers."""
@@ -830,7 +867,7 @@ LANGUAGE_MODEL_PREFIX = {"gemma4": "model.language_model."}
 # top-level model_type → its vision tower and projector
 TOWERS = {"gemma4": _gemma4_vision, "gemma3": _gemma3_vision, "qwen3_vl_moe": _qwen3_vl_vision, "qwen3_5_moe": _qwen3_vl_vision,
           "qwen3_5": _qwen3_vl_vision, "qwen3_vl": _qwen3_vl_vision,
-          "llama4": _llama4_vision, "mistral3": _pixtral_vision}
+          "llama4": _llama4_vision, "mistral3": _pixtral_vision, "kimi_k3": _kimi_k3_vision}
 
 
 def count_model_parameters(config: dict, defaults: dict | None = None, where: str = "config.json"):

@@ -79,9 +79,9 @@ PUBLISHED = {
     # model card: DeepSeek-V4-Flash "284B" total, 13B active (the MTP layer its checkpoint adds not built; the count,
     # 284,332,230,231, equals transformers' DeepseekV4ForCausalLM meta build: test_families.py)
     "deepseek-v4-flash": (None, 284e9),
-    # Kimi-K3: no total on its card; its checkpoint's tensors (96 safetensors files) hold 2,779,484,478,208 text-model
-    # parameters, two MXFP4 weights per packed byte (counted by hand block by block in test_families.py)
-    "kimi-k3": (None, 2_779_484_478_208),
+    # Kimi-K3: no total on its card; its checkpoint's tensors (96 safetensors files) hold 2,779,931,837,184
+    # parameters, two MXFP4 weights per packed byte, its vision tower included (by hand in test_families.py)
+    "kimi-k3": (None, 2_779_931_837_184),
 }
 
 

@@ -639,13 +639,19 @@ def test_kimi_k3_counts_its_own_blocks_by_hand():
     projections routed_expert_down_proj 3,584 × 7,168 and routed_expert_up_proj 7,168 × 3,584 and the norm
     (latent_moe_use_norm) 3,584 = 51,383,808; two shared experts of the expert width, 3 × 7,168 × 6,144 =
     132,120,576; the router 896 × 7,168 = 6,422,528: 29,784,935,936 × 92 = 2,740,214,106,112. The final norm 7,168.
-    Total 2,779,484,393,568.
-    The checkpoint's tensors hold 2,779,484,478,208 text-model parameters (two MXFP4 weights per packed byte): 84,640
-    more, its A_log of 128 entries for 96 heads (69 × 32) and the router's score-correction bias (92 × 896), which
-    the count leaves out as it does for Kimi Linear — 3 × 10⁻⁸ of the total, well within 1 %."""
+    Text model 2,779,484,393,568.
+    The vision tower (vision_config, no biases): the patch convolution 1,024 × 3 × 14 × 14 = 602,112, the position
+    grid 64 × 64 × 1,024 = 4,194,304; 27 blocks of two norms 2 × 1,024, wqkv 3 × 1,536 × 1,024 = 4,718,592, wo
+    1,024 × 1,536 = 1,572,864, fc0 and fc1 2 × 4,096 × 1,024 = 8,388,608: 14,681,088 × 27 = 396,389,376; the final
+    norm 1,024; the projector of 2 × 2 merged patches of 1,024 (4,096): 4,096 × 4,096 = 16,777,216 and
+    7,168 × 4,096 = 29,360,128 and its norm 7,168: 447,358,976. Total 2,779,931,752,544.
+    The checkpoint's tensors hold 2,779,931,837,184 parameters (two MXFP4 weights per packed byte): 84,640 more, its
+    A_log of 128 entries for 96 heads (69 × 32) and the router's score-correction bias (92 × 896), which the count
+    leaves out as it does for Kimi Linear — 3 × 10⁻⁸ of the total, well within 1 %."""
     m = load_model(path("kimi-k3"))
-    assert m.params_total == 2_779_484_393_568
-    assert m.params_total == pytest.approx(2_779_484_478_208, rel=0.01)
+    assert m.params_total == 2_779_484_393_568 + 447_358_976
+    assert sum(param_count.numel(s) for _, s in param_count.count_parameters(cfg("kimi-k3"))) == 2_779_484_393_568
+    assert m.params_total == pytest.approx(2_779_931_837_184, rel=0.01)
     assert m.params_routed == 92 * 29_595_009_024
     # the cache as Kimi Linear's: 24 MLA layers × (512 + 64) × 2 bytes per token; 69 KDA states
     assert (m.n_full_layers, m.kv_bytes_per_token(2), m.ssm.kind, m.ssm.n_layers) == (24, 27_648, "kda", 69)
@@ -655,12 +661,13 @@ def test_kimi_k3s_mxfp4_experts_alone_are_packed():
     """Its compressed-tensors MXFP4 scheme packs the routed experts alone: 2,722,740,830,208 weights × 4.25 bits
     = 1,446,456,066,048 bytes, the checkpoint's weight_packed (half a byte each) and weight_scale (one byte per 32)
     bytes to the byte. Everything else is bf16, the latent and residual projections too (stored BF16 though the
-    ignore list does not name them): 56,743,563,360 × 2 = 113,487,126,720 bytes."""
+    ignore list does not name them), and the vision tower: 56,743,563,360 + 447,358,976 = 57,190,922,336 × 2 =
+    114,381,844,672 bytes."""
     from part1_capacity.calculator.model import weights
 
     groups = {g["dtype"]: (g["params"], g["bytes"]) for g in weights.weights_report(load_model(path("kimi-k3")))
               ["weights_groups"]}
-    assert groups == {"mxfp4": (2_722_740_830_208, 1_446_456_066_048), "bf16": (56_743_563_360, 113_487_126_720)}
+    assert groups == {"mxfp4": (2_722_740_830_208, 1_446_456_066_048), "bf16": (57_190_922_336, 114_381_844_672)}
 
 
 @pytest.mark.parametrize("change, fewer", [
@@ -685,7 +692,19 @@ def test_each_kimi_k3_block_counts_where_its_field_says(tmp_path, change, fewer)
             t[k] = v
     p = tmp_path / "config.json"
     p.write_text(json.dumps(d))
-    assert load_model(str(p)).params_total == 2_779_484_393_568 - fewer
+    assert load_model(str(p)).params_total == 2_779_484_393_568 + 447_358_976 - fewer
+
+
+@pytest.mark.parametrize("field, value", [("attn_bias", True), ("mm_projector_type", "patchmerger"),
+                                          ("merge_kernel_size", [2])])
+def test_a_kimi_k3_vision_tower_not_the_published_one_is_refused_by_name(tmp_path, field, value):
+    """Biases, another projector or a merge kernel that is not two sizes would change the tower's count."""
+    d = cfg("kimi-k3")
+    d["vision_config"][field] = value
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(InputError, match=f"vision_config: field '{field}'"):
+        load_model(str(p))
 
 
 @pytest.mark.parametrize("field, value, message", [
