@@ -53,7 +53,7 @@ def profile_from_text(text: str, where: str = "config.json", model_id: str = "co
     table = configs.stored_defaults()
     if mt is not None:
         return configs.profile_from_fields(config, table["model_types"][mt], where, model_id)
-    if config.get("model_type") not in table["known_types"] and not isinstance(config.get("text_config"), dict):
+    if not configs.transformers_has_class(config):   # the CLI's rule, the same call (Kimi-K3, MiniMax-M1)
         return configs.profile_from_fields(config, configs.OWN_CODE_DEFAULTS, where, model_id)
     raise InputError(f"{where}: model_type {config.get('model_type')!r} takes its defaults and its parameter count "
                      f"from transformers {table['transformers']}, which this page does not carry (it reads the "
