@@ -3,6 +3,7 @@ bad input gets one line and touches no one else's grade; a void grade is loud an
 nbgrader's working files are not part of what a grade depends on. The whole workflow, six students graded two at
 a time, is tests/course/classroom/test_instructors_guide.py."""
 import json
+import threading
 import os
 import shutil
 import subprocess
@@ -121,8 +122,9 @@ def test_each_student_is_an_nbgrader_process_forked_from_a_warm_one(tmp_path, mo
     loaded nbgrader and the lesson's checks (torch with them): that process's exit code and log are that student's.
     nbgrader's entry point is replaced by one that says where it ran and fails for one student as a broken grader
     does; the subprocess route never calls it, so this fails there."""
-    if not classroom._can_fork():
-        pytest.skip("this process runs other threads: classroom.autograde starts fresh interpreters instead")
+    # pytest's own process is single-threaded (xdist workers too): were it not, the forked route would go untested
+    # (classroom.autograde starts fresh interpreters where threads run), so that is a failure, not a skip
+    assert classroom._can_fork(), f"threads in the test process: {[t.name for t in threading.enumerate()]}"
     import nbgrader.apps.nbgraderapp as app
 
     blank = json.loads((REPO / "exercises" / "01_attention" / "attention.ipynb").read_text())
